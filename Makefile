@@ -1,0 +1,54 @@
+# gpufleet: `make run` runs the main job on the simulated fleet; `make test` runs every test.
+# Both create .venv if missing, install the pinned requirements with -c constraints.txt (and
+# gpufleet itself, editable), set AIRFLOW_HOME to .airflow/ and migrate Airflow's metadata DB.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := $(CURDIR)/.venv
+BIN := $(VENV)/bin
+export AIRFLOW_HOME := $(CURDIR)/.airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(AIRFLOW_HOME)/airflow.db
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup run up test lint bench clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/activate requirements.txt constraints.txt pyproject.toml
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
+	$(BIN)/pip install -q -c constraints.txt --no-deps -e .
+	touch $@
+
+$(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
+	mkdir -p $(AIRFLOW_HOME)
+	$(BIN)/airflow db migrate > $(AIRFLOW_HOME)/db-migrate.log 2>&1 || (cat $(AIRFLOW_HOME)/db-migrate.log; exit 1)
+	touch $@
+
+setup: $(AIRFLOW_HOME)/.migrated
+
+run: setup
+	$(BIN)/python scripts/run_fleet.py
+
+up: setup
+	@echo "Airflow UI: http://localhost:8080  (user admin; password in $(AIRFLOW_HOME)/simple_auth_manager_passwords.json.generated)"
+	$(BIN)/airflow standalone
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/parse_time.py
+	$(BIN)/python bench/log_scan.py
+	$(BIN)/python bench/gate_latency.py
+
+clean:
+	rm -rf $(AIRFLOW_HOME)

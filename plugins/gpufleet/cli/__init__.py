@@ -1,0 +1,48 @@
+"""The ``gpufleet`` command. Each subcommand lives in its own module with a ``register`` function.
+
+Exit codes: 0 success, 1 a negative answer (a refused gate, a failed run), 2 bad input or an
+error the user must fix (message on stderr, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from gpufleet.errors import GpufleetError
+
+# subcommand modules, in help order; each has register(subparsers)
+_COMMANDS = ("sim_cmd", "parse_cmd", "gate_cmd", "trigger_cmd", "status_cmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet", description="Operate and inspect a gpufleet GPU fleet."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(f"gpufleet.cli.{name}")
+        except ModuleNotFoundError as exc:  # a subcommand not built yet
+            if exc.name == f"gpufleet.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GpufleetError as exc:
+        print(f"gpufleet: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,422 @@
+"""Ledger access: one ``Ledger`` per database URL, used by operators, the CLI and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Engine, and_, create_engine, event, func, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
+
+from gpufleet.errors import LedgerError
+from gpufleet.paths import state_dir
+from gpufleet.store import schema as s
+
+LEDGER_CONN_ID = "gpufleet_ledger"
+
+_engines: dict[str, Engine] = {}
+_ready: set[str] = set()
+_lock = threading.Lock()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def connection_to_url(conn: Any) -> str:
+    """An Airflow Connection (or anything with its attributes) as an SQLAlchemy URL."""
+    conn_type = (getattr(conn, "conn_type", None) or "").lower()
+    extra = getattr(conn, "extra_dejson", None) or {}
+    if extra.get("sqlalchemy_url"):
+        return extra["sqlalchemy_url"]
+    if conn_type in ("sqlite",):
+        path = getattr(conn, "host", None) or getattr(conn, "schema", None)
+        if not path:
+            raise LedgerError("the ledger connection is sqlite but names no file (put it in host)")
+        return f"sqlite:///{path}"
+    if conn_type in ("postgres", "postgresql"):
+        login = quote(conn.login or "", safe="")
+        auth = login + (f":{quote(conn.password, safe='')}" if conn.password else "")
+        host = conn.host or "localhost"
+        port = f":{conn.port}" if conn.port else ""
+        return f"postgresql+psycopg2://{auth}{'@' if auth else ''}{host}{port}/{conn.schema or ''}"
+    raise LedgerError(
+        f"the ledger connection has type {conn_type!r}: use postgres or sqlite "
+        "(or set extra.sqlalchemy_url)"
+    )
+
+
+def _normalise(url: str) -> str:
+    if url.startswith("postgres://"):
+        return "postgresql+psycopg2://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg2://" + url[len("postgresql://") :]
+    return url
+
+
+def default_ledger_url() -> str:
+    """``GPUFLEET_LEDGER_URL``, else ``AIRFLOW_CONN_GPUFLEET_LEDGER``, else a local SQLite file."""
+    url = os.environ.get("GPUFLEET_LEDGER_URL")
+    if url:
+        return _normalise(url)
+    env = os.environ.get(f"AIRFLOW_CONN_{LEDGER_CONN_ID.upper()}")
+    if env:
+        env = env.strip()
+        if env.startswith("{"):
+            data = json.loads(env)
+
+            class _C:  # the JSON form of an Airflow connection
+                conn_type = data.get("conn_type")
+                host = data.get("host")
+                login = data.get("login")
+                password = data.get("password")
+                schema = data.get("schema")
+                port = data.get("port")
+                extra_dejson = data.get("extra") or {}
+
+            return connection_to_url(_C)
+        return _normalise(env)
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'ledger.db'}"
+
+
+def _engine(url: str) -> Engine:
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"timeout": 60})
+
+                @event.listens_for(engine, "connect")
+                def _pragmas(dbapi_conn, _record):  # many task processes share the file
+                    cur = dbapi_conn.cursor()
+                    cur.execute("PRAGMA journal_mode=WAL")
+                    cur.execute("PRAGMA foreign_keys=ON")
+                    cur.execute("PRAGMA busy_timeout=60000")
+                    cur.close()
+            else:
+                engine = create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+            _engines[url] = engine
+        return engine
+
+
+def _row(r: Any) -> dict[str, Any] | None:
+    return dict(r._mapping) if r is not None else None
+
+
+class Ledger:
+    """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
+
+    def __init__(self, url: str | None = None):
+        self.url = _normalise(url) if url else default_ledger_url()
+        self.engine = _engine(self.url)
+        if self.url not in _ready:
+            self._ensure_schema()
+            _ready.add(self.url)
+
+    def _ensure_schema(self) -> None:
+        for attempt in range(3):  # concurrent task processes may race to create tables
+            try:
+                s.ensure_schema(self.engine)
+                return
+            except (IntegrityError, ProgrammingError, OperationalError) as exc:
+                if attempt == 2:
+                    raise LedgerError(
+                        f"cannot prepare the ledger at {self.safe_url}: {exc.orig}"
+                    ) from exc
+            except DBAPIError as exc:
+                raise LedgerError(
+                    f"cannot reach the ledger at {self.safe_url}: {exc.orig}"
+                ) from exc
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    # --- validations ---------------------------------------------------------------------------
+
+    def record_validation(
+        self,
+        *,
+        run_id: str,
+        cluster: str,
+        pool: str,
+        kind: str,
+        passed: bool,
+        started_at: datetime,
+        finished_at: datetime | None = None,
+        pairs: Iterable[dict[str, Any]] = (),
+        **fields: Any,
+    ) -> int:
+        """One pool's verdict for one run, with its per-pair figures; returns the row id."""
+        values = {
+            "run_id": run_id,
+            "cluster": cluster,
+            "pool": pool,
+            "kind": kind,
+            "passed": passed,
+            "started_at": started_at,
+            "finished_at": finished_at or _now(),
+            "reasons": list(fields.pop("reasons", [])),
+            "details": dict(fields.pop("details", {})),
+            **fields,
+        }
+        with self.engine.begin() as conn:
+            vid = conn.execute(insert(s.validations).values(**values)).inserted_primary_key[0]
+            rows = [
+                {**p, "validation_id": vid, "reasons": list(p.get("reasons", []))} for p in pairs
+            ]
+            if rows:
+                conn.execute(insert(s.validation_pairs), rows)
+        return int(vid)
+
+    def latest_validation(self, cluster: str, pool: str, kind: str) -> dict[str, Any] | None:
+        v = s.validations
+        q = (
+            select(v)
+            .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
+            .order_by(v.c.finished_at.desc(), v.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            return _row(conn.execute(q).first())
+
+    def validation_history(
+        self, cluster: str, pool: str, kind: str = "fabric", limit: int = 30
+    ) -> list[dict[str, Any]]:
+        """The most recent ``limit`` verdicts, oldest first."""
+        v = s.validations
+        q = (
+            select(v)
+            .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
+            .order_by(v.c.finished_at.desc(), v.c.id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in reversed(conn.execute(q).all())]
+
+    def validations_for_run(self, run_id: str) -> list[dict[str, Any]]:
+        v = s.validations
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(v).where(v.c.run_id == run_id).order_by(v.c.id)).all()
+            return [dict(r._mapping) for r in rows]
+
+    def pairs(self, validation_id: int) -> list[dict[str, Any]]:
+        p = s.validation_pairs
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(p).where(p.c.validation_id == validation_id).order_by(p.c.id)
+            ).all()
+            return [dict(r._mapping) for r in rows]
+
+    # --- pool lifecycle ------------------------------------------------------------------------
+
+    def set_pool_state(
+        self,
+        cluster: str,
+        pool: str,
+        state: str,
+        reason: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        now = _now()
+        t = s.pool_state
+        with self.engine.begin() as conn:
+            updated = conn.execute(
+                update(t)
+                .where(t.c.cluster == cluster, t.c.pool == pool)
+                .values(state=state, reason=reason, updated_at=now)
+            ).rowcount
+            if not updated:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            insert(t).values(
+                                cluster=cluster,
+                                pool=pool,
+                                state=state,
+                                reason=reason,
+                                updated_at=now,
+                            )
+                        )
+                except IntegrityError:  # another process inserted it first
+                    conn.execute(
+                        update(t)
+                        .where(t.c.cluster == cluster, t.c.pool == pool)
+                        .values(state=state, reason=reason, updated_at=now)
+                    )
+            conn.execute(
+                insert(s.pool_events).values(
+                    cluster=cluster, pool=pool, state=state, reason=reason, run_id=run_id, at=now
+                )
+            )
+
+    def pool_state(self, cluster: str, pool: str) -> dict[str, Any] | None:
+        t = s.pool_state
+        with self.engine.connect() as conn:
+            return _row(
+                conn.execute(select(t).where(t.c.cluster == cluster, t.c.pool == pool)).first()
+            )
+
+    def pool_states(self) -> dict[tuple[str, str], dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return {
+                (r.cluster, r.pool): dict(r._mapping)
+                for r in conn.execute(select(s.pool_state)).all()
+            }
+
+    # --- quarantine ----------------------------------------------------------------------------
+
+    def quarantine(
+        self, cluster: str, pool: str, node: str, reason: str, run_id: str | None = None
+    ) -> bool:
+        """Record a quarantine; False if the node is already quarantined (idempotent)."""
+        q = s.quarantined_nodes
+        with self.engine.begin() as conn:
+            active = conn.execute(
+                select(q.c.id).where(
+                    q.c.cluster == cluster, q.c.node == node, q.c.released_at.is_(None)
+                )
+            ).first()
+            if active:
+                return False
+            conn.execute(
+                insert(q).values(
+                    cluster=cluster,
+                    pool=pool,
+                    node=node,
+                    reason=reason,
+                    run_id=run_id,
+                    quarantined_at=_now(),
+                )
+            )
+            return True
+
+    def release(self, cluster: str, node: str) -> bool:
+        q = s.quarantined_nodes
+        with self.engine.begin() as conn:
+            return bool(
+                conn.execute(
+                    update(q)
+                    .where(q.c.cluster == cluster, q.c.node == node, q.c.released_at.is_(None))
+                    .values(released_at=_now())
+                ).rowcount
+            )
+
+    def quarantined(
+        self, cluster: str | None = None, pool: str | None = None
+    ) -> list[dict[str, Any]]:
+        q = s.quarantined_nodes
+        cond = [q.c.released_at.is_(None)]
+        if cluster:
+            cond.append(q.c.cluster == cluster)
+        if pool:
+            cond.append(q.c.pool == pool)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(q).where(and_(*cond)).order_by(q.c.node)).all()
+            return [dict(r._mapping) for r in rows]
+
+    # --- transitions ---------------------------------------------------------------------------
+
+    def transitions_in_flight(self, cluster: str) -> list[dict[str, Any]]:
+        t = s.transitions
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t).where(t.c.cluster == cluster, t.c.state == "running")
+            ).all()
+            return [dict(r._mapping) for r in rows]
+
+    def start_transition(
+        self, cluster: str, from_pool: str, to_pool: str, run_id: str | None = None
+    ) -> int:
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    insert(s.transitions).values(
+                        cluster=cluster,
+                        from_pool=from_pool,
+                        to_pool=to_pool,
+                        state="running",
+                        run_id=run_id,
+                        started_at=_now(),
+                    )
+                ).inserted_primary_key[0]
+            )
+
+    def finish_transition(self, transition_id: int, state: str) -> None:
+        t = s.transitions
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(t).where(t.c.id == transition_id).values(state=state, finished_at=_now())
+            )
+
+    # --- gate decisions and launches -----------------------------------------------------------
+
+    def record_gate_decision(
+        self,
+        *,
+        cluster: str,
+        pools: list[str],
+        nodes: int,
+        launch: bool,
+        reasons: list[str],
+        job: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    insert(s.gate_decisions).values(
+                        cluster=cluster,
+                        pools=list(pools),
+                        nodes=nodes,
+                        launch=launch,
+                        reasons=list(reasons),
+                        job=job,
+                        run_id=run_id,
+                        decided_at=_now(),
+                    )
+                ).inserted_primary_key[0]
+            )
+
+    def gate_decisions(self, limit: int = 20) -> list[dict[str, Any]]:
+        g = s.gate_decisions
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(g).order_by(g.c.id.desc()).limit(limit)).all()
+            return [dict(r._mapping) for r in rows]
+
+    def record_launch(self, **values: Any) -> int:
+        now = _now()
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    insert(s.launches).values(created_at=now, updated_at=now, **values)
+                ).inserted_primary_key[0]
+            )
+
+    def update_launch(self, launch_id: int, **values: Any) -> None:
+        t = s.launches
+        with self.engine.begin() as conn:
+            conn.execute(update(t).where(t.c.id == launch_id).values(updated_at=_now(), **values))
+
+    def launch(self, launch_id: int) -> dict[str, Any] | None:
+        t = s.launches
+        with self.engine.connect() as conn:
+            return _row(conn.execute(select(t).where(t.c.id == launch_id)).first())
+
+    def launches(self, limit: int = 20) -> list[dict[str, Any]]:
+        t = s.launches
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t).order_by(t.c.id.desc()).limit(limit)).all()
+            return [dict(r._mapping) for r in rows]
+
+    def count(self, table: str) -> int:
+        tbl = s.metadata.tables[table]
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(tbl)).scalar() or 0)

@@ -1,0 +1,71 @@
+"""Test environment: a throwaway AIRFLOW_HOME (migrated once per session) and, per test, a
+fresh gpufleet state folder (sim fleet + SQLite ledger), so tests never touch `make run`'s.
+
+Set before anything imports Airflow: Airflow reads its configuration at import.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_HOME = Path(tempfile.mkdtemp(prefix="gpufleet-airflow-home-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_HOME),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME}/airflow.db",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "GPUFLEET_STATE_DIR": str(_HOME / "gpufleet"),
+        "GPUFLEET_SIM_SPEED": "0.2",
+    }
+)
+for var in (
+    "GPUFLEET_LEDGER_URL",
+    "AIRFLOW_CONN_GPUFLEET_LEDGER",
+    "GPUFLEET_CATALOG_DIR",
+    "GPUFLEET_INCLUDE_DIR",
+    "AIRFLOW_CONN_GPUFLEET_ALERTS",
+):
+    os.environ.pop(var, None)
+
+_migrated = False
+
+
+def venv_airflow() -> str:
+    return str(Path(sys.executable).parent / "airflow")
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's metadata DB, migrated once (about 3 s on SQLite)."""
+    global _migrated
+    if not _migrated:
+        proc = subprocess.run(
+            [venv_airflow(), "db", "migrate"], capture_output=True, text=True, env=os.environ.copy()
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        _migrated = True
+    return _HOME
+
+
+@pytest.fixture
+def fleet_state(tmp_path, monkeypatch) -> Path:
+    """A fresh sim fleet and SQLite ledger for this test."""
+    state = tmp_path / "gpufleet"
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(state))
+    return state
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import shutil
+
+    shutil.rmtree(_HOME, ignore_errors=True)

@@ -1,0 +1,245 @@
+"""The ledger on SQLite and, when 127.0.0.1:5432 answers, on a throwaway PostgreSQL database."""
+
+from __future__ import annotations
+
+import multiprocessing
+import socket
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from gpufleet.errors import LedgerError
+from gpufleet.store import Ledger, connection_to_url, default_ledger_url
+from gpufleet.store import schema as s
+
+
+def _postgres_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+        return
+    if not _postgres_up():
+        pytest.skip("PostgreSQL does not answer at 127.0.0.1:5432")
+    import psycopg2
+
+    name = f"gpufleet_test_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(host="127.0.0.1", user="postgres", dbname="postgres")
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    finally:
+        from gpufleet.store import ledger as module
+
+        engine = module._engines.pop(f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}", None)
+        if engine is not None:
+            engine.dispose()
+        admin.cursor().execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+NOW = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+
+
+def test_schema_is_created_once_and_versioned(ledger_url):
+    ledger = Ledger(ledger_url)
+    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # second call: no-op
+    with ledger.engine.connect() as conn:
+        versions = conn.execute(text("SELECT version FROM gf_schema_version")).scalars().all()
+    assert versions == [s.SCHEMA_VERSION]
+
+
+def test_a_newer_schema_is_refused(ledger_url):
+    ledger = Ledger(ledger_url)
+    with ledger.engine.begin() as conn:
+        conn.execute(s.schema_version.insert().values(version=s.SCHEMA_VERSION + 1, applied_at=NOW))
+    with pytest.raises(LedgerError, match="newer than this gpufleet"):
+        s.ensure_schema(ledger.engine)
+
+
+def test_validation_with_pairs_round_trips(ledger_url):
+    ledger = Ledger(ledger_url)
+    vid = ledger.record_validation(
+        run_id="r1",
+        cluster="c",
+        pool="p",
+        kind="fabric",
+        passed=False,
+        started_at=NOW,
+        finished_at=NOW + timedelta(minutes=5),
+        expected_transport="gib",
+        transport="socket",
+        busbw_gbps=21.5,
+        baseline_gbps=355,
+        reasons=["NCCL used socket"],
+        details={"page": True},
+        pairs=[
+            {
+                "pass_no": 1,
+                "node_a": "n0",
+                "node_b": "n1",
+                "passed": False,
+                "transport": "socket",
+                "gdrdma": False,
+                "busbw_gbps": 21.5,
+                "small_latency_us": 210.0,
+                "wrong": 0,
+                "reasons": ["NCCL used socket"],
+            }
+        ],
+    )
+    row = ledger.latest_validation("c", "p", "fabric")
+    assert row["id"] == vid and row["transport"] == "socket" and row["passed"] is False
+    assert row["finished_at"] == NOW + timedelta(minutes=5)
+    assert row["finished_at"].tzinfo is not None
+    assert row["reasons"] == ["NCCL used socket"] and row["details"] == {"page": True}
+    (pair,) = ledger.pairs(vid)
+    assert (pair["node_a"], pair["transport"], pair["busbw_gbps"]) == ("n0", "socket", 21.5)
+    assert ledger.validations_for_run("r1")[0]["id"] == vid
+
+
+def test_latest_and_history_order(ledger_url):
+    ledger = Ledger(ledger_url)
+    for night in range(5):
+        ledger.record_validation(
+            run_id=f"n{night}",
+            cluster="c",
+            pool="p",
+            kind="fabric",
+            passed=night != 3,
+            busbw_gbps=350 + night,
+            started_at=NOW + timedelta(days=night),
+            finished_at=NOW + timedelta(days=night, minutes=3),
+        )
+    assert ledger.latest_validation("c", "p", "fabric")["run_id"] == "n4"
+    assert ledger.latest_validation("c", "p", "storage") is None
+    history = ledger.validation_history("c", "p", "fabric", limit=3)
+    assert [h["run_id"] for h in history] == ["n2", "n3", "n4"]
+
+
+def test_naive_datetimes_are_refused(ledger_url):
+    ledger = Ledger(ledger_url)
+    with pytest.raises(Exception, match="aware datetimes"):
+        ledger.record_validation(
+            run_id="r",
+            cluster="c",
+            pool="p",
+            kind="fabric",
+            passed=True,
+            started_at=datetime(2026, 1, 1),
+        )
+
+
+def test_pool_state_upserts_and_keeps_events(ledger_url):
+    ledger = Ledger(ledger_url)
+    assert ledger.pool_state("c", "p") is None
+    ledger.set_pool_state("c", "p", "validated", "ok", "r1")
+    ledger.set_pool_state("c", "p", "degraded", "fabric down", "r2")
+    assert ledger.pool_state("c", "p")["state"] == "degraded"
+    assert list(ledger.pool_states()) == [("c", "p")]
+    assert ledger.count("gf_pool_events") == 2
+
+
+def test_quarantine_is_idempotent_and_releasable(ledger_url):
+    ledger = Ledger(ledger_url)
+    assert ledger.quarantine("c", "p", "n3", "low busbw", "r1") is True
+    assert ledger.quarantine("c", "p", "n3", "low busbw", "r2") is False
+    assert [q["node"] for q in ledger.quarantined("c")] == ["n3"]
+    assert ledger.release("c", "n3") is True and ledger.quarantined("c") == []
+    assert ledger.release("c", "n3") is False
+
+
+def test_transitions_gate_decisions_and_launches(ledger_url):
+    ledger = Ledger(ledger_url)
+    tid = ledger.start_transition("c", "old", "new", "r1")
+    assert [t["to_pool"] for t in ledger.transitions_in_flight("c")] == ["new"]
+    ledger.finish_transition(tid, "done")
+    assert ledger.transitions_in_flight("c") == []
+    gid = ledger.record_gate_decision(
+        cluster="c", pools=["p"], nodes=2, launch=True, reasons=["fresh"], job="j"
+    )
+    lid = ledger.record_launch(
+        cluster="c",
+        pool="p",
+        namespace="ns",
+        job="j",
+        gate_decision_id=gid,
+        state="submitted",
+        expected_transport="gib",
+    )
+    ledger.update_launch(
+        lid, state="confirmed", confirmed_transport="gib", ranks={"0": "gib", "1": "gib"}
+    )
+    launch = ledger.launch(lid)
+    assert launch["state"] == "confirmed" and launch["ranks"] == {"0": "gib", "1": "gib"}
+    assert ledger.gate_decisions()[0]["reasons"] == ["fresh"]
+
+
+def _writer(url: str, worker: int) -> None:
+    ledger = Ledger(url)
+    for i in range(15):
+        ledger.record_validation(
+            run_id=f"w{worker}-{i}",
+            cluster="c",
+            pool=f"p{worker}",
+            kind="fabric",
+            passed=True,
+            started_at=datetime.now(UTC),
+        )
+        ledger.set_pool_state("c", f"p{worker}", "validated")
+
+
+def test_concurrent_task_processes(ledger_url):
+    """Airflow runs every task in its own process: concurrent writers must all land."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(ledger_url, w)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    ledger = Ledger(ledger_url)
+    assert ledger.count("gf_validations") == 60
+    assert len(ledger.pool_states()) == 4
+
+
+def test_connection_urls(monkeypatch, tmp_path):
+    class Conn:
+        conn_type, host, login, password, schema, port = (
+            "postgres",
+            "db",
+            "u",
+            "p@ss",
+            "led",
+            5433,
+        )
+        extra_dejson: dict = {}
+
+    assert connection_to_url(Conn) == "postgresql+psycopg2://u:p%40ss@db:5433/led"
+    monkeypatch.setenv("AIRFLOW_CONN_GPUFLEET_LEDGER", "postgres://a:b@h:5432/x")
+    assert default_ledger_url() == "postgresql+psycopg2://a:b@h:5432/x"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPUFLEET_LEDGER", '{"conn_type": "sqlite", "host": "/tmp/x.db"}'
+    )
+    assert default_ledger_url() == "sqlite:////tmp/x.db"
+    monkeypatch.delenv("AIRFLOW_CONN_GPUFLEET_LEDGER")
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
+    assert default_ledger_url() == f"sqlite:///{tmp_path / 'ledger.db'}"
+    Conn.conn_type = "mysql"
+    with pytest.raises(LedgerError, match="use postgres or sqlite"):
+        connection_to_url(Conn)
+
+
+def test_unreachable_ledger_says_so():
+    with pytest.raises(LedgerError, match="cannot"):
+        Ledger("postgresql+psycopg2://nobody@127.0.0.1:1/none")
