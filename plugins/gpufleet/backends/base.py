@@ -1,0 +1,176 @@
+"""The two protocols every backend implements, and the plain data they exchange.
+
+``CloudBackend`` talks to a cloud's control plane (reservations, networks, clusters, node pools,
+Lustre filesystems). ``ClusterBackend`` talks to one Kubernetes cluster (manifests, nodes,
+workloads, logs). Operators hold names, never clients: they ask ``gpufleet.backends.for_cluster``
+for the backends the catalog names. Create operations are idempotent (``ensure_*``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+POOL_LABEL = "gpufleet.io/pool"
+QUARANTINE_KEY = "gpufleet.io/quarantine"
+QUARANTINE_LABEL = "gpufleet.io/quarantined"
+WORKLOAD_LABEL = "gpufleet.io/workload"  # validation | training
+GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+EKS_POOL_LABEL = "eks.amazonaws.com/nodegroup"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Taints every GPU workload we render tolerates (GKE and the GPU operator put it on GPU nodes).
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str | None
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "effect": self.effect}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    pool: str | None
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    ready: bool
+    workloads: tuple[str, ...] = ()  # names of non-validation workloads with pods on the node
+
+    @property
+    def quarantined(self) -> bool:
+        return any(t.key == QUARANTINE_KEY for t in self.taints)
+
+    @property
+    def schedulable(self) -> bool:
+        """Ready, not cordoned, not tainted NoSchedule/NoExecute (but for the GPU taint that
+        GPU workloads tolerate)."""
+        blocking = any(
+            t.effect in ("NoSchedule", "NoExecute") and t.key != GPU_TAINT_KEY for t in self.taints
+        )
+        return self.ready and not self.unschedulable and not blocking
+
+    @property
+    def idle(self) -> bool:
+        """Schedulable and running no training workload: free for synthetic validation."""
+        return self.schedulable and not self.workloads
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    name: str
+    node: str | None
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    labels: dict[str, str] = field(default_factory=dict)
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """A submitted workload (Job or JobSet) as the cluster reports it."""
+
+    kind: str
+    name: str
+    namespace: str
+    phase: str  # Pending | Admitted | Running | Succeeded | Failed | NotFound
+    pods: tuple[PodInfo, ...] = ()
+    message: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.phase in ("Succeeded", "Failed", "NotFound")
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    """One Kubernetes cluster."""
+
+    def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create the object, or leave it as is if one of that kind/name exists (idempotent)."""
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete; True if something was deleted, False if it did not exist."""
+
+    def list_nodes(self, pool: str | None = None) -> list[NodeInfo]: ...
+
+    def set_unschedulable(self, node: str, unschedulable: bool) -> None:
+        """Cordon (True) or uncordon (False)."""
+
+    def add_taint(self, node: str, taint: Taint) -> None:
+        """Add or replace (same key and effect) a taint."""
+
+    def remove_taint(self, node: str, key: str) -> None: ...
+
+    def set_labels(self, node: str, labels: dict[str, str | None]) -> None:
+        """Set labels; a None value removes the label."""
+
+    def list_pods(self, namespace: str | None, selector: str) -> list[PodInfo]: ...
+
+    def evict(self, pod: str, namespace: str) -> bool:
+        """Evict through the Eviction API (respects PDBs); False when a PDB refuses for now."""
+
+    def workload_status(self, kind: str, name: str, namespace: str) -> WorkloadStatus: ...
+
+    def pod_logs(self, pod: str, namespace: str, container: str | None = None) -> str: ...
+
+
+@dataclass(frozen=True)
+class NodePoolInfo:
+    name: str
+    cluster: str
+    machine_type: str
+    node_count: int
+    reservation: str | None
+    status: str  # PROVISIONING | RUNNING | RECONCILING | STOPPING | ERROR | ABSENT
+
+
+@dataclass(frozen=True)
+class ReservationInfo:
+    name: str
+    machine_type: str
+    count: int
+    in_use: int
+
+    @property
+    def free(self) -> int:
+        return max(self.count - self.in_use, 0)
+
+
+@dataclass(frozen=True)
+class FilesystemInfo:
+    name: str
+    capacity_tib: float
+    throughput_mbps_per_tib: int
+    status: str  # CREATING | ACTIVE | ... | ABSENT
+    mount_name: str | None = None
+    endpoint: str | None = None
+
+
+@runtime_checkable
+class CloudBackend(Protocol):
+    """A cloud control plane, scoped to one cluster of the catalog."""
+
+    def get_reservation(self, name: str) -> ReservationInfo: ...
+
+    def ensure_network(self) -> dict[str, Any]:
+        """The RDMA network and one subnet per NIC, as the catalog describes them."""
+
+    def ensure_cluster(self) -> dict[str, Any]: ...
+
+    def ensure_node_pool(self, pool: str) -> NodePoolInfo: ...
+
+    def get_node_pool(self, pool: str) -> NodePoolInfo: ...
+
+    def delete_node_pool(self, pool: str) -> bool: ...
+
+    def ensure_filesystem(self, name: str) -> FilesystemInfo: ...
+
+    def get_filesystem(self, name: str) -> FilesystemInfo: ...

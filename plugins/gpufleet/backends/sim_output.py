@@ -1,0 +1,217 @@
+"""What the simulated fleet prints, in the real formats, so the real parsers run on it.
+
+- nccl-tests text output as current nccl-tests prints it (``size count type redop root time
+  algbw busbw #wrong`` for out-of-place and in-place, the footer).
+- NCCL_DEBUG=INFO lines per rank: version, the bootstrap socket line (which is not the data
+  path), ``Using network <name>``, NET/IB or NET/OFI device lines, channel lines with /GDRDMA.
+- fio ``--output-format=json``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+NCCL_VERSION = "2.23.4+cuda12.6"
+GPU_NAMES = {"H200": "NVIDIA H200", "H100": "NVIDIA H100 80GB HBM3", "B200": "NVIDIA B200"}
+BUS_IDS = ("0x18", "0x2a", "0x3a", "0x5d", "0x9a", "0xab", "0xba", "0xdb")
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """How a pair of nodes performs: peak bus bandwidth and small-message latency."""
+
+    busbw_gbps: float
+    latency_us: float
+
+
+def busbw_factor(collective: str, ranks: int) -> float:
+    if collective == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (ranks - 1) / ranks
+    return 1.0
+
+
+def nccl_tests_text(
+    *,
+    collective: str,
+    hosts: list[str],
+    gpus_per_node: int,
+    gpu_model: str,
+    link: LinkModel,
+    min_bytes: int = 8,
+    max_bytes: int = 8 * 2**30,
+    seed: int = 0,
+) -> str:
+    """The stdout of ``<collective>_perf -b min -e max -f 2 -g 1`` across ``hosts``."""
+    rng = random.Random(seed)
+    ranks = len(hosts) * gpus_per_node
+    factor = busbw_factor(collective, ranks)
+    peak_algbw = link.busbw_gbps / factor  # GB/s
+    gpu = GPU_NAMES.get(gpu_model, f"NVIDIA {gpu_model}")
+    out = [
+        f"# nThread 1 nGpus 1 minBytes {min_bytes} maxBytes {max_bytes} step: 2(factor) "
+        "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    pid = 1000 + rng.randrange(9000)
+    for r in range(ranks):
+        host = hosts[r // gpus_per_node]
+        dev = r % gpus_per_node
+        out.append(
+            f"#  Rank {r:2d} Group  0 Pid {pid + r:6d} on {host[:30]:>30} device {dev:2d} "
+            f"[{BUS_IDS[dev % len(BUS_IDS)]}] {gpu}"
+        )
+    out += [
+        "#",
+        "#                                                              out-of-place"
+        "                       in-place          ",
+        "#       size         count      type   redop    root     time   algbw   busbw"
+        " #wrong     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+        "            (us)  (GB/s)  (GB/s)       ",
+    ]
+    size = min_bytes
+    total_busbw = 0.0
+    rows = 0
+    while size <= max_bytes:
+        cells = []
+        for _ in range(2):  # out-of-place, in-place
+            jitter = rng.uniform(0.985, 1.015)
+            time_us = (link.latency_us + size / (peak_algbw * 1e3)) * jitter
+            algbw = size / time_us / 1e3
+            busbw = algbw * factor
+            cells.append((time_us, algbw, busbw))
+        count = size // 4
+        line = f"{size:12d}  {count:12d}     float     sum      -1"
+        for time_us, algbw, busbw in cells:
+            line += (
+                f"  {time_us:7.2f}  {algbw:6.2f}  {busbw:6.2f}  {0:5d}"
+                if time_us < 1e6
+                else (f"  {time_us:7.0f}  {algbw:6.2f}  {busbw:6.2f}  {0:5d}")
+            )
+        out.append(line)
+        total_busbw += cells[0][2]
+        rows += 1
+        size *= 2
+    out += [
+        "# Out of bounds values : 0 OK",
+        f"# Avg bus bandwidth    : {total_busbw / max(rows, 1):.4f} ",
+        "#",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def nccl_info_log(
+    *,
+    host: str,
+    first_rank: int,
+    gpus_per_node: int,
+    nranks: int,
+    network: str | None,
+    link_layer: str | None = None,
+    ofi_provider: str | None = None,
+    gdrdma: bool = True,
+    failure: str | None = None,
+    seed: int = 0,
+) -> str:
+    """NCCL_DEBUG=INFO (INIT,NET) lines for the ranks on one host.
+
+    ``network`` is the network NCCL picked (``gIB``, ``IB``, ``Libfabric``, ``Socket``).
+    ``failure`` writes the warning NCCL prints when a pinned NCCL_NET is unavailable.
+    """
+    rng = random.Random(seed)
+    ip = f"10.{rng.randrange(1, 250)}.{rng.randrange(250)}.{rng.randrange(1, 250)}"
+    pid0 = 100 + rng.randrange(5000)
+    lines: list[str] = []
+    comm = f"0x{rng.getrandbits(48):x}"
+    for local in range(gpus_per_node):
+        rank = first_rank + local
+        tag = f"{host}:{pid0 + local}:{pid0 + local + 40} [{local}]"
+        lines.append(f"{tag} NCCL INFO Bootstrap: Using eth0:{ip}<0>")
+        if local == 0:
+            lines.append(f"{tag} NCCL INFO cudaDriverVersion 12060")
+            lines.append(f"NCCL version {NCCL_VERSION}")
+        lines.append(f"{tag} NCCL INFO NET/Plugin: Plugin load returned 0 : .")
+        if failure:
+            lines.append(f"{tag} NCCL WARN {failure}")
+            lines.append(f"{tag} NCCL INFO init.cc:1680 -> 2")
+            continue
+        if network == "Libfabric":
+            provider = ofi_provider or "efa"
+            lines.append(f"{tag} NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.13.2")
+            lines.append(f"{tag} NCCL INFO NET/OFI Selected Provider is {provider} (found 32 nics)")
+        elif network in ("IB", "gIB"):
+            layer = link_layer or "RoCE"
+            devices = " ".join(f"[{i}]mlx5_{i}:1/{layer}" for i in range(8))
+            lines.append(f"{tag} NCCL INFO NET/IB : Using {devices} ; OOB eth0:{ip}<0>")
+        elif network == "Socket":
+            lines.append(f"{tag} NCCL INFO NET/IB : No device found.")
+            lines.append(f"{tag} NCCL INFO NET/Socket : Using [0]eth0:{ip}<0>")
+        lines.append(f"{tag} NCCL INFO Using network {network}")
+        lines.append(
+            f"{tag} NCCL INFO ncclCommInitRank comm {comm} rank {rank} nranks {nranks} "
+            f"cudaDev {local} nvmlDev {local} busId {BUS_IDS[local % 8][2:]}000 - Init START"
+        )
+        if network != "Socket" and gdrdma:
+            lines.append(f"{tag} NCCL INFO GPU Direct RDMA Enabled for HCA 0 '{'mlx5_0'}'")
+        peer = (rank + gpus_per_node) % nranks
+        suffix = "/GDRDMA" if (gdrdma and network != "Socket") else ""
+        for ch in range(2):
+            lines.append(
+                f"{tag} NCCL INFO Channel {ch:02d}/0 : {rank}[{local}] -> {peer}[{local}] "
+                f"[send] via NET/{network}/{local}{suffix}"
+            )
+        lines.append(
+            f"{tag} NCCL INFO ncclCommInitRank comm {comm} rank {rank} nranks {nranks} "
+            f"cudaDev {local} nvmlDev {local} busId {BUS_IDS[local % 8][2:]}000 "
+            "commId 0x5e1f - Init COMPLETE"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def fio_json(*, host: str, write_mib_s: float, read_mib_s: float, seed: int = 0) -> str:
+    """``fio --output-format=json`` for a write job then a stonewalled read job."""
+    rng = random.Random(seed)
+
+    def side(mib_s: float) -> dict:
+        bw_bytes = int(mib_s * 2**20)
+        return {
+            "io_bytes": bw_bytes * 30,
+            "io_kbytes": bw_bytes * 30 // 1024,
+            "bw_bytes": bw_bytes,
+            "bw": bw_bytes // 1024,
+            "iops": bw_bytes / 2**20,
+            "runtime": 30000,
+            "total_ios": int(bw_bytes * 30 / 2**20),
+        }
+
+    empty = side(0.0)
+    jobs = [
+        {
+            "jobname": "seq-write",
+            "groupid": 0,
+            "error": 0,
+            "read": empty,
+            "write": side(write_mib_s * rng.uniform(0.99, 1.01)),
+        },
+        {
+            "jobname": "seq-read",
+            "groupid": 1,
+            "error": 0,
+            "read": side(read_mib_s * rng.uniform(0.99, 1.01)),
+            "write": empty,
+        },
+    ]
+    doc = {
+        "fio version": "fio-3.36",
+        "timestamp": 1764460800,
+        "time": "Sat Nov 29 02:00:00 2026",
+        "global options": {"directory": "/mnt/lustre", "bs": "1M", "direct": "1"},
+        "jobs": jobs,
+        "disk_util": [],
+    }
+    return f"{host}: Laying out IO files (1 file / 16384MiB)\n" + json.dumps(doc, indent=2) + "\n"

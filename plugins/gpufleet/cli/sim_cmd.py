@@ -1,0 +1,138 @@
+"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpufleet.catalog import FAULT_KINDS, Catalog, PoolRef, load_catalog
+from gpufleet.errors import GpufleetError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="inspect the simulated fleet and inject faults",
+        description="The simulated fleet (provider: sim clusters).",
+    )
+    s = p.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
+    show = s.add_parser("show", help="print nodes, their state and the active faults")
+    show.add_argument("--cluster", help="only this cluster")
+    show.set_defaults(func=show_cmd)
+    inj = s.add_parser(
+        "inject",
+        help="inject a fault into a pool",
+        description="Faults: fabric-down[:busbw=GBPS], bad-node:<node>[:nic], "
+        "lustre-slow[:FACTOR], capacity-short[:N], api-errors:<rate>",
+    )
+    inj.add_argument("--pool", required=True, help="pool as cluster/pool (or a unique pool name)")
+    inj.add_argument(
+        "--fault", required=True, help=f"one of {', '.join(FAULT_KINDS)}, with its argument"
+    )
+    inj.set_defaults(func=inject_cmd)
+    clr = s.add_parser("clear", help="remove injected faults (all, or one pool's)")
+    clr.add_argument("--pool", help="only this pool (cluster/pool or a unique pool name)")
+    clr.set_defaults(func=clear_cmd)
+    rst = s.add_parser(
+        "reset",
+        help="forget all simulated state (nodes re-created from the "
+        "catalog, taints and faults gone)",
+    )
+    rst.set_defaults(func=reset_cmd)
+
+
+def resolve_pool(catalog: Catalog, text: str) -> PoolRef:
+    if "/" in text:
+        cluster, _, pool = text.partition("/")
+        ref = catalog.pool(cluster, pool)
+    else:
+        matches = [r for r in catalog.pools() if r.pool.name == text]
+        if not matches:
+            keys = ", ".join(r.key for r in catalog.pools())
+            raise GpufleetError(f"no node pool named {text!r} (pools: {keys})")
+        if len(matches) > 1:
+            raise GpufleetError(
+                f"pool name {text!r} is ambiguous: use one of {', '.join(r.key for r in matches)}"
+            )
+        ref = matches[0]
+    if ref.cluster.provider != "sim":
+        raise GpufleetError(
+            f"{ref.key} is a {ref.cluster.provider} cluster: faults can only be "
+            "injected into sim clusters"
+        )
+    return ref
+
+
+def _sim_clusters(catalog: Catalog, only: str | None):
+    clusters = [c for _, c in catalog.clusters.values() if c.provider == "sim"]
+    if only:
+        cluster = catalog.cluster(only)
+        if cluster.provider != "sim":
+            raise GpufleetError(f"cluster {only!r} is {cluster.provider}, not sim")
+        clusters = [cluster]
+    return clusters
+
+
+def show_cmd(args) -> int:
+    from gpufleet.backends.sim import SimClusterBackend
+    from gpufleet.backends.sim_state import SimState
+
+    catalog = load_catalog()
+    state = SimState()
+    clusters = _sim_clusters(catalog, args.cluster)
+    for cluster in clusters:
+        backend = SimClusterBackend(cluster, state)
+        print(f"cluster {cluster.name} (sim, mimics {cluster.shape}, {cluster.location})")
+        print(f"  {'node':<24} {'pool':<10} {'ready':<6} {'sched':<6} {'taints / jobs'}")
+        for node in backend.nodes():
+            extra = [
+                f"{t.key}={t.value}:{t.effect}" for t in node.taints if t.key != "nvidia.com/gpu"
+            ]
+            extra += [f"job:{w}" for w in node.workloads]
+            print(
+                f"  {node.name:<24} {node.pool or '-':<10} {'yes' if node.ready else 'no':<6} "
+                f"{'yes' if node.schedulable else 'no':<6} {', '.join(extra) or '-'}"
+            )
+    faults = state.faults(catalog)
+    print("faults:" if faults else "faults: none")
+    for f in faults:
+        print(f"  {f.cluster}/{f.pool}: {f.text} ({f.scope})")
+    return 0
+
+
+def inject_cmd(args) -> int:
+    from gpufleet.backends.sim_state import SimState, parse_fault
+
+    catalog = load_catalog()
+    ref = resolve_pool(catalog, args.pool)
+    kind, arg = parse_fault(args.fault)
+    if kind == "bad-node":
+        node = arg.split(":", 1)[0]
+        from gpufleet.backends.sim import SimClusterBackend
+
+        names = [n.name for n in SimClusterBackend(ref.cluster).nodes(ref.pool.name)]
+        if node not in names:
+            raise GpufleetError(f"{ref.key} has no node {node!r} (nodes: {', '.join(names)})")
+    added = SimState().inject(ref.cluster.name, ref.pool.name, args.fault)
+    print(f"{'injected' if added else 'already active'}: {args.fault} on {ref.key}")
+    return 0
+
+
+def clear_cmd(args) -> int:
+    from gpufleet.backends.sim_state import SimState
+
+    state = SimState()
+    if args.pool:
+        ref = resolve_pool(load_catalog(), args.pool)
+        n = state.clear(ref.cluster.name, ref.pool.name)
+    else:
+        n = state.clear()
+    print(f"cleared {n} fault(s)")
+    return 0
+
+
+def reset_cmd(args) -> int:
+    from gpufleet.backends.sim_state import SimState
+
+    SimState().reset()
+    print("simulated fleet reset: nodes are re-created from the catalog on next use")
+    return 0

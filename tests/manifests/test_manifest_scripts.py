@@ -1,0 +1,150 @@
+"""The scripts inside the rendered pods, run with bash/sh against stub programs: the launcher
+prints the results, the marker and the JSON; the peer waits and exits; fio leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpufleet import manifests as m
+from gpufleet.catalog import PoolRef
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body + "\n")
+    path.chmod(0o755)
+
+
+def nccl_script(ref: PoolRef, root: Path, **kwargs) -> tuple[str, dict[str, str]]:
+    """The launcher/peer script of pair-0 with its absolute paths moved under ``root``."""
+    obj = m.render_nccl_validation(ref, [("node-a", "node-b")], "run-1", **kwargs)
+    ((_, _, template),) = m.workload_pod_templates(obj)
+    main = template["spec"]["containers"][0]
+    script = main["command"][2]
+    for path in ("/root/", "/run/sshd", "/tmp/", "/etc/gpufleet/ssh/"):
+        script = script.replace(path, f"{root}{path}")
+    script = script.replace("/usr/sbin/sshd", "sshd")
+    env = {e["name"]: e["value"] for e in main["env"] if "value" in e}
+    return script, env
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> tuple[Path, Path]:
+    root, bin_dir = tmp_path / "root-fs", tmp_path / "bin"
+    for sub in ("root", "run", "tmp", "etc/gpufleet/ssh"):
+        (root / sub).mkdir(parents=True)
+    (root / "etc/gpufleet/ssh/ssh-privatekey").write_text("key\n")
+    bin_dir.mkdir()
+    stub(bin_dir, "sshd", "exit 0")
+    stub(bin_dir, "ssh-keygen", "echo ssh-ed25519 AAAA")
+    # ssh <host> <cmd...>: record it; "touch <file>" really touches (the done marker)
+    stub(bin_dir, "ssh", f'echo "$*" >> {root}/ssh.log; [ "$2" = touch ] && touch "$3"; exit 0')
+    stub(
+        bin_dir,
+        "mpirun",
+        'echo "MPIRUN $*" >&2; while [ $# -gt 0 ]; do [ "$1" = -J ] && '
+        'echo \'{"results": [{"size": 8}]}\' > "$2"; shift; done; '
+        'echo "#       size  busbw"; echo "# Avg bus bandwidth    : 1.0"',
+    )
+    stub(bin_dir, "getent", "exit 2")
+    return root, bin_dir
+
+
+def run(script: str, env: dict[str, str], bin_dir: Path, index: str, timeout: float = 30):
+    full = {**os.environ, **env, "GPUFLEET_INDEX": index}
+    full.pop("LD_PRELOAD", None)
+    full["PATH"] = f"{bin_dir}:{full['PATH']}"
+    return subprocess.run(
+        ["bash", "-c", script], env=full, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_launcher_prints_results_then_marker_then_json(eks_ref: PoolRef, sandbox) -> None:
+    root, bin_dir = sandbox
+    script, env = nccl_script(eks_ref, root, tests_dir=str(bin_dir))
+    stub(bin_dir, "all_reduce_perf", "exit 0")
+    env["GPUFLEET_WAIT_SECONDS"] = "5"
+    done = run(script, env, bin_dir, "0")
+    assert done.returncode == 0, done.stderr
+    text, marker, payload = done.stdout.partition(m.NCCL_JSON_MARKER + "\n")
+    assert marker and "# Avg bus bandwidth" in text
+    assert json.loads(payload) == {"results": [{"size": 8}]}
+    mpirun = next(line for line in done.stderr.splitlines() if line.startswith("MPIRUN"))
+    gpus = eks_ref.pool.gpu.count
+    assert f"-np {2 * gpus}" in mpirun
+    assert f"-H {env['GPUFLEET_LAUNCHER']}:{gpus},{env['GPUFLEET_WORKER']}:{gpus}" in mpirun
+    assert "-x FI_PROVIDER" in mpirun and "-x NCCL_DEBUG_FILE" in mpirun
+    assert "-x LD_PRELOAD" not in mpirun  # unset variables are not exported
+    assert f"{bin_dir}/all_reduce_perf -b 8 -e {8 * 2**30}" in mpirun
+    # the launcher told its peer it is done
+    assert (
+        f"{env['GPUFLEET_WORKER']} touch {root}/tmp/gpufleet-done" in (root / "ssh.log").read_text()
+    )
+
+
+def test_launcher_fails_without_the_binary(gke_ref: PoolRef, sandbox) -> None:
+    root, bin_dir = sandbox
+    script, env = nccl_script(gke_ref, root, tests_dir=str(root / "nowhere"))
+    done = run(script, env, bin_dir, "0")
+    assert done.returncode == 1
+    assert "all_reduce_perf not found" in done.stderr
+    assert m.NCCL_JSON_MARKER not in done.stdout
+
+
+def test_peer_exits_when_the_launcher_is_done(gke_ref: PoolRef, sandbox) -> None:
+    root, bin_dir = sandbox
+    script, env = nccl_script(gke_ref, root)
+    (root / "tmp/gpufleet-done").touch()
+    done = run(script, env, bin_dir, "1")
+    assert done.returncode == 0 and "launcher finished" in done.stderr
+
+
+def test_peer_fails_when_the_launcher_vanishes(gke_ref: PoolRef, sandbox) -> None:
+    root, bin_dir = sandbox
+    script, env = nccl_script(gke_ref, root)
+    script = script.replace("sleep 5", "sleep 0.05")
+    flag = root / "seen-once"
+    stub(bin_dir, "getent", f'[ -f {flag} ] && exit 2; touch {flag}; echo "10.0.0.1 launcher"')
+    done = run(script, env, bin_dir, "1")
+    assert done.returncode == 1 and "went away without finishing" in done.stderr
+
+
+def test_fio_writes_json_only_and_cleans_up(gke_ref: PoolRef, tmp_path: Path) -> None:
+    mount = tmp_path / "lustre"
+    mount.mkdir()
+    fs = gke_ref.filesystem.model_copy(update={"mount_path": str(mount)})
+    cluster = gke_ref.cluster.model_copy(update={"filesystems": (fs,)})
+    ref = PoolRef(region=gke_ref.region, cluster=cluster, pool=gke_ref.pool)
+    obj = m.render_storage_validation(ref, ["node-a"], "run-1", size_gib_per_node=1)
+    ((_, _, template),) = m.workload_pod_templates(obj)
+    container = template["spec"]["containers"][0]
+    assert container["command"][:2] == ["sh", "-c"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # fio stub: record its argv and where it ran, print JSON like --output-format=json
+    stub(
+        bin_dir,
+        "fio",
+        f'echo "$*" > {tmp_path}/fio.args; for a; do case $a in --directory=*) '
+        f'd="${{a#--directory=}}"; touch "$d/gpufleet.0.0"; ls -d "$d" > {tmp_path}/fio.dir;; '
+        'esac; done; echo \'{"fio version": "fio-3.36", "jobs": []}\'',
+    )
+    env = {**os.environ, "GPUFLEET_INDEX": "0", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["sh", "-c", container["command"][2]], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["fio version"] == "fio-3.36"
+    workdir = Path((tmp_path / "fio.dir").read_text().strip())
+    assert workdir == mount / ".gpufleet-validation" / "run-1" / "0"
+    assert not workdir.exists()  # removed on exit
+    args = (tmp_path / "fio.args").read_text()
+    assert "--size=128M" in args and "--numjobs=8" in args  # 1 GiB over 8 GPUs

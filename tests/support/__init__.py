@@ -1,0 +1,1 @@
+"""Test support: emulators and fixtures shared by test modules."""

@@ -1,0 +1,622 @@
+"""A Kubernetes API over HTTP for backend tests: kmock's ``KubernetesEmulator`` in a thread.
+
+``KubeEmulator`` runs the (async) emulator in a background thread's event loop so the official
+*sync* client can talk to it, registers the built-in resources plus the CRDs gpufleet uses
+(JobSet, Kueue, GKE network objects), and puts an Airflow connection for it in the environment
+(``AIRFLOW_CONN_<ID>``: conn_type kubernetes, extra ``kube_config`` pointing at the emulator,
+no auth) so ``KubernetesHook(conn_id=...)`` really goes through the provider.
+
+kmock has no controllers: a test creates what the cluster would (nodes, pods) with
+``seed_node``/``seed_pod`` (pods are created, then given a phase through a ``/status`` patch)
+and reads back what the emulator stored with ``stored``/``exists`` - independent of the code
+under test. ``set_pod_log`` feeds the pod-log reaction, ``block_eviction`` makes the eviction
+reaction answer 429 as a PodDisruptionBudget would, ``fail`` injects API errors.
+
+Gaps of kmock 0.8 filled here (each checked against the released package):
+
+- list calls ignore ``labelSelector`` and ``fieldSelector`` (every object comes back):
+  ``GpufleetKubeEmulator`` applies both, with the API server's syntax, to list responses;
+- ``/api/v1/namespaces`` (list, create) answers 500 and ``/api/v1/namespaces/NAME`` is read as
+  "namespace NAME, no resource": the path parser is wrapped so Namespace objects work;
+- ``pods/eviction`` and ``pods/log`` have no default behaviour (404 "Endpoint Not Found"):
+  reactions provide them;
+- a create answers 200, not 201 (the typed ``create_*_custom_object`` then returns ``None``);
+  nothing sets ``uid``, ``resourceVersion`` or ``status``.
+
+Usage (one emulator per test module)::
+
+    @pytest.fixture(scope="module")
+    def kube():
+        with KubeEmulator(conn_id="kmock_test") as emulator:
+            yield emulator
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import kmock
+from kmock._internal import parsing as _kmock_parsing
+
+T = TypeVar("T")
+
+# CRDs gpufleet creates: "group/version/plural" -> discovery info.
+CRDS: dict[str, dict[str, Any]] = {
+    "jobset.x-k8s.io/v1alpha2/jobsets": {"kind": "JobSet", "namespaced": True},
+    "kueue.x-k8s.io/v1beta1/resourceflavors": {"kind": "ResourceFlavor", "namespaced": False},
+    "kueue.x-k8s.io/v1beta1/clusterqueues": {"kind": "ClusterQueue", "namespaced": False},
+    "kueue.x-k8s.io/v1beta1/localqueues": {"kind": "LocalQueue", "namespaced": True},
+    "kueue.x-k8s.io/v1beta1/workloads": {"kind": "Workload", "namespaced": True},
+    "networking.gke.io/v1/networks": {"kind": "Network", "namespaced": False},
+    "networking.gke.io/v1/gkenetworkparamsets": {
+        "kind": "GKENetworkParamSet",
+        "namespaced": False,
+    },
+}
+_CRD_VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
+
+PODS = kmock.resource("", "v1", "pods")
+
+
+# ---- kmock fixes ---------------------------------------------------------------------------
+
+_NAMESPACE_PATH = re.compile(
+    r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$"
+)
+
+
+def _install_namespace_path_fix() -> None:
+    """Make kmock read /api/v1/namespaces[/NAME[/status|finalize]] as the Namespace resource.
+
+    kmock 0.8 fails to parse ``/api/v1/namespaces`` (500, "not enough values to unpack") and
+    reads ``/api/v1/namespaces/NAME`` as a namespace without a resource. The wrapper only
+    touches those paths, and only while the installed kmock still gets them wrong.
+    """
+    original = _kmock_parsing.parse_path
+    if getattr(original, "_gpufleet_fix", False):
+        return
+    try:
+        broken = original("/api/v1/namespaces/x").plural != "namespaces"
+    except ValueError:
+        broken = True
+    if not broken:
+        return
+
+    def parse_path(path: str) -> Any:
+        match = _NAMESPACE_PATH.match(path)
+        if match is None:
+            return original(path)
+        return _kmock_parsing.ParsedPath(
+            group="",
+            version="v1",
+            plural="namespaces",
+            namespace=None,
+            name=match["name"],
+            subresource=match["sub"],
+        )
+
+    parse_path._gpufleet_fix = True  # type: ignore[attr-defined]
+    _kmock_parsing.parse_path = parse_path
+
+
+# ---- selectors, as the API server reads them ----------------------------------------------
+
+_SET_TERM = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s*\(([^)]*)\)\s*$")
+_EQ_TERM = re.compile(r"^\s*([^\s!=(),]+)\s*(==|=|!=)\s*([^\s,()]*)\s*$")
+_EXISTS_TERM = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*$")
+
+
+class SelectorError(ValueError):
+    pass
+
+
+def _split_terms(selector: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    terms.append(current)
+    return [t for t in terms if t.strip()]
+
+
+def label_selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    """Equality (=, ==, !=), set (in, notin) and existence (key, !key) terms, ANDed."""
+    for term in _split_terms(selector):
+        if m := _SET_TERM.match(term):
+            key, op, raw = m.groups()
+            values = {v.strip() for v in raw.split(",") if v.strip()}
+            ok = labels.get(key) in values if op == "in" else labels.get(key) not in values
+        elif m := _EQ_TERM.match(term):
+            key, op, value = m.groups()
+            ok = labels.get(key) == value if op in ("=", "==") else labels.get(key) != value
+        elif m := _EXISTS_TERM.match(term):
+            negate, key = m.groups()
+            ok = (key in labels) != bool(negate)
+        else:
+            raise SelectorError(f"unable to parse requirement: {term!r}")
+        if not ok:
+            return False
+    return True
+
+
+def field_selector_matches(selector: str, obj: dict[str, Any]) -> bool:
+    """``path=value`` / ``path==value`` / ``path!=value`` terms over dotted object paths."""
+    for term in _split_terms(selector):
+        m = _EQ_TERM.match(term)
+        if m is None:
+            raise SelectorError(f"invalid field selector term: {term!r}")
+        path, op, value = m.groups()
+        current: Any = obj
+        for part in path.split("."):
+            current = current.get(part) if isinstance(current, dict) else None
+        actual = "" if current is None else str(current)
+        if (actual == value) != (op in ("=", "==")):
+            return False
+    return True
+
+
+# ---- the emulator ---------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    """An injected API error: requests whose method and path match get ``status``."""
+
+    method: str
+    path: re.Pattern[str]
+    status: int
+    reason: str
+    message: str
+    times: int | None  # None: until removed
+    hits: int = 0
+
+    def matches(self, request: kmock.Request) -> bool:
+        if self.times is not None and self.hits >= self.times:
+            return False
+        method = str(getattr(request.method, "value", request.method)).upper()
+        return self.method in ("*", method) and bool(self.path.search(request.url.path))
+
+
+class GpufleetKubeEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator plus label/field selectors on lists and fault injection."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.faults: list[Fault] = []
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        # Faults fire before kmock touches its stored objects (it applies creates, patches and
+        # deletes ahead of any reaction), so a failed call leaves the state as it was.
+        for fault in self.faults:
+            if fault.matches(request):
+                fault.hits += 1
+                raise kmock.KubernetesError(
+                    status=fault.status, reason=fault.reason, message=fault.message
+                )
+        return await super()._handle(request)
+
+    async def _serve_list(self, request: kmock.Request) -> Any:
+        result = await super()._serve_list(request)
+        labels = request.params.get("labelSelector") or ""
+        fields = request.params.get("fieldSelector") or ""
+        if not labels and not fields:
+            return result
+        try:
+            result["items"] = [
+                item
+                for item in result["items"]
+                if label_selector_matches(labels, (item.get("metadata") or {}).get("labels") or {})
+                and field_selector_matches(fields, item)
+            ]
+        except SelectorError as exc:
+            raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(exc)) from exc
+        return result
+
+
+class KubeEmulator:
+    """The emulator on 127.0.0.1, served from a background thread, plus test helpers."""
+
+    def __init__(self, conn_id: str = "kmock_test", namespace: str = "default") -> None:
+        self.conn_id = conn_id
+        self.namespace = namespace
+        self.handler: GpufleetKubeEmulator | None = None
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._request_offset = 0
+        self._env_key = f"AIRFLOW_CONN_{conn_id.upper()}"
+        self._env_before: str | None = None
+        self.logs: dict[tuple[str, str, str | None], str] = {}
+        self.blocked_evictions: set[tuple[str, str]] = set()
+        self._raw_client: Any = None
+
+    # ---- lifecycle ----
+
+    def __enter__(self) -> KubeEmulator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        _install_namespace_path_fix()
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="kube-emulator", daemon=True
+        )
+        self._thread.start()
+        ready.result(timeout=30)
+        self._env_before = os.environ.get(self._env_key)
+        os.environ[self._env_key] = json.dumps(self.connection())
+
+    def stop(self) -> None:
+        if self._env_before is None:
+            os.environ.pop(self._env_key, None)
+        else:
+            os.environ[self._env_key] = self._env_before
+        if self._raw_client is not None:
+            self._raw_client.close()
+            self._raw_client = None
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._thread = self._loop = self._stop = None
+
+    def _run(self, ready: concurrent.futures.Future[None]) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve(loop, ready))
+        except BaseException as exc:  # surface start-up failures in the starting thread
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+        finally:
+            loop.close()
+
+    async def _serve(
+        self, loop: asyncio.AbstractEventLoop, ready: concurrent.futures.Future[None]
+    ) -> None:
+        async with GpufleetKubeEmulator() as handler, kmock.Server(handler) as server:
+            handler.resources.load_bundled()
+            for path, info in CRDS.items():
+                handler.resources[path] = kmock.ResourceInfo(
+                    kind=info["kind"],
+                    namespaced=info["namespaced"],
+                    singular=info["kind"].lower(),
+                    verbs=_CRD_VERBS,
+                    subresources={"status"},
+                )
+            handler[self._is_log_request] << self._serve_log
+            handler[self._is_eviction_request] << self._serve_eviction
+            self.handler = handler
+            self.url = str(server.url).rstrip("/")
+            self._loop = loop
+            self._stop = asyncio.Event()
+            ready.set_result(None)
+            await self._stop.wait()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in the emulator's event loop thread and return its result."""
+        assert self._loop is not None, "the emulator is not running"
+
+        async def run() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=30)
+
+    def reset(self) -> None:
+        """Forget every object, request, log, eviction block and fault."""
+
+        def clear() -> None:
+            assert self.handler is not None
+            self.handler.objects.clear()
+            self.handler.faults.clear()
+            self._forget_requests()
+
+        self.logs.clear()
+        self.blocked_evictions.clear()
+        self.call(clear)
+        self._request_offset = 0
+
+    def _forget_requests(self) -> None:
+        # kmock matches every new request by re-filtering its whole request history through
+        # each reaction (``request in view``), so each call gets slower as requests pile up.
+        # Dropping the history between tests keeps a module's calls at ~2 ms.
+        assert self.handler is not None
+        self.handler._requests.clear()
+        for reaction in self.handler._payloads:
+            reaction._requests.clear()
+
+    def reset_requests(self) -> None:
+        """Count requests from here (e.g. after seeding)."""
+        assert self.handler is not None
+        handler = self.handler
+        self._request_offset = self.call(lambda: len(list(handler)))
+
+    # ---- the Airflow connection ----
+
+    def kube_config(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "kmock", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}
+            ],
+            "users": [{"name": "anonymous", "user": {}}],
+            "contexts": [
+                {
+                    "name": "kmock",
+                    "context": {
+                        "cluster": "kmock",
+                        "user": "anonymous",
+                        "namespace": self.namespace,
+                    },
+                }
+            ],
+            "current-context": "kmock",
+        }
+
+    def connection(self) -> dict[str, Any]:
+        """The ``AIRFLOW_CONN_<ID>`` JSON document for this emulator."""
+        return {
+            "conn_type": "kubernetes",
+            "extra": {"kube_config": self.kube_config(), "namespace": self.namespace},
+        }
+
+    # ---- an independent client, for seeding what a cluster would create ----
+
+    @property
+    def raw_client(self) -> Any:
+        """An official ``ApiClient`` of its own (not the hook's) pointed at the emulator."""
+        if self._raw_client is None:
+            from kubernetes import client
+
+            config = client.Configuration()
+            config.host = self.url
+            self._raw_client = client.ApiClient(config)
+        return self._raw_client
+
+    @property
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.raw_client)
+
+    def seed_node(
+        self,
+        name: str,
+        pool: str | None = None,
+        *,
+        pool_label: str = "gpufleet.io/pool",
+        ready: bool = True,
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, Any]] | None = None,
+        unschedulable: bool = False,
+    ) -> dict[str, Any]:
+        """A node as the cloud's node pool would register it, with a Ready condition."""
+        all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+        if pool is not None:
+            all_labels[pool_label] = pool
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": all_labels},
+            "spec": {},
+        }
+        if taints:
+            body["spec"]["taints"] = taints
+        if unschedulable:
+            body["spec"]["unschedulable"] = True
+        self.core.create_node(body)
+        status = {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                }
+            ]
+        }
+        self.core.patch_node_status(name, {"status": status})
+        return self.stored("v1/nodes", None, name) or {}
+
+    def seed_pod(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        node: str | None = None,
+        labels: dict[str, str] | None = None,
+        phase: str | None = "Running",
+        message: str | None = None,
+    ) -> dict[str, Any]:
+        """Create a pod as a controller would, then give it ``phase`` via a /status patch."""
+        namespace = namespace or self.namespace
+        spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
+        if node:
+            spec["nodeName"] = node
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+            "spec": spec,
+        }
+        self.core.create_namespaced_pod(namespace, body)
+        if phase is not None:
+            self.set_pod_phase(name, namespace, phase, message=message)
+        return self.stored("v1/pods", namespace, name) or {}
+
+    def set_pod_phase(
+        self, name: str, namespace: str | None, phase: str, *, message: str | None = None
+    ) -> None:
+        status: dict[str, Any] = {"phase": phase}
+        if message:
+            status["message"] = message
+        self.core.patch_namespaced_pod_status(name, namespace or self.namespace, {"status": status})
+
+    def patch_status(self, resource: str, namespace: str | None, name: str, status: Any) -> None:
+        """Patch ``/status`` of any stored object through the API (as a controller would)."""
+        group_version, _, plural = resource.rpartition("/")
+        prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        scope = f"/namespaces/{namespace}" if namespace else ""
+        self.raw_client.call_api(
+            f"{prefix}{scope}/{plural}/{name}/status",
+            "PATCH",
+            body={"status": status},
+            header_params={"Content-Type": "application/merge-patch+json"},
+            _preload_content=False,
+        )
+
+    # ---- what the emulator stored ----
+
+    def stored(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The stored object (``resource`` as ``group/version/plural`` or ``v1/plural``)."""
+
+        def read() -> dict[str, Any] | None:
+            assert self.handler is not None
+            key = (kmock.resource(resource), namespace, name)
+            if key not in self.handler.objects:
+                return None
+            obj = self.handler.objects[key]
+            return None if obj.deleted else obj.raw
+
+        return self.call(read)
+
+    def exists(self, resource: str, namespace: str | None, name: str) -> bool:
+        return self.stored(resource, namespace, name) is not None
+
+    def stored_keys(self) -> list[tuple[str, str | None, str]]:
+        """Every live object as ("group/version/plural", namespace, name)."""
+
+        def read() -> list[tuple[str, str | None, str]]:
+            assert self.handler is not None
+            out = []
+            for (res, namespace, name), obj in self.handler.objects.items():
+                if not obj.deleted:
+                    gv = f"{res.group}/{res.version}" if res.group else res.version
+                    out.append((f"{gv}/{res.plural}", namespace, name))
+            return out
+
+        return self.call(read)
+
+    def requests(self) -> list[kmock.Request]:
+        """Requests served since the last ``reset``."""
+        assert self.handler is not None
+        handler = self.handler
+        return self.call(lambda: list(handler)[self._request_offset :])
+
+    # ---- reactions: pod logs, evictions, faults ----
+
+    def set_pod_log(
+        self, pod: str, text: str, namespace: str | None = None, container: str | None = None
+    ) -> None:
+        self.logs[(namespace or self.namespace, pod, container)] = text
+
+    def block_eviction(self, pod: str, namespace: str | None = None) -> None:
+        """Answer evictions of ``pod`` with 429, as the API does when a PDB forbids it."""
+        self.blocked_evictions.add((namespace or self.namespace, pod))
+
+    @contextlib.contextmanager
+    def fail(
+        self,
+        method: str,
+        path: str,
+        status: int = 503,
+        *,
+        times: int | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+    ) -> Iterator[Fault]:
+        """Answer requests (``method`` or "*", ``path`` a regex searched in the URL path)."""
+        fault = Fault(
+            method=method.upper(),
+            path=re.compile(path),
+            status=status,
+            reason=reason
+            or {429: "TooManyRequests", 503: "ServiceUnavailable"}.get(status, "InternalError"),
+            message=message or f"injected fault: HTTP {status}",
+            times=times,
+        )
+        assert self.handler is not None
+        handler = self.handler
+        self.call(lambda: handler.faults.append(fault))
+        try:
+            yield fault
+        finally:
+            self.call(lambda: handler.faults.remove(fault))
+
+    @staticmethod
+    def _is_log_request(request: kmock.Request) -> bool:
+        return (
+            request.method == kmock.method.GET
+            and request.resource == PODS
+            and request.subresource == "log"
+        )
+
+    def _serve_log(self, request: kmock.Request) -> kmock.Response:
+        namespace, pod = request.namespace or "", request.name or ""
+        if not self._pod_exists(namespace, pod):
+            raise kmock.KubernetesError(
+                status=404, reason="NotFound", message=f'pods "{pod}" not found'
+            )
+        container = request.params.get("container") or None
+        text = self.logs.get((namespace, pod, container))
+        if text is None:
+            text = self.logs.get((namespace, pod, None), "")
+        return kmock.Response(
+            status=200,
+            headers={"Content-Type": "text/plain; charset=utf-8"},
+            payload=text.encode("utf-8"),
+        )
+
+    @staticmethod
+    def _is_eviction_request(request: kmock.Request) -> bool:
+        return (
+            request.method == kmock.method.POST
+            and request.resource == PODS
+            and request.subresource == "eviction"
+        )
+
+    def _serve_eviction(self, request: kmock.Request) -> kmock.Response:
+        namespace, pod = request.namespace or "", request.name or ""
+        if not self._pod_exists(namespace, pod):
+            raise kmock.KubernetesError(
+                status=404, reason="NotFound", message=f'pods "{pod}" not found'
+            )
+        if (namespace, pod) in self.blocked_evictions:
+            raise kmock.KubernetesError(
+                status=429,
+                reason="TooManyRequests",
+                message="Cannot evict pod as it would violate the pod's disruption budget.",
+            )
+        assert self.handler is not None
+        self.handler.objects[PODS, namespace, pod].delete()
+        return kmock.Response(
+            status=201,
+            payload={"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201},
+        )
+
+    def _pod_exists(self, namespace: str, pod: str) -> bool:
+        assert self.handler is not None
+        key = (PODS, namespace, pod)
+        return key in self.handler.objects and not self.handler.objects[key].deleted

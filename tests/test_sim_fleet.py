@@ -1,0 +1,211 @@
+"""The simulated fleet's state, faults, cluster operations and cloud operations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufleet.backends import cloud_backend, cluster_backend
+from gpufleet.backends.base import QUARANTINE_KEY, Taint
+from gpufleet.backends.sim_state import SimState, parse_fault
+from gpufleet.catalog import load_catalog
+from gpufleet.errors import BackendError, GpufleetError, TransientBackendError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture
+def a3u(catalog, fleet_state):
+    return cluster_backend(catalog.cluster("a3u-sim"))
+
+
+def gpufleet(*args: str, env_state: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GPUFLEET_STATE_DIR": str(env_state)}
+    return subprocess.run(
+        [sys.executable, "-m", "gpufleet", *args], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+
+
+def test_nodes_are_seeded_from_the_catalog(a3u, catalog):
+    nodes = a3u.list_nodes("h200-a")
+    assert [n.name for n in nodes] == [f"a3u-sim-h200-a-{i}" for i in range(6)]
+    node = nodes[0]
+    assert node.ready and node.schedulable and node.idle and not node.quarantined
+    assert node.labels["cloud.google.com/gke-nodepool"] == "h200-a"
+    assert node.labels["gpufleet.io/pool"] == "h200-a"
+    eks_nodes = cluster_backend(catalog.cluster("p5-sim")).list_nodes()
+    assert eks_nodes[0].labels["eks.amazonaws.com/nodegroup"] == "h100-a"
+    assert len(a3u.list_nodes()) == 10
+
+
+def test_state_is_shared_between_processes(a3u, fleet_state):
+    a3u.set_unschedulable("a3u-sim-h200-a-1", True)
+    out = gpufleet("sim", "show", "--cluster", "a3u-sim", env_state=fleet_state)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "a3u-sim-h200-a-1 " in ln)
+    assert line.split()[2:4] == ["yes", "no"]  # ready, not schedulable
+
+
+def test_taint_label_cordon(a3u):
+    node = "a3u-sim-h200-a-2"
+    a3u.add_taint(node, Taint(QUARANTINE_KEY, "low-busbw", "NoSchedule"))
+    a3u.add_taint(node, Taint(QUARANTINE_KEY, "still-low", "NoSchedule"))  # replaces
+    a3u.set_labels(node, {"gpufleet.io/quarantined": "true"})
+    info = next(n for n in a3u.list_nodes("h200-a") if n.name == node)
+    assert info.quarantined and not info.schedulable
+    assert [t.value for t in info.taints if t.key == QUARANTINE_KEY] == ["still-low"]
+    assert info.labels["gpufleet.io/quarantined"] == "true"
+    a3u.remove_taint(node, QUARANTINE_KEY)
+    a3u.set_labels(node, {"gpufleet.io/quarantined": None})
+    info = next(n for n in a3u.list_nodes("h200-a") if n.name == node)
+    assert info.schedulable and "gpufleet.io/quarantined" not in info.labels
+    with pytest.raises(BackendError, match="not found"):
+        a3u.set_unschedulable("no-such-node", True)
+
+
+def test_apply_is_idempotent_and_delete_reports(a3u):
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": "ns"},
+        "data": {"a": "1"},
+    }
+    first = a3u.apply(cm)
+    cm2 = {**cm, "data": {"a": "2"}}
+    assert a3u.apply(cm2)["data"] == {"a": "1"}  # existing object returned unchanged
+    assert first["metadata"]["uid"]
+    assert a3u.delete("ConfigMap", "x", "ns") is True
+    assert a3u.delete("ConfigMap", "x", "ns") is False
+    assert a3u.workload_status("JobSet", "nope", "ns").phase == "NotFound"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("fabric-down", ("fabric-down", None)),
+        ("fabric-down:busbw=340", ("fabric-down", "busbw=340")),
+        ("bad-node:n1", ("bad-node", "n1")),
+        ("bad-node:n1:nic", ("bad-node", "n1:nic")),
+        ("lustre-slow", ("lustre-slow", None)),
+        ("lustre-slow:0.25", ("lustre-slow", "0.25")),
+        ("capacity-short:2", ("capacity-short", "2")),
+        ("api-errors:0.5", ("api-errors", "0.5")),
+    ],
+)
+def test_fault_grammar(text, expected):
+    assert parse_fault(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("meteor", "unknown fault"),
+        ("bad-node", "needs a node"),
+        ("api-errors:2", "within"),
+        ("api-errors:x", "rate"),
+        ("lustre-slow:3", "within"),
+        ("fabric-down:fast", "busbw="),
+    ],
+)
+def test_bad_faults_are_refused(text, match):
+    with pytest.raises(GpufleetError, match=match):
+        parse_fault(text)
+
+
+def test_api_errors_fault(a3u, fleet_state):
+    SimState().inject("a3u-sim", "h200-a", "api-errors:1")
+    with pytest.raises(TransientBackendError, match="injected api-errors"):
+        a3u.list_nodes()
+    assert len(a3u.nodes()) == 10  # `sim show` still sees the fleet
+    SimState().clear()
+    assert len(a3u.list_nodes()) == 10
+
+
+def test_catalog_faults_are_standing(catalog, fleet_state):
+    SimState().ensure_seeded(catalog.cluster("a3u-sim"))
+    assert SimState().faults(catalog) == []  # the shipped catalog declares none
+
+
+def test_cloud_backend_reservations_and_pools(catalog, fleet_state):
+    cloud = cloud_backend(catalog.cluster("a3u-sim"))
+    res = cloud.get_reservation("res-a3u-a")
+    assert (res.count, res.in_use, res.free) == (6, 6, 0)
+    assert cloud.ensure_node_pool("h200-a").node_count == 6  # exists: converges, no new nodes
+    assert cloud.delete_node_pool("h200-b") is True
+    assert cloud.get_node_pool("h200-b").status == "ABSENT"
+    SimState().inject("a3u-sim", "h200-b", "capacity-short:3")
+    assert cloud.get_reservation("res-a3u-b").count == 1
+    with pytest.raises(BackendError, match="has 1 of 1 machines free; node pool 'h200-b' needs 4"):
+        cloud.ensure_node_pool("h200-b")
+    SimState().clear()
+    info = cloud.ensure_node_pool("h200-b")
+    assert (info.status, info.node_count) == ("RUNNING", 4)
+    assert cloud.ensure_filesystem("lustre-a3u").status == "ACTIVE"
+    assert cloud.ensure_filesystem("lustre-a3u").status == "ACTIVE"
+
+
+def test_cloud_backend_for_real_providers_is_refused_clearly():
+    catalog = load_catalog(ROOT / "include" / "fleet-examples")
+    with pytest.raises(BackendError, match="not available in this release"):
+        cloud_backend(catalog.cluster("train-usc1"))
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli_inject_show_clear(fleet_state):
+    out = gpufleet(
+        "sim", "inject", "--pool", "a3u-sim/h200-a", "--fault", "fabric-down", env_state=fleet_state
+    )
+    assert out.returncode == 0 and "injected: fabric-down on a3u-sim/h200-a" in out.stdout
+    again = gpufleet(
+        "sim", "inject", "--pool", "h200-a", "--fault", "fabric-down", env_state=fleet_state
+    )
+    assert "already active" in again.stdout
+    gpufleet(
+        "sim",
+        "inject",
+        "--pool",
+        "h100-a",
+        "--fault",
+        "bad-node:p5-sim-h100-a-3",
+        env_state=fleet_state,
+    )
+    show = gpufleet("sim", "show", env_state=fleet_state)
+    assert "a3u-sim/h200-a: fabric-down (cli)" in show.stdout
+    assert "p5-sim/h100-a: bad-node:p5-sim-h100-a-3 (cli)" in show.stdout
+    cleared = gpufleet("sim", "clear", "--pool", "h200-a", env_state=fleet_state)
+    assert "cleared 1 fault(s)" in cleared.stdout
+    assert "fabric-down" not in gpufleet("sim", "show", env_state=fleet_state).stdout
+    assert "cleared 1 fault(s)" in gpufleet("sim", "clear", env_state=fleet_state).stdout
+    assert "faults: none" in gpufleet("sim", "show", env_state=fleet_state).stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--pool", "h200-z", "--fault", "fabric-down"], "no node pool named 'h200-z'"),
+        (["--pool", "a3u-sim/h200-a", "--fault", "bogus"], "unknown fault 'bogus'"),
+        (["--pool", "h200-a", "--fault", "bad-node:ghost"], "has no node 'ghost'"),
+    ],
+)
+def test_cli_refuses_bad_input_and_changes_nothing(fleet_state, args, message):
+    out = gpufleet("sim", "inject", *args, env_state=fleet_state)
+    assert out.returncode == 2
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "faults: none" in gpufleet("sim", "show", env_state=fleet_state).stdout
+
+
+def test_cli_reset(fleet_state):
+    gpufleet("sim", "inject", "--pool", "h200-a", "--fault", "lustre-slow", env_state=fleet_state)
+    assert gpufleet("sim", "reset", env_state=fleet_state).returncode == 0
+    assert "faults: none" in gpufleet("sim", "show", env_state=fleet_state).stdout
