@@ -1,0 +1,172 @@
+"""``gpufleet trigger``: start a DAG run through Airflow's REST API, as CI does; optionally wait.
+
+stdout gets ``key: value`` lines a script can read (``run_id``, ``url``, ``state``,
+``failed_tasks``); progress goes to stderr. Exit 0 when the run was created (or, with
+``--wait``, succeeded), 1 when the awaited run failed, 2 for bad input or an API error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import GpufleetError
+
+DEFAULT_URL = "http://localhost:8080"
+DEFAULT_USER = "admin"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "trigger",
+        help="trigger a DAG run through Airflow's REST API (for CI)",
+        description=(
+            "Trigger a DAG run through Airflow's REST API and print its run id and UI link. "
+            "With --wait, follow it to the end: exit 0 on success, 1 if it failed (the failed "
+            "tasks are listed), 2 for bad input or an API error."
+        ),
+    )
+    parser.add_argument(
+        "dag_id", metavar="DAG_ID", help="the DAG to trigger, e.g. gated_training_launch"
+    )
+    parser.add_argument(
+        "--conf",
+        default="{}",
+        metavar="JSON|@FILE",
+        help="the run's conf (the DAG's Params) as a JSON object, or @path to a JSON file",
+    )
+    parser.add_argument("--run-id", default=None, help="the run id (default: Airflow picks one)")
+    parser.add_argument("--note", default=None, help="a note shown on the run in the UI")
+    parser.add_argument("--wait", action="store_true", help="wait until the run succeeds or fails")
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=3600.0,
+        metavar="S",
+        help="with --wait: give up after S seconds (exit 2; the run keeps going). Default 3600",
+    )
+    parser.add_argument(
+        "--poll",
+        type=_positive_float,
+        default=5.0,
+        metavar="S",
+        help="with --wait: seconds between state checks. Default 5",
+    )
+    parser.add_argument(
+        "--unpause", action="store_true", help="unpause the DAG if it is paused (else refuse)"
+    )
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("GPUFLEET_AIRFLOW_URL") or DEFAULT_URL,
+        help=f"Airflow api-server base URL (env GPUFLEET_AIRFLOW_URL, default {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--user",
+        default=os.environ.get("GPUFLEET_AIRFLOW_USER") or DEFAULT_USER,
+        help=f"Airflow user (env GPUFLEET_AIRFLOW_USER, default {DEFAULT_USER})",
+    )
+    parser.add_argument(
+        "--password",
+        default=None,
+        help="Airflow password (prefer env GPUFLEET_AIRFLOW_PASSWORD: arguments show in ps)",
+    )
+    parser.add_argument(
+        "--http-timeout",
+        type=_positive_float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for each API answer. Default 30",
+    )
+    parser.set_defaults(func=run)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def load_conf(text: str) -> dict[str, Any]:
+    """Parse ``--conf``: a JSON object, or ``@path`` to a file holding one."""
+    source = "--conf"
+    if text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        source = f"--conf file {path}"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise GpufleetError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GpufleetError(
+            f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            """pass an object such as '{"nodes": 2}'"""
+        ) from exc
+    if not isinstance(conf, dict):
+        raise GpufleetError(
+            f"{source} must be a JSON object of Params, not {type(conf).__name__}; "
+            """e.g. '{"nodes": 2}'"""
+        )
+    return conf
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpufleet.airflow_api import AirflowApi, WaitTimeout
+
+    conf = load_conf(args.conf)  # refused before any HTTP call
+    password = (
+        args.password if args.password is not None else os.environ.get("GPUFLEET_AIRFLOW_PASSWORD")
+    )
+    if not password:
+        raise GpufleetError(
+            f"no password for Airflow user {args.user!r}: "
+            "set GPUFLEET_AIRFLOW_PASSWORD or pass --password"
+        )
+
+    api = AirflowApi(args.url, args.user, password, timeout=args.http_timeout)
+    if api.ensure_runnable(args.dag_id, unpause=args.unpause):
+        print(f"unpaused DAG {args.dag_id}", file=sys.stderr)
+    dag_run = api.trigger(args.dag_id, conf, run_id=args.run_id, note=args.note)
+    run_id = str(dag_run["dag_run_id"])
+    print(f"run_id: {run_id}")
+    print(f"url: {api.run_link(args.dag_id, run_id)}")
+    sys.stdout.flush()
+    if not args.wait:
+        return 0
+
+    started = time.monotonic()
+
+    def on_change(old: str | None, new: str, _run: dict[str, Any]) -> None:
+        elapsed = time.monotonic() - started
+        change = f"{old} -> {new}" if old else new
+        print(f"[{elapsed:6.1f}s] {args.dag_id} {run_id}: {change}", file=sys.stderr, flush=True)
+
+    try:
+        final = api.wait(
+            args.dag_id, run_id, timeout=args.timeout, poll=args.poll, on_change=on_change
+        )
+    except WaitTimeout as exc:
+        raise GpufleetError(f"{exc} (pass a larger --timeout to wait longer)") from exc
+    state = str(final.get("state"))
+    print(f"state: {state}")
+    if state == "success":
+        return 0
+    failed = api.failed_tasks(args.dag_id, run_id)
+    print(f"failed_tasks: {', '.join(failed) if failed else '(none reported)'}")
+    print(
+        f"gpufleet: run {run_id} of {args.dag_id} {state}"
+        + (f"; failed tasks: {', '.join(failed)}" if failed else "")
+        + f"; logs: {api.run_link(args.dag_id, run_id)}",
+        file=sys.stderr,
+    )
+    return 1

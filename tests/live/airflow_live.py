@@ -1,0 +1,454 @@
+"""A real Airflow 3 for end-to-end tests: api-server, scheduler, dag-processor and triggerer.
+
+``start_airflow(dags_folder)`` builds a throwaway ``AIRFLOW_HOME``, points it at a throwaway
+PostgreSQL database when 127.0.0.1:5432 answers (LocalExecutor; dropped at teardown) or at a
+SQLite file otherwise, migrates it, serializes the DAGs, starts the four components from the
+project's virtualenv as their own process groups and waits until ``/api/v2/monitor/health``
+reports every component healthy. ``LiveAirflow.stop()`` kills the process groups, drops the
+database and removes the home unless asked to keep it (logs are under ``home/logs``).
+
+Knobs (environment): ``GPUFLEET_LIVE_DB=sqlite`` forces SQLite; ``GPUFLEET_LIVE_PG`` is a libpq
+DSN for the server holding the throwaway database (default
+``host=127.0.0.1 port=5432 user=postgres dbname=postgres``); ``GPUFLEET_LIVE_VENV`` the
+virtualenv whose ``bin/airflow`` runs (default ``<repo>/.venv``); ``GPUFLEET_LIVE_KEEP=1`` keeps
+the home and database after teardown; ``GPUFLEET_LIVE_PLUGINS`` another plugins folder (default
+``<repo>/plugins``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PLUGINS_DIR = Path(os.environ.get("GPUFLEET_LIVE_PLUGINS") or REPO_ROOT / "plugins").resolve()
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+USERNAME = "ci"
+VIEWER = "viewer"  # a second user with the viewer role, for 403 checks
+DEFAULT_PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=2"
+
+
+class LiveAirflowError(RuntimeError):
+    """The harness could not bring Airflow up (the message carries the log tails)."""
+
+
+def venv_bin() -> Path:
+    venv = os.environ.get("GPUFLEET_LIVE_VENV") or str(REPO_ROOT / ".venv")
+    return Path(venv) / "bin"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"(no {path.name})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# -- preflight -------------------------------------------------------------------------------
+
+_PLUGIN_FILES_PROBE = """
+import json, sys
+from airflow._shared.module_loading import find_path_from_directory
+print(json.dumps([str(p) for p in find_path_from_directory(sys.argv[1], ".airflowignore", "glob")]))
+"""
+
+
+def package_modules_loaded_as_plugins(plugins_dir: Path = PLUGINS_DIR) -> list[str]:
+    """Files inside Python packages under ``plugins_dir`` that Airflow would exec as plugins.
+
+    Airflow 3.3's plugin manager imports EVERY ``*.py`` under the plugins folder (recursively,
+    minus ``.airflowignore``) as a top-level module named after the file's stem: a package's
+    ``__main__.py`` becomes ``sys.modules["__main__"]`` and runs in every component, and each
+    module runs twice. Packages such as ``gpufleet`` must be listed in ``plugins/.airflowignore``.
+    """
+    probe = subprocess.run(
+        [str(venv_bin() / "python"), "-c", _PLUGIN_FILES_PROBE, str(plugins_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return []  # cannot tell with this Airflow; let it run
+    files = [Path(p) for p in json.loads(probe.stdout.strip().splitlines()[-1])]
+    return sorted(
+        str(f.relative_to(plugins_dir))
+        for f in files
+        if f.suffix == ".py" and (f.parent / "__init__.py").exists()
+    )
+
+
+def check_plugins_folder(plugins_dir: Path) -> None:
+    leaked = package_modules_loaded_as_plugins(plugins_dir)
+    if leaked:
+        shown = ", ".join(leaked[:5]) + (" ..." if len(leaked) > 5 else "")
+        packages = sorted({Path(f).parts[0] for f in leaked})
+        raise LiveAirflowError(
+            f"Airflow would import package modules from {plugins_dir} as top-level plugins "
+            f"({shown}); a package __main__.py would run in every component. Add "
+            f"{plugins_dir / '.airflowignore'} listing {', '.join(p + '/' for p in packages)}"
+        )
+
+
+# -- databases -------------------------------------------------------------------------------
+
+
+def _pg_dsn() -> str:
+    return os.environ.get("GPUFLEET_LIVE_PG") or DEFAULT_PG_DSN
+
+
+def venv_has_postgres_drivers() -> bool:
+    """Airflow 3.3 needs psycopg2 (sync) AND asyncpg (its async engine) for PostgreSQL."""
+    probe = subprocess.run(
+        [str(venv_bin() / "python"), "-c", "import asyncpg, psycopg2"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+def postgres_available() -> bool:
+    """True if the PostgreSQL server for throwaway databases answers and the drivers are there."""
+    if os.environ.get("GPUFLEET_LIVE_DB", "").lower() == "sqlite":
+        return False
+    try:
+        import psycopg2
+    except ImportError:
+        return False
+    if not venv_has_postgres_drivers():
+        print(
+            "live Airflow: asyncpg missing from the virtualenv (Airflow 3.3 needs it for "
+            "PostgreSQL); falling back to SQLite",
+            file=sys.stderr,
+        )
+        return False
+    try:
+        conn = psycopg2.connect(_pg_dsn())
+    except psycopg2.Error:
+        return False
+    conn.close()
+    return True
+
+
+def _pg_admin(statement: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(_pg_dsn())
+    try:
+        conn.autocommit = True  # CREATE/DROP DATABASE cannot run in a transaction
+        with conn.cursor() as cur:
+            cur.execute(statement)
+    finally:
+        conn.close()
+
+
+def _pg_url(dbname: str) -> str:
+    """A SQLAlchemy URL for ``dbname`` on the server ``_pg_dsn()`` names."""
+    import psycopg2.extensions
+
+    params = psycopg2.extensions.parse_dsn(_pg_dsn())
+    user = params.get("user", "postgres")
+    password = params.get("password")
+    auth = f"{user}:{password}" if password else user
+    host = params.get("host", "127.0.0.1")
+    port = params.get("port", "5432")
+    return f"postgresql+psycopg2://{auth}@{host}:{port}/{dbname}"
+
+
+# -- the running Airflow ---------------------------------------------------------------------
+
+
+@dataclass
+class LiveAirflow:
+    """A running Airflow. ``url`` is the api-server; log in as ``username``/``password``."""
+
+    home: Path
+    url: str
+    port: int
+    username: str
+    password: str
+    viewer_password: str
+    env: dict[str, str]
+    dags_folder: Path
+    backend: str  # "postgresql" or "sqlite"
+    database: str  # database name (postgresql) or file path (sqlite)
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    _token: str | None = None
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    def component_log(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def cli_env(self, **extra: str) -> dict[str, str]:
+        """Environment for the ``gpufleet`` CLI aimed at this Airflow."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLEET_AIRFLOW_")}
+        env.update(
+            GPUFLEET_AIRFLOW_URL=self.url,
+            GPUFLEET_AIRFLOW_USER=self.username,
+            GPUFLEET_AIRFLOW_PASSWORD=self.password,
+            PYTHONPATH=os.pathsep.join(filter(None, [str(PLUGINS_DIR), env.get("PYTHONPATH")])),
+        )
+        env.update(extra)
+        return env
+
+    # the REST calls the harness itself needs (tests use gpufleet.airflow_api)
+    def token(self) -> str:
+        if not self._token:
+            response = requests.post(
+                f"{self.url}/auth/token",
+                json={"username": self.username, "password": self.password},
+                timeout=30,
+            )
+            response.raise_for_status()
+            self._token = response.json()["access_token"]
+        return self._token
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, f"{self.url}{path}", headers=headers, **kwargs)
+
+    def health(self) -> dict[str, Any]:
+        return requests.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
+
+    def dag_ids(self) -> list[str]:
+        response = self.request("GET", "/api/v2/dags", params={"limit": 1000})
+        response.raise_for_status()
+        return [d["dag_id"] for d in response.json()["dags"]]
+
+    def unpause(self, dag_id: str) -> None:
+        response = self.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
+        response.raise_for_status()
+
+    def import_errors(self) -> list[dict[str, Any]]:
+        response = self.request("GET", "/api/v2/importErrors")
+        response.raise_for_status()
+        return response.json().get("import_errors", [])
+
+    def check_alive(self) -> None:
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise LiveAirflowError(
+                    f"airflow {name} exited with {proc.returncode}:\n{self.log_tails()}"
+                )
+
+    def log_tails(self, lines: int = 40) -> str:
+        parts = []
+        for log in sorted(self.log_dir.glob("*.log")):
+            parts.append(f"----- {log} (last {lines} lines) -----\n{tail(log, lines)}")
+        return "\n".join(parts)
+
+    def stop(self, keep: bool = False) -> None:
+        """Kill the components (SIGTERM, then SIGKILL), drop the database, remove the home.
+
+        ``keep`` keeps the home (logs, config); ``GPUFLEET_LIVE_KEEP=1`` keeps the database too.
+        """
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        # the triggerer takes ~11 s to honour SIGTERM in 3.3.2; a throwaway Airflow needs no
+        # graceful exit past a few seconds
+        deadline = time.monotonic() + 5
+        for proc in self.processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for proc in self.processes.values():
+            # the group may hold task supervisors or uvicorn workers even if the leader exited
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        keep_all = os.environ.get("GPUFLEET_LIVE_KEEP") == "1"
+        if self.backend == "postgresql" and not keep_all:
+            _pg_admin(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+        if not (keep or keep_all):
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _run_step(
+    name: str, args: list[str], env: Mapping[str, str], log_dir: Path, timeout: float
+) -> None:
+    log = log_dir / f"{name}.log"
+    with log.open("ab") as out:
+        result = subprocess.run(
+            args, env=dict(env), stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
+        )
+    if result.returncode != 0:
+        raise LiveAirflowError(f"{' '.join(args)} failed ({result.returncode}):\n{tail(log, 60)}")
+
+
+def airflow_env(
+    home: Path,
+    dags_folder: Path,
+    sql_alchemy_conn: str,
+    port: int,
+    passwords_file: Path,
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment every component (and every task) runs with."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AIRFLOW") and k not in ("PYTHONPATH", "VIRTUAL_ENV")
+    }
+    bin_dir = venv_bin()
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "PATH": os.pathsep.join([str(bin_dir), env.get("PATH", "/usr/bin:/bin")]),
+            "VIRTUAL_ENV": str(bin_dir.parent),
+            "PYTHONPATH": str(PLUGINS_DIR),
+            "PYTHONUNBUFFERED": "1",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_DIR),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn,
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin,{VIEWER}:viewer",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            # pick up DAG changes quickly; a test run is short
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "60",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs" / "tasks"),
+        }
+    )
+    if extra_env:
+        env.update(extra_env)
+    return env
+
+
+def start_airflow(
+    dags_folder: Path | str,
+    extra_env: Mapping[str, str] | None = None,
+    startup_timeout: float = 180.0,
+    unpause: bool = True,
+) -> LiveAirflow:
+    """Bring up a throwaway Airflow serving ``dags_folder``; the caller must ``stop()`` it."""
+    dags_folder = Path(dags_folder).resolve()
+    airflow = venv_bin() / "airflow"
+    if not airflow.exists():
+        raise LiveAirflowError(f"{airflow} not found: create the virtualenv first")
+    check_plugins_folder(
+        Path((extra_env or {}).get("AIRFLOW__CORE__PLUGINS_FOLDER") or PLUGINS_DIR)
+    )
+
+    home = Path(tempfile.mkdtemp(prefix="gpufleet-live-"))
+    (home / "logs").mkdir()
+    port = free_port()
+    password = secrets.token_urlsafe(16)
+    viewer_password = secrets.token_urlsafe(16)
+    passwords_file = home / "simple_auth_manager_passwords.json"
+    passwords_file.write_text(
+        json.dumps({USERNAME: password, VIEWER: viewer_password}) + "\n", encoding="utf-8"
+    )
+
+    if postgres_available():
+        backend = "postgresql"
+        database = f"gpufleet_live_{secrets.token_hex(6)}"
+        _pg_admin(f'CREATE DATABASE "{database}"')
+        sql_alchemy_conn = _pg_url(database)
+    else:
+        backend = "sqlite"
+        database = str(home / "airflow.db")  # absolute, as Airflow requires
+        sql_alchemy_conn = f"sqlite:///{database}"
+
+    env = airflow_env(home, dags_folder, sql_alchemy_conn, port, passwords_file, extra_env)
+    live = LiveAirflow(
+        home=home,
+        url=f"http://127.0.0.1:{port}",
+        port=port,
+        username=USERNAME,
+        password=password,
+        viewer_password=viewer_password,
+        env=env,
+        dags_folder=dags_folder,
+        backend=backend,
+        database=database,
+    )
+    try:
+        _run_step("db-migrate", [str(airflow), "db", "migrate"], env, live.log_dir, 300)
+        _run_step("reserialize", [str(airflow), "dags", "reserialize"], env, live.log_dir, 180)
+        for name in COMPONENTS:
+            extra = ["--port", str(port), "--host", "127.0.0.1"] if name == "api-server" else []
+            with live.component_log(name).open("ab") as out:
+                live.processes[name] = subprocess.Popen(
+                    [str(airflow), name, *extra],
+                    env=env,
+                    cwd=home,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # its own process group, killed as one
+                )
+        _wait_healthy(live, startup_timeout)
+        if unpause:
+            for dag_id in live.dag_ids():
+                live.unpause(dag_id)
+    except BaseException:
+        live.stop(keep=True)
+        print(
+            f"live Airflow failed to start; kept {home}\n{live.log_tails()}",
+            file=sys.stderr,
+        )
+        raise
+    return live
+
+
+def _wait_healthy(live: LiveAirflow, timeout: float) -> None:
+    """Until the api-server answers and reports every component healthy."""
+    deadline = time.monotonic() + timeout
+    last: Any = "no answer"
+    while time.monotonic() < deadline:
+        live.check_alive()
+        try:
+            health = live.health()
+        except (requests.RequestException, ValueError) as exc:
+            last = exc
+        else:
+            last = health
+            statuses = {name: (part or {}).get("status") for name, part in health.items()}
+            if statuses and all(status == "healthy" for status in statuses.values()):
+                return
+        time.sleep(1)
+    raise LiveAirflowError(
+        f"Airflow at {live.url} not healthy after {timeout:g}s (last: {last}):\n{live.log_tails()}"
+    )
