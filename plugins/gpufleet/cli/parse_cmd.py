@@ -1,0 +1,147 @@
+"""``gpufleet parse``: read benchmark output and NCCL logs, print what they say as JSON.
+
+    gpufleet parse nccl-tests FILE   # nccl-tests text or -J JSON
+    gpufleet parse nccl-log FILE     # NCCL_DEBUG=INFO output: transport, GDRDMA, version, ranks
+    gpufleet parse fio FILE          # fio --output-format=json
+    gpufleet parse ior FILE          # IOR text report
+
+FILE may be ``-`` for stdin. Input holding nothing recognisable exits 2 with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import ParseError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "parse", help="parse nccl-tests / NCCL log / fio / IOR output and print JSON"
+    )
+    kinds = parser.add_subparsers(dest="parse_kind", required=True, metavar="KIND")
+    for name, func, help_text in (
+        ("nccl-tests", run_nccl_tests, "nccl-tests output (text table or -J JSON)"),
+        ("nccl-log", run_nccl_log, "NCCL_DEBUG=INFO log: which transport NCCL used"),
+        ("fio", run_fio, "fio JSON output (--output-format=json)"),
+        ("ior", run_ior, "IOR text output"),
+    ):
+        p = kinds.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("file", metavar="FILE", help="input file, or - for stdin")
+        p.set_defaults(func=func)
+
+
+def _read_text(name: str) -> str:
+    if name == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        path = Path(name)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ParseError("no such file") from None
+        except IsADirectoryError:
+            raise ParseError("is a directory, not a file") from None
+        except OSError as exc:
+            raise ParseError(f"cannot read ({exc.strerror or exc})") from None
+    return data.decode("utf-8", errors="replace")
+
+
+def _emit(payload: dict[str, Any]) -> int:
+    json.dump(payload, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _with_name(name: str, exc: ParseError) -> ParseError:
+    where = "stdin" if name == "-" else name
+    message = str(exc).splitlines()[0] if str(exc) else "unrecognised input"
+    return ParseError(f"{where}: {message}")
+
+
+def run_nccl_tests(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.nccl_tests import parse_nccl_tests_any
+
+    try:
+        result = parse_nccl_tests_any(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    runs = [
+        {
+            "collective": run.collective,
+            "ranks": run.ranks,
+            "gpu_model": run.gpu_model,
+            "largest_size_bytes": run.largest_size_bytes,
+            "busbw_at_largest_gbps": run.busbw_at_largest_gbps,
+            "max_busbw_gbps": run.max_busbw_gbps,
+            "avg_busbw_gbps": run.avg_busbw_gbps,
+            "wrong": run.wrong,
+            "out_of_bounds": run.out_of_bounds,
+            "truncated": run.truncated,
+        }
+        for run in result.runs
+    ]
+    return _emit({"runs": runs})
+
+
+def run_nccl_log(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.nccl_log import classify_nccl_log, classify_nccl_log_file
+
+    try:
+        if args.file == "-":
+            info = classify_nccl_log(sys.stdin.buffer)
+        else:
+            path = Path(args.file)
+            if not path.exists():
+                raise ParseError("no such file")
+            if path.is_dir():
+                raise ParseError("is a directory, not a file")
+            info = classify_nccl_log_file(path)
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    except OSError as exc:
+        raise _with_name(args.file, ParseError(f"cannot read ({exc.strerror or exc})")) from None
+    return _emit(
+        {
+            "transport": info.transport,
+            "network_name": info.network_name,
+            "gdrdma": info.gdrdma,
+            "nccl_version": info.nccl_version,
+            "ranks": info.ranks,
+            "link_layer": info.link_layer,
+            "ofi_provider": info.ofi_provider,
+            "evidence": list(info.evidence),
+        }
+    )
+
+
+def _storage(args: argparse.Namespace, parse: Callable[[str], Any]) -> int:
+    try:
+        result = parse(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    return _emit(
+        {
+            "read_mib_s": result.read_mib_s,
+            "write_mib_s": result.write_mib_s,
+            "read_iops": result.read_iops,
+            "write_iops": result.write_iops,
+        }
+    )
+
+
+def run_fio(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.storage import parse_fio_json
+
+    return _storage(args, parse_fio_json)
+
+
+def run_ior(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.storage import parse_ior
+
+    return _storage(args, parse_ior)

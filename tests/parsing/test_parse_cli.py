@@ -1,0 +1,135 @@
+"""``gpufleet parse ...`` run as a real process: stdout JSON, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "parsing"
+
+
+# what the ``gpufleet`` console script runs (pyproject: gpufleet = "gpufleet.cli:main")
+ENTRY = "import sys; from gpufleet.cli import main; sys.exit(main())"
+
+
+def gpufleet(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "plugins"), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return subprocess.run(
+        [sys.executable, "-c", ENTRY, "parse", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+RUN_KEYS = {
+    "collective",
+    "ranks",
+    "gpu_model",
+    "largest_size_bytes",
+    "busbw_at_largest_gbps",
+    "max_busbw_gbps",
+    "avg_busbw_gbps",
+    "wrong",
+    "out_of_bounds",
+    "truncated",
+}
+
+
+def test_nccl_tests_text():
+    proc = gpufleet("nccl-tests", str(DATA / "nccl_tests_srun_two_runs_truncated.txt"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert list(out) == ["runs"]
+    assert [set(run) for run in out["runs"]] == [RUN_KEYS, RUN_KEYS]
+    first, second = out["runs"]
+    assert first["collective"] == "all_reduce_perf"
+    assert first["busbw_at_largest_gbps"] == pytest.approx(181.71)
+    assert first["wrong"] is None and first["truncated"] is False
+    assert second["truncated"] is True and second["avg_busbw_gbps"] is None
+
+
+def test_nccl_tests_json_from_stdin():
+    proc = gpufleet("nccl-tests", "-", stdin=(DATA / "nccl_tests_allreduce_h200.json").read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["ranks"] == 16 and run["gpu_model"] == "H200"
+    assert run["largest_size_bytes"] == 8 << 30
+    assert run["busbw_at_largest_gbps"] == pytest.approx(355.701236)
+
+
+def test_nccl_log():
+    proc = gpufleet("nccl-log", str(DATA / "nccl_log_roce_no_gdr.log"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {"transport", "gdrdma", "nccl_version", "ranks", "network_name"} <= set(out)
+    assert out["transport"] == "roce"
+    assert out["gdrdma"] is False
+    assert out["nccl_version"] == "2.19.3+cuda12.3"
+    assert out["ranks"] == 4
+    assert out["network_name"] == "IB"
+
+
+def test_nccl_log_from_stdin():
+    proc = gpufleet("nccl-log", "-", stdin=(DATA / "nccl_log_gke_gib.log").read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["transport"] == "gib"
+
+
+def test_fio_and_ior():
+    proc = gpufleet("fio", str(DATA / "fio_seqread_two_jobs_noise.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "read_mib_s": 2508.0,
+        "write_mib_s": None,
+        "read_iops": 2508.0,
+        "write_iops": None,
+    }
+    proc = gpufleet("ior", str(DATA / "ior_easy_lustre.txt"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"read_mib_s", "write_mib_s", "read_iops", "write_iops"}
+    assert out["write_mib_s"] == pytest.approx(8450.12)
+    assert out["read_mib_s"] == pytest.approx(12011.88)
+
+
+@pytest.mark.parametrize("kind", ["nccl-tests", "nccl-log", "fio", "ior"])
+def test_garbage_exits_2_with_one_line(kind, tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("this is not benchmark output\nat all\n")
+    proc = gpufleet(kind, str(junk))
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    err = proc.stderr.decode()
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("gpufleet: ") and "junk.txt" in err
+
+
+@pytest.mark.parametrize("kind", ["nccl-tests", "nccl-log", "fio", "ior"])
+def test_missing_file_exits_2(kind, tmp_path):
+    proc = gpufleet(kind, str(tmp_path / "nope.log"))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == f"gpufleet: {tmp_path / 'nope.log'}: no such file"
+
+
+def test_garbage_on_stdin_names_stdin():
+    proc = gpufleet("fio", "-", stdin=b"\x00\x01 binary junk")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().startswith("gpufleet: stdin: ")
+
+
+def test_kind_is_required():
+    proc = gpufleet()
+    assert proc.returncode == 2
+    assert b"usage" in proc.stderr
