@@ -1,0 +1,139 @@
+"""
+### Nightly fabric validation
+
+Every night, and whenever a region becomes ready, prove that each GPU node pool's fabric and
+filesystem do what they were bought for.
+
+- **Fabric**: 2-node NCCL all-reduce pairs covering every idle node, judged on large-message
+  bus bandwidth against the baseline *and* on the transport NCCL actually used (a silent
+  fallback to TCP sockets fails even when the bandwidth looks fine). Failed pairs are
+  localized against known-good nodes; a node that fails with two good partners is
+  quarantined (`gpufleet.io/quarantine=<reason>:NoSchedule`). If more than
+  `max_quarantine_share` of a pool would be quarantined, nothing is: the pool is marked
+  degraded and a human is paged.
+- **Storage**: fio read/write throughput on the pool's Lustre filesystem against
+  `tolerance x tier x capacity`.
+
+Nodes running training jobs are not disturbed. Results go to the gpufleet ledger; the report
+(Markdown + HTML with a bandwidth chart per pool) and Prometheus metrics are written under
+`$AIRFLOW_HOME/gpufleet/reports/`. Each validated pool emits a `pool-validated` asset event.
+The run fails when any pool fails.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import Param, dag
+from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
+from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
+
+from gpufleet.assets import POOL_VALIDATED, REGION_READY
+from gpufleet.dagkit import default_args, index, name_list_param
+from gpufleet.operators import FabricValidationOperator, StorageValidationOperator
+from gpufleet.operators.nightly import (
+    SimFaultsOperator,
+    ValidationReportOperator,
+    ValidationTargetsOperator,
+)
+
+fleet = index()
+
+
+@dag(
+    dag_id="nightly_fabric_validation",
+    doc_md=__doc__,
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC"), assets=REGION_READY
+    ),
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    tags=["gpufleet", "validation", "nccl", "lustre"],
+    default_args=default_args("nightly fabric validation failed"),
+    params={
+        "regions": name_list_param(fleet["regions"], "Regions", "Only these regions (empty: all)"),
+        "clusters": name_list_param(
+            fleet["clusters"], "Clusters", "Only these clusters (empty: all)"
+        ),
+        "pools": name_list_param(
+            fleet["pool_keys"], "Node pools", "Only these pools, as cluster/pool (empty: all)"
+        ),
+        "mode": Param(
+            "both",
+            type="string",
+            enum=["both", "fabric", "storage"],
+            title="Checks",
+            description="Fabric (NCCL), storage (Lustre fio) or both",
+            section="Checks",
+        ),
+        "max_quarantine_share": Param(
+            0.2,
+            type="number",
+            minimum=0,
+            maximum=1,
+            title="Max quarantine share",
+            description="Quarantine nothing and page a human if more than this share of a pool "
+            "fails (a fabric problem, not a node problem)",
+            section="Checks",
+        ),
+        "tolerance": Param(
+            None,
+            type=["null", "number"],
+            exclusiveMinimum=0,
+            maximum=1,
+            title="Bandwidth tolerance",
+            description="Share of the baseline busbw a pair must reach (empty: each pool's "
+            "catalog setting, default 0.9)",
+            section="Checks",
+        ),
+        "sim_faults": Param(
+            [],
+            type="array",
+            items={
+                "type": "string",
+                "pattern": r"^[a-z0-9-]+/[a-z0-9-]+=(fabric-down|bad-node|lustre-slow|"
+                r"capacity-short|api-errors)(:\S+)?$",
+            },
+            title="Simulated faults (sim clusters only)",
+            description="cluster/pool=fault for this run only, e.g. a3u-sim/h200-a=fabric-down",
+            section="Simulation",
+        ),
+    },
+)
+def nightly_fabric_validation():
+    faults = SimFaultsOperator(
+        task_id="inject_sim_faults", faults="{{ params.sim_faults }}", retries=0
+    )
+    scope = {
+        "regions": "{{ params.regions }}",
+        "clusters": "{{ params.clusters }}",
+        "pools": "{{ params.pools }}",
+        "mode": "{{ params.mode }}",
+    }
+    fabric_targets = ValidationTargetsOperator(task_id="fabric_targets", kind="fabric", **scope)
+    storage_targets = ValidationTargetsOperator(task_id="storage_targets", kind="storage", **scope)
+
+    fabric = FabricValidationOperator.partial(
+        task_id="validate_fabric",
+        max_quarantine_share="{{ params.max_quarantine_share }}",
+        tolerance="{{ params.tolerance }}",
+        outlets=[POOL_VALIDATED],
+        retries=1,
+        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
+    ).expand_kwargs(fabric_targets.output)
+
+    storage = StorageValidationOperator.partial(
+        task_id="validate_storage",
+        retries=1,
+        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
+    ).expand_kwargs(storage_targets.output)
+
+    report = ValidationReportOperator(task_id="report", trigger_rule="all_done", retries=0)
+
+    faults >> [fabric_targets, storage_targets]
+    [fabric, storage] >> report
+
+
+nightly_fabric_validation()

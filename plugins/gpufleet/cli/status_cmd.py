@@ -1,0 +1,116 @@
+"""``gpufleet status``: the fleet readiness table (what ``make run`` ends with)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="print the fleet readiness table")
+    p.add_argument("--region", action="append", dest="regions", help="only these regions")
+    p.add_argument("--launches", type=int, default=5, help="recent launches to list (5)")
+    p.set_defaults(func=run)
+
+
+def _age(now: datetime, then: datetime | None) -> str:
+    if then is None:
+        return "never"
+    minutes = (now - then).total_seconds() / 60
+    return f"{minutes:.0f}m ago" if minutes < 120 else f"{minutes / 60:.0f}h ago"
+
+
+def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[str, str]]:
+    from gpufleet.backends import cluster_backend
+    from gpufleet.errors import GpufleetError
+    from gpufleet.gate import DEFAULT_MAX_AGE, pool_problems
+    from gpufleet.services.gate import gather_facts
+
+    rows = []
+    for ref in catalog.pools(regions=regions):
+        facts = gather_facts(catalog, ledger, ref.cluster.name, [ref.pool.name])[0]
+        try:
+            nodes = cluster_backend(ref.cluster).list_nodes(ref.pool.name)
+            ready = f"{sum(n.ready for n in nodes)}/{len(nodes)}"
+            quarantined = str(sum(n.quarantined for n in nodes))
+        except GpufleetError:
+            ready, quarantined = "?", "?"
+        fabric = ledger.latest_validation(ref.cluster.name, ref.pool.name, "fabric")
+        storage = ledger.latest_validation(ref.cluster.name, ref.pool.name, "storage")
+        problems = pool_problems(facts, now, DEFAULT_MAX_AGE)
+        fab_text = "-"
+        if fabric:
+            bw = f" {fabric['busbw_gbps']:.0f}GB/s" if fabric["busbw_gbps"] else ""
+            fab_text = (
+                f"{'pass' if fabric['passed'] else 'FAIL'} {fabric['transport'] or '?'}"
+                f"{bw} {_age(now, fabric['finished_at'])}"
+            )
+        sto_text = "n/a" if ref.filesystem is None else "-"
+        if storage:
+            sto_text = (
+                f"{'pass' if storage['passed'] else 'FAIL'} "
+                f"{(storage['read_mb_s'] or 0) / 1000:.1f}GB/s "
+                f"{_age(now, storage['finished_at'])}"
+            )
+        rows.append(
+            {
+                "REGION": ref.region.name,
+                "POOL": ref.key,
+                "GPU": f"{ref.pool.gpu.count}x{ref.pool.gpu.model}",
+                "EXPECT": ref.pool.transport,
+                "NODES": ready,
+                "FREE": str(facts.schedulable_nodes)
+                if facts.schedulable_nodes is not None
+                else "?",
+                "QUAR": quarantined,
+                "STATE": facts.state or "-",
+                "FABRIC": fab_text,
+                "LUSTRE": sto_text,
+                "READY": "yes" if not problems else "NO",
+                "WHY": problems[0].split(": ", 1)[-1] if problems else "",
+            }
+        )
+    return rows
+
+
+def format_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "no pools in the catalog"
+    cols = list(rows[0])
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols).rstrip()]
+    lines.append("  ".join("-" * widths[c] for c in cols))
+    lines += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from gpufleet.catalog import load_catalog
+    from gpufleet.store import Ledger
+
+    catalog = load_catalog()
+    ledger = Ledger()
+    now = datetime.now(UTC)
+    rows = readiness_rows(catalog, ledger, now, args.regions)
+    print(f"gpufleet readiness, {now:%Y-%m-%d %H:%M} UTC (ledger: {ledger.safe_url})")
+    print(format_table(rows))
+    ready = sum(r["READY"] == "yes" for r in rows)
+    print(f"{ready} of {len(rows)} pools ready for training")
+    launches = ledger.launches(limit=args.launches)
+    if launches:
+        print("\nrecent training launches:")
+        print(format_table([launch_row(row, now) for row in launches]))
+    return 0
+
+
+def launch_row(row: dict, now: datetime) -> dict[str, str]:
+    reasons = row.get("reasons") or []
+    return {
+        "JOB": f"{row['namespace']}/{row['job']}",
+        "POOL": f"{row['cluster']}/{row['pool']}",
+        "STATE": row["state"],
+        "TRANSPORT": f"{row['confirmed_transport'] or '-'} (expected {row['expected_transport']})",
+        "RANKS": str(len(row.get("ranks") or {})),
+        "WHEN": _age(now, row["created_at"]),
+        "WHY": reasons[0][:80] if reasons else "",
+    }

@@ -1,0 +1,48 @@
+"""What every gpufleet DAG file shares: default args, and Params built from the catalog.
+
+DAG files import this at parse time, so it does no network and no database access: the
+catalog names come from ``catalog_index()``, a small cache keyed on the catalog files.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import Param
+
+from gpufleet.catalog_index import catalog_index
+from gpufleet.notifiers import FleetAlertNotifier
+
+OWNER = "gpufleet-platform"
+
+
+def default_args(summary: str, retries: int = 2) -> dict[str, Any]:
+    """Owner, retries with exponential backoff, and an alert on every task failure."""
+    return {
+        "owner": OWNER,
+        "retries": retries,
+        "retry_delay": timedelta(seconds=30),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=10),
+        "on_failure_callback": [FleetAlertNotifier(summary=summary)],
+    }
+
+
+def index() -> dict[str, Any]:
+    return catalog_index()
+
+
+def name_list_param(
+    values: list[str], title: str, description: str, section: str = "Scope"
+) -> Param:
+    """An optional multi-select over catalog names (empty = all)."""
+    return Param(
+        [],
+        type="array",
+        items={"type": "string", "enum": values} if values else {"type": "string"},
+        uniqueItems=True,
+        title=title,
+        description=description,
+        section=section,
+    )

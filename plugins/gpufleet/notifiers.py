@@ -1,0 +1,72 @@
+"""Alerts through an Airflow notifier: always to the log; to Slack or a webhook when the
+``gpufleet_alerts`` connection exists (type http; host = the webhook URL; extra
+``{"format": "slack"}`` for a Slack incoming webhook, else a JSON document is posted)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from airflow.sdk import BaseHook, BaseNotifier
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+log = logging.getLogger("gpufleet.alerts")
+
+ALERTS_CONN_ID = "gpufleet_alerts"
+
+
+def _webhook(conn) -> tuple[str, str]:
+    host = conn.host or ""
+    if not host.startswith(("http://", "https://")):
+        scheme = conn.schema or "https"
+        port = f":{conn.port}" if conn.port else ""
+        host = f"{scheme}://{host}{port}"
+    elif conn.port and host.count(":") == 1:
+        host = f"{host}:{conn.port}"
+    path = (conn.extra_dejson or {}).get("path", "")
+    return host.rstrip("/") + path, (conn.extra_dejson or {}).get("format", "json")
+
+
+class FleetAlertNotifier(BaseNotifier):
+    """Alert on a failed gpufleet task: what failed, where, and why."""
+
+    template_fields = ("summary",)
+
+    def __init__(self, summary: str = "gpufleet alert", conn_id: str = ALERTS_CONN_ID):
+        super().__init__()
+        self.summary = summary
+        self.conn_id = conn_id
+
+    def message(self, context) -> dict:
+        ti = context.get("task_instance") or context.get("ti")
+        exc = context.get("exception")
+        dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", "?")
+        task = getattr(ti, "task_id", "?")
+        map_index = getattr(ti, "map_index", -1)
+        where = f"{dag_id}.{task}" + (f"[{map_index}]" if map_index not in (-1, None) else "")
+        return {
+            "summary": self.summary,
+            "where": where,
+            "run_id": context.get("run_id"),
+            "error": str(exc) if exc else None,
+        }
+
+    def notify(self, context) -> None:
+        msg = self.message(context)
+        text = f"{msg['summary']}: {msg['where']} ({msg['run_id']}): {msg['error'] or 'failed'}"
+        log.error("ALERT %s", text)
+        try:
+            conn = BaseHook.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            return
+        import requests  # imported here: DAG files import this module at parse time
+
+        url, fmt = _webhook(conn)
+        body = {"text": text} if fmt == "slack" else msg
+        try:
+            resp = requests.post(
+                url, data=json.dumps(body), headers={"Content-Type": "application/json"}, timeout=10
+            )
+            resp.raise_for_status()
+        except requests.RequestException as exc:  # the log line above is the alert of record
+            log.error("could not deliver the alert to %s: %s", url, exc)

@@ -1,0 +1,331 @@
+"""Validate one node pool's fabric: pass 1, localization rounds, quarantine, ledger.
+
+A service: it orchestrates backends and domain code and holds no Airflow imports, so the
+operator stays a thin adapter that defers between rounds. Its state is a JSON-serialisable
+dict, handed to the trigger and back between rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.backends import cluster_backend
+from gpufleet.backends.base import (
+    QUARANTINE_KEY,
+    QUARANTINE_LABEL,
+    ClusterBackend,
+    Taint,
+)
+from gpufleet.baselines import find_baseline
+from gpufleet.catalog import PoolRef
+from gpufleet.pairing import Localizer, plan_pass1
+from gpufleet.plumbing import NCCL_LOG_CONTAINER
+from gpufleet.services.collect import read_nccl_pair
+from gpufleet.store import Ledger
+from gpufleet.verdicts import PairVerdict, judge_pair, judge_pool
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "gpufleet-validation"
+COLLECTIVE = "all_reduce"
+
+
+def _label_value(text: str) -> str:
+    """A label-safe form of a quarantine reason (label values: 63 chars, [A-Za-z0-9_.-])."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:63].strip("-_.")
+    return safe or "failed-validation"
+
+
+class FabricValidation:
+    """One pool's fabric validation as a sequence of rounds (pass 1, then pass-2 rounds)."""
+
+    def __init__(
+        self,
+        ref: PoolRef,
+        ledger: Ledger,
+        backend: ClusterBackend | None = None,
+        *,
+        max_quarantine_share: float = 0.2,
+        tolerance: float | None = None,
+        namespace: str = NAMESPACE,
+        image: str | None = None,
+    ):
+        self.ref = ref
+        self.ledger = ledger
+        self.backend = backend or cluster_backend(ref.cluster)
+        self.max_quarantine_share = max_quarantine_share
+        self.tolerance = tolerance if tolerance is not None else ref.pool.tolerance
+        self.namespace = namespace
+        self.image = image
+        self.baseline = find_baseline(
+            ref.pool.gpu.model, ref.pool.gpu.count, 2, COLLECTIVE, ref.pool.transport
+        )
+
+    # --- rounds --------------------------------------------------------------------------------
+
+    def begin(self, run_id: str) -> dict[str, Any]:
+        """Plan pass 1 over the pool's idle nodes and submit it. Returns the state."""
+        nodes = self.backend.list_nodes(self.ref.pool.name)
+        idle = [n.name for n in nodes if n.idle and not n.quarantined]
+        busy = [n.name for n in nodes if n.workloads]
+        quarantined = [n.name for n in nodes if n.quarantined]
+        pairs, odd = plan_pass1(idle)
+        state: dict[str, Any] = {
+            "cluster": self.ref.cluster.name,
+            "pool": self.ref.pool.name,
+            "run_id": run_id,
+            "started_at": datetime.now(UTC).isoformat(),
+            "pool_nodes": len(nodes),
+            "idle": idle,
+            "busy": busy,
+            "quarantined_before": quarantined,
+            "odd": odd,
+            "round": 0,
+            "pass1": [],
+            "pass2": [],
+            "workload": None,
+        }
+        log.info(
+            "%s: %d nodes, %d idle, %d running jobs (not disturbed), %d quarantined",
+            self.ref.key,
+            len(nodes),
+            len(idle),
+            len(busy),
+            len(quarantined),
+        )
+        if pairs:
+            self._prepare_namespace()
+            state["workload"] = self._submit(state, pairs)
+        return state
+
+    def _prepare_namespace(self) -> None:
+        """The validation namespace and the ssh Secret mpirun uses to reach a pair's second
+        pod. Both are created once and left in place (apply is create-if-absent)."""
+        from gpufleet.manifests import render_ssh_secret
+
+        self.backend.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+        )
+        self.backend.apply(render_ssh_secret(self.namespace))
+
+    def _submit(self, state: dict[str, Any], pairs: list[tuple[str, str]]) -> dict[str, Any]:
+        from gpufleet.manifests import render_nccl_validation
+
+        kwargs = {"namespace": self.namespace, "collective": COLLECTIVE}
+        if self.image:
+            kwargs["image"] = self.image
+        # one JobSet per round: the round is part of the run id the name is derived from
+        round_id = f"{state['run_id']}-r{state['round']}"
+        manifest = render_nccl_validation(self.ref, pairs, round_id, **kwargs)
+        self.backend.apply(manifest)
+        meta = manifest["metadata"]
+        log.info(
+            "%s: round %d submitted JobSet %s/%s with %d pairs: %s",
+            self.ref.key,
+            state["round"],
+            meta.get("namespace"),
+            meta["name"],
+            len(pairs),
+            ", ".join("/".join(p) for p in pairs),
+        )
+        return {
+            "kind": manifest["kind"],
+            "name": meta["name"],
+            "namespace": meta.get("namespace") or self.namespace,
+            "pairs": [list(p) for p in pairs],
+        }
+
+    def collect(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Read and judge the finished round; submit the next one if localization needs it."""
+        wl = state["workload"]
+        verdicts = [self._judge(wl, i, tuple(pair)) for i, pair in enumerate(wl["pairs"])]
+        self.backend.delete(wl["kind"], wl["name"], wl["namespace"])
+        key = "pass1" if state["round"] == 0 else "pass2"
+        state[key] += [v.as_row(1 if key == "pass1" else 2) for v in verdicts]
+        for v in verdicts:
+            log.info(
+                "%s round %d %s: %s - %s",
+                self.ref.key,
+                state["round"],
+                "/".join(v.nodes),
+                "PASS" if v.passed else "FAIL",
+                "; ".join(v.reasons),
+            )
+        localizer = self._localizer(state)
+        state["round"] += 1
+        next_pairs = localizer.next_round()
+        state["workload"] = self._submit(state, next_pairs) if next_pairs else None
+        return state
+
+    def _judge(self, wl: dict[str, Any], index: int, nodes: tuple[str, str]) -> PairVerdict:
+        run, info, failure = read_nccl_pair(self.backend, wl, index, NCCL_LOG_CONTAINER)
+        return judge_pair(
+            nodes,
+            run=run,
+            log=info,
+            expected_transport=self.ref.pool.transport,
+            expect_gdrdma=self.ref.pool.gdrdma,
+            baseline=self.baseline,
+            tolerance=self.tolerance,
+            failure=failure,
+        )
+
+    def _localizer(self, state: dict[str, Any]) -> Localizer:
+        """Rebuild the localizer from the recorded rows (the state stays plain JSON)."""
+        loc = Localizer(nodes=list(state["idle"]), odd=list(state["odd"]))
+        for row in state["pass1"]:
+            loc.record_pass1((row["node_a"], row["node_b"]), row["passed"])
+        for row in state["pass2"]:
+            loc.record(
+                (row["node_a"], row["node_b"]),
+                row["passed"],
+                row["reasons"][0] if row["reasons"] else "",
+            )
+        return loc
+
+    # --- the verdict ---------------------------------------------------------------------------
+
+    def finish(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Judge the pool, quarantine localized nodes, record everything. Returns a summary."""
+        pool = self.ref.pool
+        bad, inconclusive, untested = self._localizer(state).outcome()
+        pass1 = [_verdict(r) for r in state["pass1"]]
+        tested = sorted(
+            {n for r in state["pass1"] + state["pass2"] for n in (r["node_a"], r["node_b"])}
+        )
+        if len(state["idle"]) < 2:
+            return self._too_few_idle(state)
+        verdict = judge_pool(
+            pool_nodes=state["pool_nodes"],
+            tested=tested,
+            pass1=pass1,
+            bad=bad,
+            inconclusive=inconclusive,
+            untested=untested,
+            max_quarantine_share=self.max_quarantine_share,
+            expected_transport=pool.transport,
+        )
+        for node, why in verdict.quarantine.items():
+            self.quarantine(node, why, state["run_id"])
+        rows = state["pass1"] + state["pass2"]
+        transports = sorted({r["transport"] or "unknown" for r in rows})
+        worst = next((t for t in transports if t != pool.transport), pool.transport)
+        good_busbw = [
+            r["busbw_gbps"]
+            for r in state["pass1"]
+            if r["busbw_gbps"] is not None and not {r["node_a"], r["node_b"]} & set(bad)
+        ]
+        self.ledger.record_validation(
+            run_id=state["run_id"],
+            cluster=self.ref.cluster.name,
+            pool=pool.name,
+            kind="fabric",
+            passed=verdict.passed,
+            expected_transport=pool.transport,
+            transport=worst,
+            busbw_gbps=min(good_busbw) if good_busbw else None,
+            baseline_gbps=self.baseline.busbw_gbps if self.baseline else None,
+            nodes_tested=len(tested),
+            reasons=verdict.reasons,
+            details={
+                "busy": state["busy"],
+                "quarantined": sorted(verdict.quarantine),
+                "page": verdict.page,
+                "transports": transports,
+                "tolerance": self.tolerance,
+            },
+            started_at=datetime.fromisoformat(state["started_at"]),
+            pairs=rows,
+        )
+        self.ledger.set_pool_state(
+            self.ref.cluster.name,
+            pool.name,
+            verdict.state,
+            "; ".join(verdict.reasons[:3]),
+            state["run_id"],
+        )
+        return {
+            "cluster": self.ref.cluster.name,
+            "pool": pool.name,
+            "passed": verdict.passed,
+            "state": verdict.state,
+            "page": verdict.page,
+            "transport": worst,
+            "busbw_gbps": min(good_busbw) if good_busbw else None,
+            "quarantined": sorted(verdict.quarantine),
+            "reasons": verdict.reasons,
+        }
+
+    def _too_few_idle(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Fewer than two idle nodes: nothing to pair. Busy nodes are covered by their jobs'
+        own transport checks; a pool with no schedulable pair left is degraded."""
+        pool = self.ref.pool
+        if state["busy"]:
+            reason = (
+                f"only {len(state['idle'])} idle node(s): {len(state['busy'])} run jobs "
+                "(confirmed by their own transport checks); previous validation stands"
+            )
+            return {
+                "cluster": self.ref.cluster.name,
+                "pool": pool.name,
+                "passed": True,
+                "skipped": True,
+                "state": None,
+                "page": False,
+                "transport": None,
+                "busbw_gbps": None,
+                "quarantined": [],
+                "reasons": [reason],
+            }
+        reason = (
+            f"fewer than 2 schedulable nodes to pair ({len(state['idle'])} idle, "
+            f"{len(state['quarantined_before'])} quarantined)"
+        )
+        self.ledger.record_validation(
+            run_id=state["run_id"],
+            cluster=self.ref.cluster.name,
+            pool=pool.name,
+            kind="fabric",
+            passed=False,
+            expected_transport=pool.transport,
+            nodes_tested=0,
+            reasons=[reason],
+            started_at=datetime.fromisoformat(state["started_at"]),
+        )
+        self.ledger.set_pool_state(
+            self.ref.cluster.name, pool.name, "degraded", reason, state["run_id"]
+        )
+        return {
+            "cluster": self.ref.cluster.name,
+            "pool": pool.name,
+            "passed": False,
+            "state": "degraded",
+            "page": True,
+            "transport": None,
+            "busbw_gbps": None,
+            "quarantined": [],
+            "reasons": [reason],
+        }
+
+    def quarantine(self, node: str, reason: str, run_id: str | None = None) -> None:
+        """Taint the node NoSchedule, label it and record it (idempotent)."""
+        self.backend.add_taint(node, Taint(QUARANTINE_KEY, _label_value(reason), "NoSchedule"))
+        self.backend.set_labels(node, {QUARANTINE_LABEL: "true"})
+        self.ledger.quarantine(self.ref.cluster.name, self.ref.pool.name, node, reason, run_id)
+        log.warning("%s: quarantined %s: %s", self.ref.key, node, reason)
+
+
+def _verdict(row: dict[str, Any]) -> PairVerdict:
+    return PairVerdict(
+        nodes=(row["node_a"], row["node_b"]),
+        passed=row["passed"],
+        reasons=tuple(row["reasons"]),
+        transport=row["transport"],
+        gdrdma=row["gdrdma"],
+        busbw_gbps=row["busbw_gbps"],
+        small_latency_us=row["small_latency_us"],
+        wrong=row["wrong"],
+        nccl_version=row["nccl_version"],
+    )

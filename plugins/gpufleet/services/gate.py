@@ -1,0 +1,117 @@
+"""Gather the gate's facts from the catalog, the ledger and the cluster; decide; record."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from gpufleet.backends import cluster_backend
+from gpufleet.catalog import Catalog
+from gpufleet.errors import GpufleetError
+from gpufleet.gate import DEFAULT_MAX_AGE, GateDecision, PoolFacts, ValidationFact, decide
+from gpufleet.store import Ledger
+
+log = logging.getLogger(__name__)
+
+
+def _fact(row) -> ValidationFact | None:
+    if row is None:
+        return None
+    return ValidationFact(row["passed"], row["finished_at"], row.get("transport"))
+
+
+def gather_facts(
+    catalog: Catalog, ledger: Ledger | None, cluster: str, pools: list[str]
+) -> list[PoolFacts]:
+    """One PoolFacts per requested pool; what cannot be read stays unknown (None)."""
+    out: list[PoolFacts] = []
+    try:
+        cl = catalog.cluster(cluster)
+    except GpufleetError:
+        return [PoolFacts(key=f"{cluster}/{p}", known=False) for p in pools]
+    backend = None
+    nodes_error = None
+    try:
+        backend = cluster_backend(cl)
+    except GpufleetError as exc:
+        nodes_error = str(exc)
+    for name in pools:
+        key = f"{cluster}/{name}"
+        try:
+            ref = catalog.pool(cluster, name)
+        except GpufleetError:
+            out.append(PoolFacts(key=key, known=False))
+            continue
+        if ledger is None:
+            out.append(PoolFacts(key=key, known=True, error="the ledger could not be read"))
+            continue
+        try:
+            state = ledger.pool_state(cluster, name)
+            fabric = _fact(ledger.latest_validation(cluster, name, "fabric"))
+            storage = _fact(ledger.latest_validation(cluster, name, "storage"))
+            in_flight = any(
+                t["to_pool"] == name or t["from_pool"] == name
+                for t in ledger.transitions_in_flight(cluster)
+            )
+        except Exception as exc:  # noqa: BLE001 - an unreadable ledger refuses
+            out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
+            continue
+        free = None
+        if backend is not None:
+            try:
+                free = sum(1 for n in backend.list_nodes(name) if n.idle and not n.quarantined)
+            except GpufleetError as exc:
+                nodes_error = str(exc)
+        out.append(
+            PoolFacts(
+                key=key,
+                known=True,
+                expected_transport=ref.pool.transport,
+                state=state["state"] if state else None,
+                fabric=fabric,
+                has_filesystem=ref.filesystem is not None,
+                storage=storage,
+                transition_in_flight=in_flight,
+                schedulable_nodes=free,
+                error=None if free is not None else f"cannot list nodes: {nodes_error}",
+            )
+        )
+    return out
+
+
+def check_gate(
+    catalog: Catalog,
+    ledger_factory,
+    cluster: str,
+    pools: list[str],
+    nodes: int,
+    *,
+    max_age: timedelta = DEFAULT_MAX_AGE,
+    job: str | None = None,
+    run_id: str | None = None,
+    now: datetime | None = None,
+) -> GateDecision:
+    """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses)."""
+    now = now or datetime.now(UTC)
+    try:
+        ledger = ledger_factory()
+    except Exception as exc:  # noqa: BLE001
+        log.error("ledger unreadable: %s", exc)
+        ledger = None
+    decision = decide(gather_facts(catalog, ledger, cluster, pools), nodes, now, max_age)
+    if ledger is not None:
+        try:
+            ledger.record_gate_decision(
+                cluster=cluster,
+                pools=pools,
+                nodes=nodes,
+                launch=decision.launch,
+                reasons=decision.reasons,
+                job=job,
+                run_id=run_id,
+            )
+        except Exception as exc:  # noqa: BLE001 - an unrecorded decision must not launch
+            decision = GateDecision(
+                False, [*decision.reasons, f"the decision could not be recorded: {exc}"]
+            )
+    return decision

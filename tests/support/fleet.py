@@ -1,0 +1,63 @@
+"""Helpers for end-to-end tests on the simulated fleet."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def get_dag(dag_id: str):
+    """The DAG as the dag-processor loads it, parsed afresh (a run's conf must not leak into
+    the next run through a shared DAG object)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / f"{dag_id}.py"))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags[dag_id]
+
+
+def run_dag(dag_id: str, conf: dict | None = None):
+    """``dag.test()``: every task in this process, triggers inline. Returns the DagRun."""
+    return get_dag(dag_id).test(run_conf=conf or {})
+
+
+def task_states(dagrun) -> dict[str, str]:
+    """``task_id`` (``task_id[map_index]`` for mapped tasks) -> final state."""
+    out = {}
+    for ti in dagrun.get_task_instances():
+        key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
+        out[key] = str(ti.state.value if hasattr(ti.state, "value") else ti.state)
+    return out
+
+
+def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True) -> dict:
+    """Run a real fabric (and storage) validation of one sim pool through the services."""
+    from gpufleet.catalog import load_catalog
+    from gpufleet.services.fabric import FabricValidation
+    from gpufleet.services.storage import StorageValidation
+    from gpufleet.store import Ledger
+
+    ref = load_catalog().pool(cluster, pool)
+    ledger = Ledger()
+    svc = FabricValidation(ref, ledger)
+    state = svc.begin(run_id)
+    while state["workload"]:
+        _wait(svc.backend, state["workload"])
+        state = svc.collect(state)
+    summary = svc.finish(state)
+    if storage and ref.filesystem:
+        sto = StorageValidation(ref, ledger)
+        st = sto.begin(run_id)
+        if st["workload"]:
+            _wait(sto.backend, st["workload"])
+        summary["storage"] = sto.finish(st)
+    return summary
+
+
+def _wait(backend, wl: dict, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while not backend.workload_status(wl["kind"], wl["name"], wl["namespace"]).done:
+        assert time.time() < deadline, f"{wl['name']} did not finish"
+        time.sleep(0.05)

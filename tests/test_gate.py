@@ -1,0 +1,174 @@
+"""The launch gate is fail-closed: no combination of missing or stale facts launches."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufleet.gate import DEFAULT_MAX_AGE, PoolFacts, ValidationFact, decide
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FRESH = NOW - timedelta(hours=3)
+
+
+def good(key="c/p", nodes=4) -> PoolFacts:
+    return PoolFacts(
+        key=key,
+        known=True,
+        expected_transport="gib",
+        state="validated",
+        fabric=ValidationFact(True, FRESH, "gib"),
+        has_filesystem=True,
+        storage=ValidationFact(True, FRESH),
+        transition_in_flight=False,
+        schedulable_nodes=nodes,
+    )
+
+
+def test_fresh_passing_pool_launches_with_reasons():
+    decision = decide([good()], nodes=2, now=NOW)
+    assert decision.launch
+    assert decision.reasons[0].startswith("c/p: validated gib 3.0 h ago")
+
+
+def test_each_missing_or_bad_fact_refuses_with_its_reason():
+    cases = {
+        "unknown pool": replace(good(), known=False),
+        "pool is degraded": replace(good(), state="degraded"),
+        "pool is suspect": replace(good(), state="suspect"),
+        "no lifecycle state": replace(good(), state=None),
+        "no fabric validation": replace(good(), fabric=None),
+        "latest fabric validation failed": replace(
+            good(), fabric=ValidationFact(False, FRESH, "gib")
+        ),
+        "validated transport socket": replace(good(), fabric=ValidationFact(True, FRESH, "socket")),
+        "stale (27.0 h old": replace(
+            good(), fabric=ValidationFact(True, NOW - timedelta(hours=27), "gib")
+        ),
+        "no Lustre validation": replace(good(), storage=None),
+        "latest Lustre validation failed": replace(good(), storage=ValidationFact(False, FRESH)),
+        "transition is in flight": replace(good(), transition_in_flight=True),
+        "unknown whether a transition": replace(good(), transition_in_flight=None),
+        "schedulable node count unknown": replace(good(), schedulable_nodes=None),
+        "facts unreadable": replace(good(), error="ledger down"),
+        "needs 2 nodes; the target pools have 1": replace(good(), schedulable_nodes=1),
+        "dated in the future": replace(
+            good(), fabric=ValidationFact(True, NOW + timedelta(hours=2), "gib")
+        ),
+    }
+    for expected, facts in cases.items():
+        decision = decide([facts], nodes=2, now=NOW)
+        assert not decision.launch, expected
+        assert any(expected in r for r in decision.reasons), (expected, decision.reasons)
+
+
+def test_no_pools_or_no_nodes_refuse():
+    assert not decide([], 1, NOW).launch
+    assert not decide(None, 1, NOW).launch
+    assert not decide([good()], 0, NOW).launch
+    assert not decide([good()], 1, NOW.replace(tzinfo=None)).launch
+
+
+def test_pool_without_filesystem_needs_no_storage_check():
+    assert decide([replace(good(), has_filesystem=False, storage=None)], 2, NOW).launch
+
+
+def test_capacity_adds_up_across_pools():
+    assert decide([good("c/a", 2), good("c/b", 2)], 4, NOW).launch
+    assert not decide([good("c/a", 2), replace(good("c/b", 2), state="degraded")], 2, NOW).launch
+
+
+maybe_time = st.one_of(
+    st.none(),
+    st.timedeltas(min_value=timedelta(hours=-3), max_value=timedelta(days=30)).map(
+        lambda d: NOW - d
+    ),
+)
+validation = st.one_of(
+    st.none(),
+    st.builds(
+        ValidationFact,
+        passed=st.one_of(st.none(), st.booleans()),
+        finished_at=maybe_time,
+        transport=st.sampled_from([None, "gib", "socket", "ib", "unknown"]),
+    ),
+)
+facts = st.builds(
+    PoolFacts,
+    key=st.sampled_from(["c/a", "c/b", "c/c"]),
+    known=st.booleans(),
+    expected_transport=st.sampled_from([None, "gib", "socket"]),
+    state=st.sampled_from(
+        [None, "validated", "ready", "degraded", "suspect", "transitioning", "retired"]
+    ),
+    fabric=validation,
+    has_filesystem=st.one_of(st.none(), st.booleans()),
+    storage=validation,
+    transition_in_flight=st.one_of(st.none(), st.booleans()),
+    schedulable_nodes=st.one_of(st.none(), st.integers(0, 16)),
+    error=st.one_of(st.none(), st.just("boom")),
+)
+
+
+def fact_is_sound(f: PoolFacts) -> bool:
+    """Independent statement of 'proven capacity' for one pool."""
+
+    def fresh_pass(v):
+        return (
+            v is not None
+            and v.passed is True
+            and v.finished_at is not None
+            and timedelta(minutes=-5) <= NOW - v.finished_at <= DEFAULT_MAX_AGE
+        )
+
+    return (
+        f.known
+        and f.error is None
+        and f.state in ("validated", "ready")
+        and fresh_pass(f.fabric)
+        and f.expected_transport is not None
+        and f.fabric.transport == f.expected_transport
+        and f.has_filesystem is not None
+        and (not f.has_filesystem or fresh_pass(f.storage))
+        and f.transition_in_flight is False
+        and f.schedulable_nodes is not None
+    )
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(facts, min_size=1, max_size=4), st.integers(min_value=-1, max_value=20))
+def test_launch_only_when_every_fact_is_known_fresh_and_passing(pools, nodes):
+    decision = decide(pools, nodes, NOW)
+    sound = all(fact_is_sound(f) for f in pools)
+    enough = nodes >= 1 and sum(f.schedulable_nodes or 0 for f in pools) >= nodes
+    assert decision.launch == (sound and enough)
+    assert decision.reasons  # every decision says why
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(facts, min_size=1, max_size=4), st.data())
+def test_removing_any_fact_never_turns_refuse_into_launch(pools, data):
+    before = decide(pools, 1, NOW)
+    i = data.draw(st.integers(0, len(pools) - 1))
+    field = data.draw(
+        st.sampled_from(
+            [
+                "fabric",
+                "storage",
+                "state",
+                "transition_in_flight",
+                "schedulable_nodes",
+                "has_filesystem",
+                "expected_transport",
+            ]
+        )
+    )
+    damaged = list(pools)
+    damaged[i] = replace(pools[i], **{field: None})
+    after = decide(damaged, 1, NOW)
+    assert not (after.launch and not before.launch)
+    if field != "storage" or pools[i].has_filesystem is not False:
+        assert not after.launch

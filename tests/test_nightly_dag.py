@@ -1,0 +1,170 @@
+"""nightly_fabric_validation end to end with dag.test() on the simulated fleet."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.backends import cluster_backend
+from gpufleet.backends.base import QUARANTINE_KEY, QUARANTINE_LABEL
+from gpufleet.backends.sim_state import SimState
+from gpufleet.catalog import load_catalog
+from gpufleet.paths import state_dir
+from gpufleet.store import Ledger
+from tests.support.fleet import run_dag, task_states
+
+pytestmark = [pytest.mark.slow]
+
+DAG = "nightly_fabric_validation"
+
+
+@pytest.fixture
+def fleet(airflow_db, fleet_state):
+    return fleet_state
+
+
+def fabric_row(ledger: Ledger, run_id: str, pool: str) -> dict:
+    return next(
+        r for r in ledger.validations_for_run(run_id) if r["pool"] == pool and r["kind"] == "fabric"
+    )
+
+
+def test_healthy_fleet_passes_and_records_per_pair_figures(fleet):
+    dr = run_dag(DAG)
+    states = task_states(dr)
+    assert str(dr.state) == "success", states
+    assert states["report"] == "success"
+    ledger = Ledger()
+    rows = ledger.validations_for_run(dr.run_id)
+    assert {(r["pool"], r["kind"]) for r in rows} == {
+        ("h200-a", "fabric"),
+        ("h200-b", "fabric"),
+        ("h100-a", "fabric"),
+        ("h200-a", "storage"),
+        ("h200-b", "storage"),
+        ("h100-a", "storage"),
+    }
+    assert all(r["passed"] for r in rows)
+    h100 = fabric_row(ledger, dr.run_id, "h100-a")
+    assert h100["transport"] == "ofi-efa" and h100["nodes_tested"] == 5
+    pairs = ledger.pairs(h100["id"])
+    # 5 nodes: 2 pairs in pass 1, the odd node against a node that passed
+    assert [(p["pass_no"], p["transport"]) for p in pairs] == [
+        (1, "ofi-efa"),
+        (1, "ofi-efa"),
+        (2, "ofi-efa"),
+    ]
+    assert all(p["busbw_gbps"] > 0.9 * 480 and p["gdrdma"] for p in pairs)
+    assert all(p["small_latency_us"] < 120 for p in pairs)
+    for key in (("a3u-sim", "h200-a"), ("a3u-sim", "h200-b"), ("p5-sim", "h100-a")):
+        assert ledger.pool_state(*key)["state"] == "validated"
+    reports = state_dir() / "reports" / "latest"
+    assert "6 of 6 checks passed" in (reports / "report.md").read_text()
+    assert "<svg" in (reports / "report.html").read_text()
+    assert (
+        'gpufleet_fabric_busbw_gbps{cluster="p5-sim",pool="h100-a"}'
+        in (reports / "metrics.prom").read_text()
+    )
+
+
+def test_fabric_down_falls_back_to_sockets_and_fails_loudly(fleet):
+    dr = run_dag(
+        DAG,
+        {
+            "pools": ["a3u-sim/h200-b"],
+            "mode": "fabric",
+            "sim_faults": ["a3u-sim/h200-b=fabric-down"],
+        },
+    )
+    states = task_states(dr)
+    assert str(dr.state) == "failed"
+    assert states["validate_fabric[0]"] == "failed" and states["report"] == "failed"
+    ledger = Ledger()
+    row = fabric_row(ledger, dr.run_id, "h200-b")
+    assert not row["passed"] and row["transport"] == "socket"
+    assert "every pair failed" in row["reasons"][0] and row["details"]["page"] is True
+    assert all(p["transport"] == "socket" for p in ledger.pairs(row["id"]))
+    assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "degraded"
+    assert ledger.quarantined() == []  # a fabric problem: nobody is blamed
+    assert SimState().faults() == []  # run-scoped faults are cleared afterwards
+
+
+def test_socket_fallback_fails_even_when_bandwidth_alone_would_pass(fleet):
+    dr = run_dag(
+        DAG,
+        {
+            "pools": ["a3u-sim/h200-b"],
+            "mode": "fabric",
+            "sim_faults": ["a3u-sim/h200-b=fabric-down:busbw=345"],
+        },
+    )
+    assert str(dr.state) == "failed"
+    ledger = Ledger()
+    row = fabric_row(ledger, dr.run_id, "h200-b")
+    pairs = ledger.pairs(row["id"])
+    assert all(p["busbw_gbps"] >= 0.9 * 355 for p in pairs), "bandwidth alone would pass"
+    for p in pairs:
+        assert p["transport"] == "socket" and not p["passed"]
+        assert any("silent fallback to TCP sockets" in r for r in p["reasons"])
+        assert any("small-message latency" in r for r in p["reasons"])
+        assert not any("bus bandwidth" in r for r in p["reasons"])
+    assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "degraded"
+
+
+def test_bad_node_is_localized_and_quarantined_alone(fleet):
+    bad = "a3u-sim-h200-a-2"
+    SimState().inject("a3u-sim", "h200-a", f"bad-node:{bad}")
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"], "mode": "fabric"})
+    assert str(dr.state) == "success", task_states(dr)  # the pool passes without that node
+    ledger = Ledger()
+    assert [q["node"] for q in ledger.quarantined("a3u-sim")] == [bad]
+    row = fabric_row(ledger, dr.run_id, "h200-a")
+    assert row["passed"] and row["details"]["quarantined"] == [bad]
+    failed_pass2 = [p for p in ledger.pairs(row["id"]) if p["pass_no"] == 2 and not p["passed"]]
+    assert {p["node_a"] for p in failed_pass2} == {bad}
+    assert len({p["node_b"] for p in failed_pass2}) == 2  # two different known-good partners
+    nodes = {
+        n.name: n for n in cluster_backend(load_catalog().cluster("a3u-sim")).list_nodes("h200-a")
+    }
+    assert nodes[bad].quarantined and not nodes[bad].schedulable
+    assert nodes[bad].labels[QUARANTINE_LABEL] == "true"
+    assert any(t.key == QUARANTINE_KEY and t.effect == "NoSchedule" for t in nodes[bad].taints)
+    assert all(n.schedulable for name, n in nodes.items() if name != bad)
+
+
+def test_too_many_bad_nodes_quarantines_nothing_and_pages(fleet):
+    for node in ("a3u-sim-h200-a-0", "a3u-sim-h200-a-3"):
+        SimState().inject("a3u-sim", "h200-a", f"bad-node:{node}")
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"], "mode": "fabric", "max_quarantine_share": 0.2})
+    assert str(dr.state) == "failed"
+    ledger = Ledger()
+    row = fabric_row(ledger, dr.run_id, "h200-a")
+    assert "more than the 20% that may be quarantined" in row["reasons"][0]
+    assert ledger.quarantined() == []
+    assert ledger.pool_state("a3u-sim", "h200-a")["state"] == "degraded"
+
+
+def test_lustre_slow_fails_storage_with_measured_and_expected(fleet):
+    dr = run_dag(
+        DAG,
+        {
+            "pools": ["p5-sim/h100-a"],
+            "mode": "storage",
+            "sim_faults": ["p5-sim/h100-a=lustre-slow"],
+        },
+    )
+    states = task_states(dr)
+    assert str(dr.state) == "failed" and states["validate_storage[0]"] == "failed"
+    assert "validate_fabric" not in " ".join(k for k, v in states.items() if v == "failed")
+    row = next(r for r in Ledger().validations_for_run(dr.run_id) if r["kind"] == "storage")
+    assert not row["passed"] and row["expected_mb_s"] == 4800
+    assert row["read_mb_s"] < 0.5 * 4800 and row["write_mb_s"] < 0.5 * 4800
+    assert "is below 4,320 MB/s (90% of the 4,800 MB/s tier x capacity)" in row["reasons"][0]
+
+
+def test_bad_params_are_refused_before_a_run(fleet):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError):
+        run_dag(DAG, {"pools": ["a3u-sim/nope"]})
+    with pytest.raises(ParamValidationError):
+        run_dag(DAG, {"sim_faults": ["a3u-sim/h200-a=meteor"]})
