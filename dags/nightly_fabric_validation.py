@@ -31,13 +31,10 @@ from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 from gpufleet.assets import POOL_VALIDATED, REGION_READY
 from gpufleet.dagkit import default_args, index, name_list_param
 from gpufleet.operators import FabricValidationOperator, StorageValidationOperator
-from gpufleet.operators.nightly import (
-    SimFaultsOperator,
-    ValidationReportOperator,
-    ValidationTargetsOperator,
-)
+from gpufleet.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
 
 fleet = index()
+POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 @dag(
@@ -57,8 +54,17 @@ fleet = index()
         "clusters": name_list_param(
             fleet["clusters"], "Clusters", "Only these clusters (empty: all)"
         ),
-        "pools": name_list_param(
-            fleet["pool_keys"], "Node pools", "Only these pools, as cluster/pool (empty: all)"
+        "pools": Param(
+            [],
+            type="array",
+            uniqueItems=True,
+            title="Node pools",
+            section="Scope",
+            items={"type": "string", "pattern": POOL_KEY},
+            description="Only these pools, as cluster/pool (empty: all). Checked against the "
+            "catalog when the run starts: a fleet's thousands of pools are not "
+            "listed in the form (Airflow validates a scheduled DAG's Params for "
+            "every task at every parse).",
         ),
         "mode": Param(
             "both",
@@ -103,16 +109,16 @@ fleet = index()
     },
 )
 def nightly_fabric_validation():
-    faults = SimFaultsOperator(
-        task_id="inject_sim_faults", faults="{{ params.sim_faults }}", retries=0
-    )
     scope = {
         "regions": "{{ params.regions }}",
         "clusters": "{{ params.clusters }}",
         "pools": "{{ params.pools }}",
         "mode": "{{ params.mode }}",
     }
-    fabric_targets = ValidationTargetsOperator(task_id="fabric_targets", kind="fabric", **scope)
+    # the first targets task also applies this run's simulated faults (sim_faults Param)
+    fabric_targets = ValidationTargetsOperator(
+        task_id="fabric_targets", kind="fabric", sim_faults="{{ params.sim_faults }}", **scope
+    )
     storage_targets = ValidationTargetsOperator(task_id="storage_targets", kind="storage", **scope)
 
     fabric = FabricValidationOperator.partial(
@@ -132,7 +138,7 @@ def nightly_fabric_validation():
 
     report = ValidationReportOperator(task_id="report", trigger_rule="all_done", retries=0)
 
-    faults >> [fabric_targets, storage_targets]
+    fabric_targets >> storage_targets
     [fabric, storage] >> report
 
 

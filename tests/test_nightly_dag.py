@@ -164,7 +164,19 @@ def test_lustre_slow_fails_storage_with_measured_and_expected(fleet):
 def test_bad_params_are_refused_before_a_run(fleet):
     from airflow.sdk.exceptions import ParamValidationError
 
-    with pytest.raises(ParamValidationError):
-        run_dag(DAG, {"pools": ["a3u-sim/nope"]})
-    with pytest.raises(ParamValidationError):
-        run_dag(DAG, {"sim_faults": ["a3u-sim/h200-a=meteor"]})
+    for conf in (
+        {"pools": ["not a pool"]},
+        {"clusters": ["no-such-cluster"]},
+        {"mode": "everything"},
+        {"sim_faults": ["a3u-sim/h200-a=meteor"]},
+        {"max_quarantine_share": 1.5},
+    ):
+        with pytest.raises(ParamValidationError):
+            run_dag(DAG, conf)
+
+
+def test_unknown_pool_fails_at_the_start_naming_the_known_ones(fleet):
+    dr = run_dag(DAG, {"pools": ["a3u-sim/nope"]})
+    states = task_states(dr)
+    assert str(dr.state) == "failed" and states["fabric_targets"] == "failed"
+    assert Ledger().validations_for_run(dr.run_id) == []  # nothing was validated

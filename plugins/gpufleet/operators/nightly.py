@@ -12,9 +12,12 @@ from airflow.sdk import BaseOperator
 
 
 class ValidationTargetsOperator(BaseOperator):
-    """The pools to validate (``kind``: fabric or storage), as mapping kwargs."""
+    """The pools to validate (``kind``: fabric or storage), as mapping kwargs.
 
-    template_fields: Sequence[str] = ("regions", "clusters", "pools", "mode")
+    ``sim_faults`` (``cluster/pool=fault`` strings) are injected into sim clusters for this run
+    only, before the targets are returned; the report task clears them."""
+
+    template_fields: Sequence[str] = ("regions", "clusters", "pools", "mode", "sim_faults")
 
     def __init__(
         self,
@@ -24,6 +27,7 @@ class ValidationTargetsOperator(BaseOperator):
         clusters: Any = None,
         pools: Any = None,
         mode: str = "both",
+        sim_faults: Any = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -32,18 +36,28 @@ class ValidationTargetsOperator(BaseOperator):
         self.clusters = clusters
         self.pools = pools
         self.mode = mode
+        self.sim_faults = sim_faults
 
     def execute(self, context) -> list[dict[str, str]]:
-        from gpufleet.catalog import load_catalog
-        from gpufleet.services.nightly import plan_scope
+        from airflow.sdk.exceptions import AirflowFailException
 
-        scope = plan_scope(
-            load_catalog(),
-            regions=self.regions or None,
-            clusters=self.clusters or None,
-            pools=self.pools or None,
-            mode=self.mode,
-        )[self.kind]
+        from gpufleet.catalog import load_catalog
+        from gpufleet.errors import GpufleetError
+        from gpufleet.services.nightly import inject_run_faults, plan_scope
+
+        try:  # bad names or faults will not get better by retrying
+            catalog = load_catalog()
+            if self.sim_faults:
+                inject_run_faults(catalog, list(self.sim_faults), context["run_id"])
+            scope = plan_scope(
+                catalog,
+                regions=self.regions or None,
+                clusters=self.clusters or None,
+                pools=self.pools or None,
+                mode=self.mode,
+            )[self.kind]
+        except GpufleetError as exc:
+            raise AirflowFailException(str(exc)) from None
         self.log.info(
             "%s validation of %d pools: %s",
             self.kind,
@@ -51,22 +65,6 @@ class ValidationTargetsOperator(BaseOperator):
             ", ".join(f"{t['cluster']}/{t['node_pool']}" for t in scope) or "none",
         )
         return scope
-
-
-class SimFaultsOperator(BaseOperator):
-    """Inject ``cluster/pool=fault`` faults into sim clusters for this run only."""
-
-    template_fields: Sequence[str] = ("faults",)
-
-    def __init__(self, *, faults: Any = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.faults = faults
-
-    def execute(self, context) -> int:
-        from gpufleet.catalog import load_catalog
-        from gpufleet.services.nightly import inject_run_faults
-
-        return inject_run_faults(load_catalog(), list(self.faults or ()), context["run_id"])
 
 
 class ValidationReportOperator(BaseOperator):
@@ -88,9 +86,15 @@ class ValidationReportOperator(BaseOperator):
             result["paths"]["report.html"],
             result["paths"]["metrics.prom"],
         )
-        if result["failed"]:
+        failed = list(result["failed"])
+        # a task that failed before recording a verdict (bad scope, lost cluster) fails the
+        # run too: the report is the run's last word
+        states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
+        for key, state in sorted((states or {}).get(run_id, {}).items()):
+            if state in ("failed", "upstream_failed") and not key.startswith("report"):
+                failed.append(f"task {key} {state}")
+        if failed:
             raise AirflowFailException(
-                f"{len(result['failed'])} of {result['checks']} checks failed: "
-                + " | ".join(result["failed"])
+                f"{len(failed)} problem(s) in this validation run: " + " | ".join(failed)
             )
         return result["paths"]
