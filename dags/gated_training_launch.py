@@ -1,0 +1,157 @@
+"""
+### Gated training launch
+
+Launch a distributed training job only onto capacity that was proven healthy, with all the
+networking and storage plumbing injected, and call it healthy only once every rank is
+confirmed on the intended transport.
+
+1. **gate** (fail-closed): every target pool has a passing validation of its expected
+   transport younger than `max_validation_age_hours`, is not degraded or suspect, has no
+   reservation transition in flight, its Lustre filesystem passed, and enough nodes are free.
+   Anything unknown refuses. The decision and its reasons go to the gpufleet ledger; a refused
+   launch submits nothing.
+2. **submit**: a JobSet labelled for the pool's Kueue queue (admitted all-or-nothing), pinned
+   to the pool, with the provider's RDMA plumbing (GKE NIC attachments + gIB, or EFA devices +
+   aws-ofi-nccl), the Lustre PVC at the catalog's mount path with `subPath`
+   `<namespace>/<job>`, `NCCL_NET` pinned so NCCL fails instead of falling back, and NCCL INFO
+   logs per rank.
+3. **confirm_transport** (deferred while the job starts): read every rank's NCCL log. On a
+   mismatch, `transport_policy=fail` stops the job and marks the pool `suspect` (the next
+   nightly validation re-checks it); `warn` alerts and lets it run. Success emits a
+   `job-transport-confirmed` asset event.
+
+Trigger it from the UI form, or from CI: `gpufleet trigger gated_training_launch --conf @job.json
+--wait` (see docs/ci-trigger.md).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import Param, dag
+
+from gpufleet.assets import JOB_CONFIRMED
+from gpufleet.dagkit import default_args, index
+from gpufleet.operators.launch import (
+    ConfirmTransportOperator,
+    LaunchGateOperator,
+    SubmitTrainingJobOperator,
+)
+
+fleet = index()
+DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+@dag(
+    dag_id="gated_training_launch",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=8,
+    render_template_as_native_obj=True,
+    tags=["gpufleet", "training", "launch"],
+    default_args=default_args("gated training launch failed"),
+    params={
+        "cluster": Param(
+            fleet["clusters"][0] if fleet["clusters"] else None,
+            type="string",
+            enum=fleet["clusters"],
+            title="Cluster",
+            section="Placement",
+        ),
+        "pools": Param(
+            [],
+            type="array",
+            minItems=1,
+            uniqueItems=True,
+            items={"type": "string", "enum": fleet["pool_names"]},
+            title="Node pools",
+            section="Placement",
+            description="Target pools in that cluster; the job runs on the first "
+            "with enough free nodes",
+        ),
+        "nodes": Param(
+            2,
+            type="integer",
+            minimum=1,
+            maximum=fleet["max_nodes"],
+            title="Nodes",
+            section="Placement",
+        ),
+        "gpus_per_node": Param(
+            fleet["max_gpus"],
+            type="integer",
+            minimum=1,
+            maximum=fleet["max_gpus"],
+            title="GPUs per node",
+            section="Placement",
+        ),
+        "job_name": Param(
+            "",
+            type="string",
+            pattern=DNS_LABEL,
+            maxLength=40,
+            title="Job name",
+            description="JobSet name: lowercase letters, digits, '-'",
+            section="Job",
+        ),
+        "namespace": Param(
+            "default",
+            type="string",
+            pattern=DNS_LABEL,
+            maxLength=63,
+            title="Namespace",
+            section="Job",
+        ),
+        "image": Param(
+            "", type="string", minLength=1, pattern=r"^\S+$", title="Image", section="Job"
+        ),
+        "command": Param(
+            [],
+            type="array",
+            minItems=1,
+            items={"type": "string"},
+            title="Command",
+            section="Job",
+            description='The container command, e.g. ["torchrun", "train.py"]',
+        ),
+        "env": Param(
+            {},
+            type="object",
+            additionalProperties={"type": "string"},
+            title="Environment",
+            section="Job",
+            description="Extra variables (the platform's NCCL/EFA/library keys are refused)",
+        ),
+        "priority_class": Param(
+            None, type=["null", "string"], title="Priority class", section="Job"
+        ),
+        "transport_policy": Param(
+            "fail",
+            type="string",
+            enum=["fail", "warn"],
+            title="On a transport mismatch",
+            section="Policy",
+            description="fail: stop the job and flag the pool; warn: alert and let it run",
+        ),
+        "max_validation_age_hours": Param(
+            26,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=168,
+            title="Max validation age (hours)",
+            section="Policy",
+        ),
+    },
+)
+def gated_training_launch():
+    gate = LaunchGateOperator(task_id="gate", retries=0)
+    submit = SubmitTrainingJobOperator(task_id="submit")
+    confirm = ConfirmTransportOperator(
+        task_id="confirm_transport", job=submit.output, outlets=[JOB_CONFIRMED], retries=0
+    )
+    gate >> submit >> confirm
+
+
+gated_training_launch()

@@ -1,0 +1,168 @@
+"""gated_training_launch end to end with dag.test() on the simulated fleet."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpufleet.backends import cluster_backend
+from gpufleet.backends.sim_state import SimState
+from gpufleet.catalog import load_catalog
+from gpufleet.store import Ledger
+from tests.support.fleet import run_dag, task_states, validate
+
+pytestmark = [pytest.mark.slow]
+
+DAG = "gated_training_launch"
+
+
+def job(name: str, pool: str = "h200-a", nodes: int = 2, **extra) -> dict:
+    return {
+        "cluster": "a3u-sim",
+        "pools": [pool],
+        "nodes": nodes,
+        "gpus_per_node": 8,
+        "job_name": name,
+        "namespace": "ml-team",
+        "image": "example/train:1",
+        "command": ["torchrun", "train.py"],
+        **extra,
+    }
+
+
+@pytest.fixture
+def fleet(airflow_db, fleet_state):
+    return fleet_state
+
+
+def jobsets() -> list[str]:
+    backend = cluster_backend(load_catalog().cluster("a3u-sim"))
+    return sorted(
+        {
+            p.labels.get("jobset.sigs.k8s.io/jobset-name")
+            for p in backend.list_pods("ml-team", "gpufleet.io/workload=training")
+        }
+    )
+
+
+def test_launch_onto_a_freshly_validated_pool_confirms_the_transport(fleet):
+    assert validate("a3u-sim", "h200-a")["passed"]
+    dr = run_dag(DAG, job("finetune-a"))
+    assert str(dr.state) == "success", task_states(dr)
+    ledger = Ledger()
+    launch = ledger.launches()[0]
+    assert launch["job"] == "finetune-a" and launch["state"] == "confirmed"
+    assert launch["confirmed_transport"] == "gib" and launch["expected_transport"] == "gib"
+    assert {r["transport"] for r in launch["ranks"].values()} == {"gib"}
+    assert len(launch["ranks"]) == 2 and all(r["gdrdma"] for r in launch["ranks"].values())
+    assert ledger.gate_decisions()[0]["launch"] is True
+    assert jobsets() == ["finetune-a"]
+    busy = [
+        n
+        for n in cluster_backend(load_catalog().cluster("a3u-sim")).list_nodes("h200-a")
+        if n.workloads
+    ]
+    assert len(busy) == 2 and all(n.workloads == ("finetune-a",) for n in busy)
+
+
+def _refused(dr, reason: str, launches_before: int = 0) -> None:
+    states = task_states(dr)
+    assert str(dr.state) == "failed"
+    assert states["gate"] == "failed"
+    assert states["submit"] == "upstream_failed" and states["confirm_transport"] == (
+        "upstream_failed"
+    )
+    decision = Ledger().gate_decisions()[0]
+    assert decision["launch"] is False
+    assert any(reason in r for r in decision["reasons"]), decision["reasons"]
+    assert jobsets() == []  # nothing was submitted
+    assert len(Ledger().launches()) == launches_before
+
+
+def test_no_validation_on_record_refuses(fleet):
+    _refused(run_dag(DAG, job("never-validated")), "no fabric validation on record")
+
+
+def test_stale_validation_refuses(fleet):
+    validate("a3u-sim", "h200-a")
+    time.sleep(1.0)
+    _refused(
+        run_dag(DAG, job("stale", max_validation_age_hours=0.0002)), "fabric validation is stale"
+    )
+
+
+def test_degraded_pool_refuses(fleet):
+    SimState().inject("a3u-sim", "h200-b", "fabric-down")
+    assert not validate("a3u-sim", "h200-b")["passed"]
+    SimState().clear()
+    _refused(run_dag(DAG, job("on-degraded", pool="h200-b")), "pool is degraded")
+
+
+def test_pool_unknown_to_the_cluster_refuses(fleet):
+    # h100-a passes the form (it is a pool name of the fleet) but is not in cluster a3u-sim
+    _refused(
+        run_dag(DAG, job("wrong-pool", pool="h100-a")),
+        "cluster 'a3u-sim' has no node pool 'h100-a'",
+    )
+
+
+def test_too_few_free_nodes_refuses(fleet):
+    validate("a3u-sim", "h200-a")
+    assert str(run_dag(DAG, job("first", nodes=4)).state) == "success"
+    dr = run_dag(DAG, job("second", nodes=4))
+    states = task_states(dr)
+    assert states["gate"] == "failed"
+    decision = Ledger().gate_decisions()[0]
+    assert "the job needs 4 nodes; the target pools have 2 schedulable" in decision["reasons"]
+    assert jobsets() == ["first"]
+
+
+def test_fabric_breaking_after_validation_stops_the_job_at_confirmation(fleet):
+    assert validate("a3u-sim", "h200-b")["passed"]
+    SimState().inject("a3u-sim", "h200-b", "fabric-down")  # breaks after the validation
+    dr = run_dag(DAG, job("unlucky", pool="h200-b"))
+    states = task_states(dr)
+    assert states["gate"] == "success" and states["submit"] == "success"
+    assert states["confirm_transport"] == "failed" and str(dr.state) == "failed"
+    ledger = Ledger()
+    launch = ledger.launches()[0]
+    assert launch["state"] == "stopped"
+    assert any(
+        "expected gib" in r and "NCCL_NET=gIB forbids falling back" in r for r in launch["reasons"]
+    )
+    assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "suspect"
+    assert jobsets() == []  # the job was stopped
+    # a suspect pool is refused until the next nightly validation clears it
+    _refused(run_dag(DAG, job("next-one", pool="h200-b")), "pool is suspect", launches_before=1)
+
+
+def test_warn_policy_alerts_and_lets_the_job_run(fleet):
+    assert validate("a3u-sim", "h200-b")["passed"]
+    SimState().inject("a3u-sim", "h200-b", "fabric-down")
+    dr = run_dag(DAG, job("tolerated", pool="h200-b", transport_policy="warn"))
+    assert task_states(dr)["confirm_transport"] == "success"
+    launch = Ledger().launches()[0]
+    assert launch["state"] == "running-unconfirmed" and launch["reasons"]
+
+
+def test_form_refuses_bad_input_before_a_run(fleet):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    for bad in (
+        job("Bad_Name"),
+        job("ok", nodes=0),
+        job("ok", nodes=99),
+        {**job("ok"), "cluster": "nope"},
+        job("ok", transport_policy="maybe"),
+    ):
+        with pytest.raises(ParamValidationError):
+            run_dag(DAG, bad)
+
+
+def test_platform_env_cannot_be_overridden(fleet):
+    validate("a3u-sim", "h200-a")
+    dr = run_dag(DAG, job("sneaky", env={"NCCL_NET": "Socket"}))
+    states = task_states(dr)
+    assert states["submit"] == "failed"
+    assert jobsets() == []
