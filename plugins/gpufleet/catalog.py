@@ -14,7 +14,6 @@ object names and labels.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +31,7 @@ from pydantic import (
 )
 
 from gpufleet.errors import CatalogError
+from gpufleet.names import DNS1123_LABEL
 from gpufleet.paths import catalog_dir
 
 PROVIDERS = ("gke", "eks", "sim")
@@ -45,7 +45,6 @@ RDMA_TRANSPORTS = frozenset({"gib", "ib", "roce", "ofi-efa"})
 FILESYSTEM_KINDS = ("managed-lustre", "fsx-lustre")
 FAULT_KINDS = ("fabric-down", "bad-node", "lustre-slow", "capacity-short", "api-errors")
 
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 try:  # the C loader is ~10x faster on large catalogs
     _YamlLoader: Any = yaml.CSafeLoader
@@ -54,7 +53,7 @@ except AttributeError:  # pragma: no cover - libyaml missing
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS1123.match(value):
+    if len(value) > 63 or not DNS1123_LABEL.match(value):
         raise ValueError(
             f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)"
@@ -441,12 +440,32 @@ def catalog_files(directory: Path | None = None) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
 
 
+_loaded: dict[str, tuple[list, Catalog]] = {}
+
+
 def load_catalog(directory: Path | str | None = None) -> Catalog:
-    """Load every ``*.yaml`` in the catalog folder; names must be unique across files."""
+    """Load every ``*.yaml`` in the catalog folder; names must be unique across files.
+
+    Kept per process while the files' sizes and mtimes stay the same (the models are frozen),
+    so a task or a gate decision does not re-parse a large catalog."""
+    from gpufleet.catalog_index import fingerprint
+
+    files = catalog_files(Path(directory) if directory else None)
+    key = str(Path(directory) if directory else catalog_dir())
+    stamp = fingerprint(files)
+    hit = _loaded.get(key)
+    if hit and hit[0] == stamp:
+        return hit[1]
+    catalog = _load(files)
+    _loaded[key] = (stamp, catalog)
+    return catalog
+
+
+def _load(files: list[Path]) -> Catalog:
     regions: dict[str, Region] = {}
     sources: dict[str, Path] = {}
     clusters: dict[str, Path] = {}
-    for path in catalog_files(Path(directory) if directory else None):
+    for path in files:
         for index, region in enumerate(parse_catalog_file(path)):
             if region.name in regions:
                 _raise(

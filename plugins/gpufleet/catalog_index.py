@@ -24,7 +24,8 @@ def _files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
 
 
-def _fingerprint(files: list[Path]) -> list[list[Any]]:
+def fingerprint(files: list[Path]) -> list[list[Any]]:
+    """Path, size and mtime of each catalog file: what a cached catalog is valid for."""
     out = []
     for path in files:
         st = path.stat()
@@ -63,11 +64,11 @@ def _shared(index: dict[str, Any]) -> dict[str, Any]:
 def catalog_index(directory: Path | str | None = None) -> dict[str, Any]:
     """Names for DAG Params, from a cache that is rebuilt when any catalog file changes."""
     directory = Path(directory) if directory else catalog_dir()
-    fingerprint = _fingerprint(_files(directory))
+    stamp = fingerprint(_files(directory))
     cache = state_dir() / "catalog-index.json"
     try:
         cached = json.loads(cache.read_text())
-        if cached.get("fingerprint") == fingerprint:
+        if cached.get("fingerprint") == stamp:
             return _shared(cached["index"])
     except (OSError, ValueError, KeyError):
         pass
@@ -77,7 +78,7 @@ def catalog_index(directory: Path | str | None = None) -> dict[str, Any]:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"fingerprint": fingerprint, "index": index}))
+        tmp.write_text(json.dumps({"fingerprint": stamp, "index": index}))
         tmp.replace(cache)
     except OSError:  # a read-only deployment still works, just slower
         pass

@@ -60,6 +60,7 @@ import yaml
 from gpufleet.backends.base import EKS_POOL_LABEL, GKE_POOL_LABEL, HOSTNAME_LABEL, POOL_LABEL
 from gpufleet.backends.base import WORKLOAD_LABEL as _WORKLOAD_LABEL
 from gpufleet.catalog import Cluster, Filesystem, NodePool, PoolRef
+from gpufleet.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE
 from gpufleet.paths import include_dir
 from gpufleet.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
 
@@ -137,12 +138,6 @@ try:  # libyaml's loader is several times faster on large JobSets
 except AttributeError:  # pragma: no cover - libyaml missing
     _YamlLoader = yaml.SafeLoader
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 
@@ -157,7 +152,7 @@ def run_label(run_id: str) -> str:
     ``manual__2025-01-01T00-00-00-00-00-<hash>``)."""
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("run_id must be a non-empty string")
-    if len(run_id) <= 63 and _LABEL_VALUE.match(run_id):
+    if len(run_id) <= 63 and LABEL_VALUE.match(run_id):
         return run_id
     clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id)[:54].strip("-_.")
     digest = _short_hash(run_id)
@@ -168,7 +163,7 @@ def workload_name(check: str, pool: str, run_id: str) -> str:
     """``<check>-<pool>-<8 hex of sha256(run_id)>``, the pool truncated so the name is at most
     ``MAX_JOBSET_NAME`` (40) characters; a DNS-1035 label because ``check`` starts with a
     letter. Deterministic: the same run renders the same name."""
-    if not _DNS1035_LABEL.match(check):
+    if not DNS1035_LABEL.match(check):
         raise ValueError(f"check prefix {check!r} must be a DNS-1035 label")
     if not isinstance(run_id, str) or not run_id:
         raise ValueError("run_id must be a non-empty string")
@@ -210,7 +205,7 @@ def _base_labels(workload: str, run: str, pool: NodePool | None = None) -> dict[
 
 
 def _check_namespace(namespace: str) -> None:
-    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
+    if not isinstance(namespace, str) or len(namespace) > 63 or not DNS1123_LABEL.match(namespace):
         raise ValueError(
             f"namespace {namespace!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
             "at most 63 characters)"
@@ -218,7 +213,7 @@ def _check_namespace(namespace: str) -> None:
 
 
 def _check_node_name(node: Any, what: str) -> str:
-    if not isinstance(node, str) or len(node) > 253 or not _DNS1123_SUBDOMAIN.match(node):
+    if not isinstance(node, str) or len(node) > 253 or not DNS1123_SUBDOMAIN.match(node):
         raise ValueError(f"{what}: {node!r} is not a valid node name (a DNS-1123 subdomain)")
     return node
 
@@ -476,7 +471,7 @@ def _is_int(value: Any) -> bool:
 def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbing) -> list[str]:
     pool = ref.pool
     problems: list[str] = []
-    if not isinstance(spec.name, str) or not _DNS1035_LABEL.match(spec.name):
+    if not isinstance(spec.name, str) or not DNS1035_LABEL.match(spec.name):
         problems.append(
             f"name {spec.name!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter)"
@@ -489,7 +484,7 @@ def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbin
     if (
         not isinstance(spec.namespace, str)
         or len(spec.namespace) > 63
-        or not _DNS1123_LABEL.match(spec.namespace)
+        or not DNS1123_LABEL.match(spec.namespace)
     ):
         problems.append(f"namespace {spec.namespace!r} is not a DNS-1123 label")
     if (
@@ -519,7 +514,7 @@ def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbin
     if spec.priority_class is not None and (
         not isinstance(spec.priority_class, str)
         or len(spec.priority_class) > 253
-        or not _DNS1123_SUBDOMAIN.match(spec.priority_class)
+        or not DNS1123_SUBDOMAIN.match(spec.priority_class)
     ):
         problems.append(f"priority_class {spec.priority_class!r} is not a valid PriorityClass name")
     if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:

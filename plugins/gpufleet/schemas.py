@@ -38,6 +38,7 @@ import referencing
 import referencing.jsonschema
 from kubernetes_validate import utils as _kv
 
+from gpufleet.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE
 from gpufleet.paths import include_dir
 
 KUBERNETES_VERSION = "1.33"
@@ -74,13 +75,6 @@ NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 # JobSet names its pods <jobset>-<rjob>-<job index>-<pod index>-<5 random>
 _POD_SUFFIX = "-abcde"
 
@@ -207,11 +201,11 @@ def _label_problems(labels: Any, path: list[Any]) -> list[str]:
     out = []
     for key, value in labels.items():
         prefix, _, name = str(key).rpartition("/")
-        if (prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix))) or (
-            len(name) > 63 or not _LABEL_NAME.match(name)
+        if (prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix))) or (
+            len(name) > 63 or not LABEL_NAME.match(name)
         ):
             out.append(_problem([*path, key], "is not a valid label key"))
-        if isinstance(value, str) and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+        if isinstance(value, str) and (len(value) > 63 or not LABEL_VALUE.match(value)):
             out.append(
                 _problem(
                     [*path, key],
@@ -229,10 +223,10 @@ def _meta_problems(obj: Mapping[str, Any], path: list[Any]) -> list[str]:
     out = _label_problems(meta.get("labels"), [*path, "metadata", "labels"])
     name = meta.get("name")
     if path == [] and isinstance(name, str):
-        rule = _DNS1035_LABEL if obj.get("kind") in ("JobSet", "Service") else _DNS1123_SUBDOMAIN
-        limit = 63 if rule is _DNS1035_LABEL else 253
+        rule = DNS1035_LABEL if obj.get("kind") in ("JobSet", "Service") else DNS1123_SUBDOMAIN
+        limit = 63 if rule is DNS1035_LABEL else 253
         if len(name) > limit or not rule.match(name):
-            kind = "DNS-1035 label" if rule is _DNS1035_LABEL else "DNS-1123 subdomain"
+            kind = "DNS-1035 label" if rule is DNS1035_LABEL else "DNS-1123 subdomain"
             out.append(_problem(["metadata", "name"], f"{name!r} is not a {kind}"))
     if path == [] and obj.get("kind") in CLUSTER_SCOPED and meta.get("namespace"):
         out.append(
