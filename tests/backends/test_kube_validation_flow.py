@@ -1,0 +1,153 @@
+"""The real Kubernetes path of a nightly fabric validation, against kmock over HTTP.
+
+The fabric service drives the kube backend (the official client through the cncf provider's
+KubernetesHook); this test plays the cluster: for every JobSet the service submits it creates
+the pods a JobSet controller would, and gives them the logs nccl-tests and NCCL would print
+(real formats). What the service submitted, the taints and labels it set, and the verdicts it
+drew from the logs it read are checked against what the emulator stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gpufleet.backends.base import GKE_POOL_LABEL, POOL_LABEL, QUARANTINE_KEY
+from gpufleet.backends.kube import KubeClusterBackend
+from gpufleet.backends.sim_output import LinkModel, nccl_info_log, nccl_tests_text
+from gpufleet.catalog import load_catalog
+from gpufleet.manifests import workload_pod_templates
+from gpufleet.schemas import validate_manifest
+from gpufleet.services.fabric import NAMESPACE, FabricValidation
+from gpufleet.store import Ledger
+from tests.support.fleet import ROOT
+from tests.support.kube_emulator import KubeEmulator
+
+CONN_ID = "kmock_flow"
+JOBSETS = "jobset.x-k8s.io/v1alpha2/jobsets"
+POOL = "a3u-pool-1"
+NODES = [f"gke-train-{i}" for i in range(6)]
+BAD = "gke-train-3"
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[KubeEmulator]:
+    with KubeEmulator(conn_id=CONN_ID, namespace=NAMESPACE) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def service(kube, fleet_state):
+    kube.reset()
+    for name in NODES:
+        kube.seed_node(
+            name,
+            POOL,
+            pool_label=GKE_POOL_LABEL,
+            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        )
+    ref = load_catalog(ROOT / "include" / "fleet-examples").pool("train-usc1", POOL)
+    backend = KubeClusterBackend(conn_id=CONN_ID, pool_label_keys=(POOL_LABEL, GKE_POOL_LABEL))
+    return FabricValidation(ref, Ledger(), backend)
+
+
+def run_jobset(kube: KubeEmulator, name: str, bad: set[str]) -> list[tuple[str, str]]:
+    """Act as the JobSet controller and the kubelets: pods, logs, then Completed."""
+    jobset = kube.stored(JOBSETS, NAMESPACE, name)
+    assert jobset is not None, f"JobSet {name} was not submitted"
+    validate_manifest(jobset)
+    pairs = []
+    for group, count, template in workload_pod_templates(jobset):
+        a, b = template["metadata"]["annotations"]["gpufleet.io/pair-nodes"].split(",")
+        affinity = template["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"][0]
+        assert affinity["matchExpressions"][0]["values"] == [a, b]
+        assert count == 2
+        pairs.append((a, b))
+        degraded = bool({a, b} & bad)
+        link = LinkModel(355 * (0.42 if degraded else 1.0), 31.0)
+        for index, node in enumerate((a, b)):
+            pod = f"{name}-{group}-0-{index}-x{index}"
+            kube.seed_pod(
+                pod,
+                NAMESPACE,
+                node=node,
+                phase="Succeeded",
+                labels={
+                    **template["metadata"]["labels"],
+                    "jobset.sigs.k8s.io/jobset-name": name,
+                    "jobset.sigs.k8s.io/replicatedjob-name": group,
+                    "batch.kubernetes.io/job-completion-index": str(index),
+                },
+            )
+            main = (
+                nccl_tests_text(
+                    collective="all_reduce",
+                    hosts=[a, b],
+                    gpus_per_node=8,
+                    gpu_model="H200",
+                    link=link,
+                )
+                if index == 0
+                else "peer done\n"
+            )
+            kube.set_pod_log(pod, main, NAMESPACE)
+            kube.set_pod_log(
+                pod,
+                nccl_info_log(
+                    host=node, first_rank=8 * index, gpus_per_node=8, nranks=16, network="gIB"
+                ),
+                NAMESPACE,
+                container="nccl-log",
+            )
+    kube.patch_status(
+        JOBSETS,
+        NAMESPACE,
+        name,
+        {"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted"}]},
+    )
+    return pairs
+
+
+def drive(kube, service, bad: set[str]) -> tuple[dict, list[list[tuple[str, str]]]]:
+    state = service.begin("scheduled__2026-11-29T02:00:00+00:00")
+    rounds = []
+    while state["workload"]:
+        wl = state["workload"]
+        rounds.append(run_jobset(kube, wl["name"], bad))
+        assert service.backend.workload_status("JobSet", wl["name"], NAMESPACE).phase == (
+            "Succeeded"
+        )
+        state = service.collect(state)
+        assert not kube.exists(JOBSETS, NAMESPACE, wl["name"]), "round JobSet not cleaned up"
+    return service.finish(state), rounds
+
+
+def test_healthy_pool_over_the_kubernetes_api(kube, service):
+    summary, rounds = drive(kube, service, bad=set())
+    assert summary["passed"] and summary["transport"] == "gib"
+    assert rounds == [[(NODES[0], NODES[1]), (NODES[2], NODES[3]), (NODES[4], NODES[5])]]
+    assert kube.exists("v1/namespaces", None, NAMESPACE)
+    assert kube.exists("v1/secrets", NAMESPACE, "gpufleet-nccl-ssh")
+    row = Ledger().latest_validation("train-usc1", POOL, "fabric")
+    assert row["passed"] and row["nodes_tested"] == 6
+    assert {p["transport"] for p in Ledger().pairs(row["id"])} == {"gib"}
+
+
+def test_bad_node_is_localized_and_tainted_through_the_api(kube, service):
+    summary, rounds = drive(kube, service, bad={BAD})
+    assert summary["passed"] and summary["quarantined"] == [BAD]
+    assert len(rounds) == 3  # pass 1, then two rounds against known-good partners
+    node = kube.stored("v1/nodes", None, BAD)
+    taints = {t["key"]: t for t in node["spec"]["taints"]}
+    assert taints[QUARANTINE_KEY]["effect"] == "NoSchedule"
+    assert "bus-bandwidth" in taints[QUARANTINE_KEY]["value"]
+    assert taints["nvidia.com/gpu"]["effect"] == "NoSchedule"  # other taints kept
+    assert node["metadata"]["labels"]["gpufleet.io/quarantined"] == "true"
+    for other in set(NODES) - {BAD}:
+        assert QUARANTINE_KEY not in {
+            t["key"] for t in kube.stored("v1/nodes", None, other)["spec"]["taints"]
+        }
+    assert [q["node"] for q in Ledger().quarantined("train-usc1")] == [BAD]
