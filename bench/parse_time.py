@@ -104,6 +104,9 @@ def main() -> int:
         from gpufleet.catalog import load_catalog
 
         n_pools = sum(1 for _ in load_catalog(work / "fleet").pools())
+        from gpufleet import catalog as catalog_module
+
+        catalog_module._loaded.clear()  # the children must not inherit a parsed catalog
         files = [trivial, *sorted((ROOT / "dags").glob("*.py"))]
         for f in files:  # in steady state the manager has pre-imported every file's imports
             _pre_import_airflow_modules(str(f), structlog.get_logger("bench"))

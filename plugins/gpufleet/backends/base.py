@@ -2,8 +2,9 @@
 
 ``CloudBackend`` talks to a cloud's control plane (reservations, networks, clusters, node pools,
 Lustre filesystems). ``ClusterBackend`` talks to one Kubernetes cluster (manifests, nodes,
-workloads, logs). Operators hold names, never clients: they ask ``gpufleet.backends.for_cluster``
-for the backends the catalog names. Create operations are idempotent (``ensure_*``).
+workloads, logs). Operators hold names, never clients: services ask
+``gpufleet.backends.cluster_backend``/``cloud_backend`` for the backends the catalog names.
+Create operations are idempotent (``apply``, ``ensure_*``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ class WorkloadStatus:
     kind: str
     name: str
     namespace: str
-    phase: str  # Pending | Admitted | Running | Succeeded | Failed | NotFound
+    # Pending (not admitted by Kueue, or pods not placed) | Admitted (unsuspended, pods
+    # starting) | Running (every expected pod runs) | Succeeded | Failed | NotFound
+    phase: str
     pods: tuple[PodInfo, ...] = ()
     message: str | None = None
 
@@ -107,7 +110,8 @@ class ClusterBackend(Protocol):
     def add_taint(self, node: str, taint: Taint) -> None:
         """Add or replace (same key and effect) a taint."""
 
-    def remove_taint(self, node: str, key: str) -> None: ...
+    def remove_taint(self, node: str, key: str) -> None:
+        """Remove every taint with this key, whatever its effect."""
 
     def set_labels(self, node: str, labels: dict[str, str | None]) -> None:
         """Set labels; a None value removes the label."""
@@ -115,7 +119,8 @@ class ClusterBackend(Protocol):
     def list_pods(self, namespace: str | None, selector: str) -> list[PodInfo]: ...
 
     def evict(self, pod: str, namespace: str) -> bool:
-        """Evict through the Eviction API (respects PDBs); False when a PDB refuses for now."""
+        """Evict through the Eviction API (respects PDBs); False when a PDB refuses for now,
+        True when the pod is gone (including when it was already gone)."""
 
     def workload_status(self, kind: str, name: str, namespace: str) -> WorkloadStatus: ...
 
