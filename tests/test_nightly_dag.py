@@ -180,3 +180,33 @@ def test_unknown_pool_fails_at_the_start_naming_the_known_ones(fleet):
     states = task_states(dr)
     assert str(dr.state) == "failed" and states["fabric_targets"] == "failed"
     assert Ledger().validations_for_run(dr.run_id) == []  # nothing was validated
+
+
+def test_nodes_running_training_jobs_are_not_disturbed(fleet):
+    from gpufleet.manifests import TrainingJobSpec, render_training_job
+
+    ref = load_catalog().pool("a3u-sim", "h200-a")
+    backend = cluster_backend(ref.cluster)
+    backend.apply(
+        render_training_job(
+            ref,
+            TrainingJobSpec(
+                name="busy-job",
+                namespace="ml",
+                image="example/train:1",
+                command=["torchrun", "t.py"],
+                nodes=2,
+                gpus_per_node=8,
+            ),
+        )
+    )
+    busy = {n.name for n in backend.list_nodes("h200-a") if n.workloads}
+    assert len(busy) == 2
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"], "mode": "fabric"})
+    assert str(dr.state) == "success", task_states(dr)
+    ledger = Ledger()
+    row = fabric_row(ledger, dr.run_id, "h200-a")
+    assert set(row["details"]["busy"]) == busy and row["nodes_tested"] == 4
+    tested = {n for p in ledger.pairs(row["id"]) for n in (p["node_a"], p["node_b"])}
+    assert not tested & busy
+    assert {n.name for n in backend.list_nodes("h200-a") if n.workloads} == busy  # still running

@@ -189,14 +189,14 @@ class FabricValidation:
 
     def finish(self, state: dict[str, Any]) -> dict[str, Any]:
         """Judge the pool, quarantine localized nodes, record everything. Returns a summary."""
+        if len(state["idle"]) < 2:
+            return self._too_few_idle(state)
         pool = self.ref.pool
         bad, inconclusive, untested = self._localizer(state).outcome()
         pass1 = [_verdict(r) for r in state["pass1"]]
         tested = sorted(
             {n for r in state["pass1"] + state["pass2"] for n in (r["node_a"], r["node_b"])}
         )
-        if len(state["idle"]) < 2:
-            return self._too_few_idle(state)
         verdict = judge_pool(
             pool_nodes=state["pool_nodes"],
             tested=tested,
