@@ -26,6 +26,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.backends.base import (
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    LEGACY_JOB_NAME_LABEL,
     POOL_LABEL,
     WORKLOAD_LABEL,
     NodeInfo,
@@ -40,9 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-LEGACY_JOB_NAME_LABEL = "job-name"
 # Labels that name the workload a pod belongs to, most specific first.
 WORKLOAD_NAME_LABELS = (JOBSET_NAME_LABEL, JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL)
 VALIDATION_WORKLOAD = "validation"

@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.base import (
+    COMPLETION_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
     WORKLOAD_LABEL,
     FilesystemInfo,
     NodeInfo,
@@ -38,6 +43,7 @@ from gpufleet.backends.base import (
     ReservationInfo,
     Taint,
     WorkloadStatus,
+    workload_selector,
 )
 from gpufleet.backends.sim_output import LinkModel, fio_json, nccl_info_log, nccl_tests_text
 from gpufleet.backends.sim_state import Fault, SimState
@@ -316,10 +322,7 @@ class SimClusterBackend(_SimBase):
         body = self.get(kind, name, namespace)
         if body is None:
             return WorkloadStatus(kind, name, namespace, "NotFound")
-        key = (
-            "jobset.sigs.k8s.io/jobset-name" if kind == "JobSet" else "batch.kubernetes.io/job-name"
-        )
-        pods = tuple(p for p in self.list_pods(namespace, f"{key}={name}"))
+        pods = tuple(self.list_pods(namespace, workload_selector(kind, name)))
         if not pods or any(p.node is None for p in pods):
             msg = pods[0].message if pods else "no pods"
             return WorkloadStatus(kind, name, namespace, "Pending", pods, msg)
@@ -414,8 +417,8 @@ class SimClusterBackend(_SimBase):
                 job_name = f"{name}-{group}-0"
                 pod_labels.update(
                     {
-                        "jobset.sigs.k8s.io/jobset-name": name,
-                        "jobset.sigs.k8s.io/replicatedjob-name": group,
+                        JOBSET_NAME_LABEL: name,
+                        REPLICATED_JOB_LABEL: group,
                         "jobset.sigs.k8s.io/job-index": "0",
                     }
                 )
@@ -423,9 +426,9 @@ class SimClusterBackend(_SimBase):
                 job_name = name
             pod_labels.update(
                 {
-                    "batch.kubernetes.io/job-name": job_name,
-                    "job-name": job_name,
-                    "batch.kubernetes.io/job-completion-index": str(index),
+                    JOB_NAME_LABEL: job_name,
+                    LEGACY_JOB_NAME_LABEL: job_name,
+                    COMPLETION_INDEX_LABEL: str(index),
                 }
             )
             pod_name = f"{job_name}-{index}-{_seed(name, group, index, now) % 10**5:05d}"

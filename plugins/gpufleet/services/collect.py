@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.base import ClusterBackend, PodInfo
+from gpufleet.backends.base import (
+    COMPLETION_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+    ClusterBackend,
+    PodInfo,
+)
 from gpufleet.errors import ParseError
 from gpufleet.parsing import classify_nccl_log, parse_nccl_tests_any
 
 JSON_MARKER = "=== gpufleet nccl-tests json ==="
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-
-
-def workload_selector(kind: str, name: str) -> str:
-    return f"{JOBSET_LABEL}={name}" if kind == "JobSet" else f"batch.kubernetes.io/job-name={name}"
 
 
 def pod_index(pod: PodInfo) -> int:
     try:
-        return int(pod.labels.get(INDEX_LABEL, "0"))
+        return int(pod.labels.get(COMPLETION_INDEX_LABEL, "0"))
     except ValueError:
         return 0
 
@@ -52,7 +51,7 @@ def read_nccl_pair(
     backend: ClusterBackend, wl: dict[str, Any], index: int, log_container: str
 ) -> tuple[Any | None, Any | None, str | None]:
     """(parsed nccl-tests run, classified NCCL log, failure in words) for pair ``index``."""
-    selector = f"{JOBSET_LABEL}={wl['name']},{RJOB_LABEL}=pair-{index}"
+    selector = f"{JOBSET_NAME_LABEL}={wl['name']},{REPLICATED_JOB_LABEL}=pair-{index}"
     pods = sorted(backend.list_pods(wl["namespace"], selector), key=pod_index)
     if not pods:
         return None, None, "the pair's pods were never created"

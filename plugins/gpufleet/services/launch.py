@@ -16,11 +16,12 @@ from datetime import timedelta
 from typing import Any
 
 from gpufleet.backends import ClusterBackend, cluster_backend
+from gpufleet.backends.base import workload_selector
 from gpufleet.catalog import Catalog, PoolRef
 from gpufleet.errors import GpufleetError, ParseError
 from gpufleet.gate import DEFAULT_MAX_AGE, GateDecision
 from gpufleet.plumbing import NCCL_LOG_CONTAINER
-from gpufleet.services.collect import pod_index, workload_selector
+from gpufleet.services.collect import pod_index
 from gpufleet.services.gate import check_gate
 
 log = logging.getLogger(__name__)

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.base import ClusterBackend
+from gpufleet.backends.base import ClusterBackend, workload_selector
 from gpufleet.catalog import PoolRef
 from gpufleet.errors import ParseError
 from gpufleet.parsing import parse_fio_json
-from gpufleet.services.collect import pod_index, workload_selector
+from gpufleet.services.collect import pod_index
 from gpufleet.services.fabric import NAMESPACE
 from gpufleet.store import Ledger
 from gpufleet.verdicts import judge_storage
