@@ -278,12 +278,12 @@ def test_lookups_name_the_known_values(tmp_path):
 def test_index_cache_follows_file_changes(tmp_path, fleet_state):
     path = write(tmp_path, VALID)
     first = catalog_index(tmp_path)
-    assert first["pool_keys"] == ["c1/p1"] and (fleet_state / "catalog-index.json").exists()
+    assert first["pool_names"] == ["p1"] and (fleet_state / "catalog-index.json").exists()
     doc = copy.deepcopy(VALID)
     extra = copy.deepcopy(pool(doc))
     extra["name"] = "p2"
     cluster(doc)["node_pools"].append(extra)
     time.sleep(0.01)
     path.write_text(yaml.safe_dump(doc))
-    assert catalog_index(tmp_path)["pool_keys"] == ["c1/p1", "c1/p2"]
+    assert catalog_index(tmp_path)["pool_names"] == ["p1", "p2"]
     assert catalog_index(tmp_path) == build_index(load_catalog(tmp_path))

@@ -50,7 +50,6 @@ def build_index(catalog) -> dict[str, Any]:
     return {
         "regions": sorted(catalog.regions),
         "clusters": sorted(catalog.clusters),
-        "pool_keys": [ref.key for ref in refs],
         "pool_names": sorted({ref.pool.name for ref in refs}),
         "max_nodes": max((ref.pool.nodes for ref in refs), default=1),
         "max_gpus": max((ref.pool.gpu.count for ref in refs), default=1),
