@@ -10,7 +10,7 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.sim_state import SimState
 from gpufleet.catalog import load_catalog
 from gpufleet.store import Ledger
-from tests.support.fleet import run_dag, task_states, validate
+from tests.support.fleet import asset_events, run_dag, task_states, validate
 
 pytestmark = [pytest.mark.slow]
 
@@ -58,6 +58,13 @@ def test_launch_onto_a_freshly_validated_pool_confirms_the_transport(fleet):
     assert len(launch["ranks"]) == 2 and all(r["gdrdma"] for r in launch["ranks"].values())
     assert ledger.gate_decisions()[0]["launch"] is True
     assert jobsets() == ["finetune-a"]
+    (event,) = asset_events("x-gpufleet://fleet/job-transport-confirmed", dr.run_id)
+    assert event == {
+        "job": "ml-team/finetune-a",
+        "cluster": "a3u-sim",
+        "pool": "h200-a",
+        "transport": "gib",
+    }
     busy = [
         n
         for n in cluster_backend(load_catalog().cluster("a3u-sim")).list_nodes("h200-a")

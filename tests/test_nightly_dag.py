@@ -10,7 +10,7 @@ from gpufleet.backends.sim_state import SimState
 from gpufleet.catalog import load_catalog
 from gpufleet.paths import state_dir
 from gpufleet.store import Ledger
-from tests.support.fleet import run_dag, task_states
+from tests.support.fleet import asset_events, run_dag, task_states
 
 pytestmark = [pytest.mark.slow]
 
@@ -57,6 +57,12 @@ def test_healthy_fleet_passes_and_records_per_pair_figures(fleet):
     assert all(p["small_latency_us"] < 120 for p in pairs)
     for key in (("a3u-sim", "h200-a"), ("a3u-sim", "h200-b"), ("p5-sim", "h100-a")):
         assert ledger.pool_state(*key)["state"] == "validated"
+    events = asset_events("x-gpufleet://fleet/pool-validated", dr.run_id)
+    assert sorted((e["cluster"], e["pool"], e["transport"]) for e in events) == [
+        ("a3u-sim", "h200-a", "gib"),
+        ("a3u-sim", "h200-b", "gib"),
+        ("p5-sim", "h100-a", "ofi-efa"),
+    ]
     reports = state_dir() / "reports" / "latest"
     assert "6 of 6 checks passed" in (reports / "report.md").read_text()
     assert "<svg" in (reports / "report.html").read_text()
@@ -85,6 +91,7 @@ def test_fabric_down_falls_back_to_sockets_and_fails_loudly(fleet):
     assert all(p["transport"] == "socket" for p in ledger.pairs(row["id"]))
     assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "degraded"
     assert ledger.quarantined() == []  # a fabric problem: nobody is blamed
+    assert asset_events("x-gpufleet://fleet/pool-validated", dr.run_id) == []
     assert SimState().faults() == []  # run-scoped faults are cleared afterwards
 
 

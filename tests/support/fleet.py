@@ -61,3 +61,20 @@ def _wait(backend, wl: dict, timeout: float = 60) -> None:
     while not backend.workload_status(wl["kind"], wl["name"], wl["namespace"]).done:
         assert time.time() < deadline, f"{wl['name']} did not finish"
         time.sleep(0.05)
+
+
+def asset_events(uri: str, run_id: str | None = None) -> list[dict]:
+    """The ``extra`` of every event on an asset (from Airflow's metadata DB), oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = (
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+        )
+        events = session.scalars(query).all()
+        return [dict(e.extra or {}) for e in events if run_id is None or e.source_run_id == run_id]
