@@ -217,3 +217,25 @@ def test_nodes_running_training_jobs_are_not_disturbed(fleet):
     tested = {n for p in ledger.pairs(row["id"]) for n in (p["node_a"], p["node_b"])}
     assert not tested & busy
     assert {n.name for n in backend.list_nodes("h200-a") if n.workloads} == busy  # still running
+
+
+def test_flaky_cluster_api_is_retried_and_the_run_passes(fleet):
+    import random
+
+    random.seed(11)
+    dr = run_dag(
+        DAG,
+        {
+            "pools": ["a3u-sim/h200-b"],
+            "mode": "fabric",
+            "sim_faults": ["a3u-sim/h200-b=api-errors:0.1"],
+        },
+    )
+    # one call in ten fails with a 503; the backend retries, so no task fails or retries
+    assert str(dr.state) == "success", task_states(dr)
+    assert {
+        ti.task_id: ti.try_number
+        for ti in dr.get_task_instances()
+        if ti.task_id == "validate_fabric"
+    } == {"validate_fabric": 1}
+    assert fabric_row(Ledger(), dr.run_id, "h200-b")["passed"]

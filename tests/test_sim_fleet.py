@@ -121,13 +121,27 @@ def test_bad_faults_are_refused(text, match):
         parse_fault(text)
 
 
-def test_api_errors_fault(a3u, fleet_state):
+def test_api_errors_fault(a3u, fleet_state, caplog):
     SimState().inject("a3u-sim", "h200-a", "api-errors:1")
     with pytest.raises(TransientBackendError, match="injected api-errors"):
-        a3u.list_nodes()
+        a3u.list_nodes()  # every attempt fails: the last error goes through
+    assert caplog.text.count("list_nodes failed") == 4  # retried 4 times before giving up
     assert len(a3u.nodes()) == 10  # `sim show` still sees the fleet
     SimState().clear()
     assert len(a3u.list_nodes()) == 10
+
+
+def test_transient_errors_are_retried(a3u, fleet_state, caplog):
+    import random
+
+    random.seed(7)
+    SimState().inject("a3u-sim", "h200-a", "api-errors:0.3")
+    for _ in range(10):
+        assert len(a3u.list_nodes()) == 10
+    assert "retry 1 of 4" in caplog.text  # some calls failed and were retried
+    with pytest.raises(BackendError, match="not found"):  # a real error is not retried
+        a3u.set_unschedulable("no-such-node", True)
+    assert "set_unschedulable failed" not in caplog.text
 
 
 def test_catalog_faults_are_standing(catalog, fleet_state):
