@@ -213,6 +213,25 @@ def test_concurrent_task_processes(ledger_url):
     assert len(ledger.pool_states()) == 4
 
 
+def _open(url: str, barrier) -> None:
+    barrier.wait(30)  # every process opens the fresh ledger at the same moment
+    Ledger(url).set_pool_state("c", "p", "validated")
+
+
+def test_many_processes_create_the_schema_at_once(ledger_url):
+    """What Airflow does when a DAG's first tasks start together on a new ledger."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(6)
+    procs = [ctx.Process(target=_open, args=(ledger_url, barrier)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 6
+    ledger = Ledger(ledger_url)
+    assert ledger.count("gf_schema_version") == 1 and ledger.count("gf_pool_events") == 6
+
+
 def test_connection_urls(monkeypatch, tmp_path):
     class Conn:
         conn_type, host, login, password, schema, port = (

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import Engine, and_, create_engine, event, func, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from gpufleet.errors import LedgerError
 from gpufleet.paths import state_dir
@@ -121,19 +121,10 @@ class Ledger:
             _ready.add(self.url)
 
     def _ensure_schema(self) -> None:
-        for attempt in range(3):  # concurrent task processes may race to create tables
-            try:
-                s.ensure_schema(self.engine)
-                return
-            except (IntegrityError, ProgrammingError, OperationalError) as exc:
-                if attempt == 2:
-                    raise LedgerError(
-                        f"cannot prepare the ledger at {self.safe_url}: {exc.orig}"
-                    ) from exc
-            except DBAPIError as exc:
-                raise LedgerError(
-                    f"cannot reach the ledger at {self.safe_url}: {exc.orig}"
-                ) from exc
+        try:  # the schema is prepared under a database lock (see schema.ensure_schema)
+            s.ensure_schema(self.engine)
+        except DBAPIError as exc:
+            raise LedgerError(f"cannot prepare the ledger at {self.safe_url}: {exc.orig}") from exc
 
     @property
     def safe_url(self) -> str:

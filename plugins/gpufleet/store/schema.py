@@ -12,6 +12,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    Connection,
     DateTime,
     Engine,
     Float,
@@ -229,28 +230,47 @@ launches = Table(
 )
 
 # Upgrades from version N-1 to N; each must be idempotent. Version 1 is create_all.
-_MIGRATIONS: dict[int, Callable[[Engine], None]] = {}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+_PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 
 
 def ensure_schema(engine: Engine) -> int:
-    """Create missing tables and apply pending upgrades; safe to call from every process."""
-    metadata.create_all(engine, checkfirst=True)
-    with engine.begin() as conn:
-        current = conn.execute(
-            select(schema_version.c.version).order_by(schema_version.c.version.desc()).limit(1)
-        ).scalar()
-        if current is None:
-            conn.execute(insert(schema_version).values(version=SCHEMA_VERSION, applied_at=_now()))
-            return SCHEMA_VERSION
-        if current > SCHEMA_VERSION:
-            from gpufleet.errors import LedgerError
+    """Create missing tables and apply pending upgrades; safe to call from every process.
 
-            raise LedgerError(
-                f"the ledger is at schema version {current}, newer than this gpufleet "
-                f"({SCHEMA_VERSION}): upgrade gpufleet before using this ledger"
-            )
+    Airflow starts many task processes at once, each opening the ledger: the schema is
+    prepared under a database lock (SQLite: an immediate transaction, DDL included;
+    PostgreSQL: a transaction-scoped advisory lock), so one process creates the tables while
+    the others wait and then find them."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        elif conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_SCHEMA_LOCK})")
+        try:
+            version = _prepare(conn)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+    return version
+
+
+def _prepare(conn: Connection) -> int:
+    metadata.create_all(conn, checkfirst=True)
+    current = conn.execute(
+        select(schema_version.c.version).order_by(schema_version.c.version.desc()).limit(1)
+    ).scalar()
+    if current is None:
+        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION, applied_at=_now()))
+        return SCHEMA_VERSION
+    if current > SCHEMA_VERSION:
+        from gpufleet.errors import LedgerError
+
+        raise LedgerError(
+            f"the ledger is at schema version {current}, newer than this gpufleet "
+            f"({SCHEMA_VERSION}): upgrade gpufleet before using this ledger"
+        )
     for version in range(current + 1, SCHEMA_VERSION + 1):
-        _MIGRATIONS[version](engine)
-        with engine.begin() as conn:
-            conn.execute(insert(schema_version).values(version=version, applied_at=_now()))
+        _MIGRATIONS[version](conn)
+        conn.execute(insert(schema_version).values(version=version, applied_at=_now()))
     return SCHEMA_VERSION
