@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import Param, dag
+from airflow.sdk import dag
 
 from gpufleet.assets import JOB_CONFIRMED
-from gpufleet.dagkit import default_args, index
+from gpufleet.dagkit import default_args, index, param
 from gpufleet.operators.launch import (
     ConfirmTransportOperator,
     LaunchGateOperator,
@@ -53,14 +53,14 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
     tags=["gpufleet", "training", "launch"],
     default_args=default_args("gated training launch failed"),
     params={
-        "cluster": Param(
+        "cluster": param(
             fleet["clusters"][0] if fleet["clusters"] else None,
             type="string",
             enum=fleet["clusters"],
             title="Cluster",
             section="Placement",
         ),
-        "pools": Param(
+        "pools": param(
             [],
             type="array",
             minItems=1,
@@ -71,7 +71,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             description="Target pools in that cluster; the job runs on the first "
             "with enough free nodes",
         ),
-        "nodes": Param(
+        "nodes": param(
             2,
             type="integer",
             minimum=1,
@@ -79,7 +79,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             title="Nodes",
             section="Placement",
         ),
-        "gpus_per_node": Param(
+        "gpus_per_node": param(
             fleet["max_gpus"],
             type="integer",
             minimum=1,
@@ -87,7 +87,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             title="GPUs per node",
             section="Placement",
         ),
-        "job_name": Param(
+        "job_name": param(
             "",
             type="string",
             pattern=DNS_LABEL,
@@ -96,7 +96,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             description="JobSet name: lowercase letters, digits, '-'",
             section="Job",
         ),
-        "namespace": Param(
+        "namespace": param(
             "default",
             type="string",
             pattern=DNS_LABEL,
@@ -104,10 +104,10 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             title="Namespace",
             section="Job",
         ),
-        "image": Param(
+        "image": param(
             "", type="string", minLength=1, pattern=r"^\S+$", title="Image", section="Job"
         ),
-        "command": Param(
+        "command": param(
             [],
             type="array",
             minItems=1,
@@ -116,7 +116,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             section="Job",
             description='The container command, e.g. ["torchrun", "train.py"]',
         ),
-        "env": Param(
+        "env": param(
             {},
             type="object",
             additionalProperties={"type": "string"},
@@ -124,10 +124,10 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             section="Job",
             description="Extra variables (the platform's NCCL/EFA/library keys are refused)",
         ),
-        "priority_class": Param(
+        "priority_class": param(
             None, type=["null", "string"], title="Priority class", section="Job"
         ),
-        "transport_policy": Param(
+        "transport_policy": param(
             "fail",
             type="string",
             enum=["fail", "warn"],
@@ -135,7 +135,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
             section="Policy",
             description="fail: stop the job and flag the pool; warn: alert and let it run",
         ),
-        "max_validation_age_hours": Param(
+        "max_validation_age_hours": param(
             26,
             type="number",
             exclusiveMinimum=0,

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import Param, dag
+from airflow.sdk import dag
 from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
 from gpufleet.assets import POOL_VALIDATED, REGION_READY
-from gpufleet.dagkit import default_args, index, name_list_param
+from gpufleet.dagkit import default_args, index, name_list_param, param
 from gpufleet.operators import FabricValidationOperator, StorageValidationOperator
 from gpufleet.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
 
@@ -54,19 +54,19 @@ POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
         "clusters": name_list_param(
             fleet["clusters"], "Clusters", "Only these clusters (empty: all)"
         ),
-        "pools": Param(
+        # pools by form, not by enum: a scheduled DAG's Params are validated at every parse,
+        # and a fleet's thousands of pools made that the largest cost (docs/PERFORMANCE.md)
+        "pools": param(
             [],
             type="array",
             uniqueItems=True,
             title="Node pools",
             section="Scope",
             items={"type": "string", "pattern": POOL_KEY},
-            description="Only these pools, as cluster/pool (empty: all). Checked against the "
-            "catalog when the run starts: a fleet's thousands of pools are not "
-            "listed in the form (Airflow validates a scheduled DAG's Params for "
-            "every task at every parse).",
+            description="Only these pools, as cluster/pool (empty: all); checked against the "
+            "fleet catalog when the run starts",
         ),
-        "mode": Param(
+        "mode": param(
             "both",
             type="string",
             enum=["both", "fabric", "storage"],
@@ -74,7 +74,7 @@ POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
             description="Fabric (NCCL), storage (Lustre fio) or both",
             section="Checks",
         ),
-        "max_quarantine_share": Param(
+        "max_quarantine_share": param(
             0.2,
             type="number",
             minimum=0,
@@ -84,7 +84,7 @@ POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
             "fails (a fabric problem, not a node problem)",
             section="Checks",
         ),
-        "tolerance": Param(
+        "tolerance": param(
             None,
             type=["null", "number"],
             exclusiveMinimum=0,
@@ -94,7 +94,7 @@ POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
             "catalog setting, default 0.9)",
             section="Checks",
         ),
-        "sim_faults": Param(
+        "sim_faults": param(
             [],
             type="array",
             items={
