@@ -340,7 +340,8 @@ def test_list_nodes_by_pool(kube: KubeEmulator, backend: KubeClusterBackend) -> 
     assert nodes["a-2"].taints == (Taint("example.com/maintenance", None, "NoSchedule"),)
     assert nodes["a-2"].workloads == ()  # validation pods do not make a node busy
     assert not nodes["a-2"].schedulable
-    assert nodes["a-3"].unschedulable and nodes["a-3"].workloads == ()  # pending/done pods
+    # a pod bound and still starting takes the node's GPUs; a finished one does not
+    assert nodes["a-3"].unschedulable and nodes["a-3"].workloads == ("queued",)
     assert not nodes["a-4"].ready and nodes["a-4"].workloads == ()  # DaemonSet pod
     assert nodes["a-4"].labels[GKE_POOL_LABEL] == "pool-a"
 
@@ -352,7 +353,7 @@ def test_list_nodes_by_pool(kube: KubeEmulator, backend: KubeClusterBackend) -> 
     ]
     (pod_list,) = list_requests(kube, "pods")
     assert pod_list.url.path == "/api/v1/pods"
-    assert pod_list.params["fieldSelector"] == "status.phase=Running"
+    assert pod_list.params["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
     assert pod_list.params["labelSelector"] == f"{WORKLOAD_LABEL}!=validation"
 
 

@@ -386,13 +386,14 @@ class KubeClusterBackend:
         )
 
     def _workloads_by_node(self) -> dict[str, set[str]]:
-        """Node name -> names of non-validation Jobs/JobSets with a running pod there."""
+        """Node name -> names of non-validation Jobs/JobSets with a pod bound there that has not
+        finished (running, or bound and still starting: its GPUs are taken either way)."""
         selector = f"{WORKLOAD_LABEL}!={VALIDATION_WORKLOAD}"
         pods = self._list_items(
-            "list running pods (all namespaces)",
+            "list active pods (all namespaces)",
             self.core.list_pod_for_all_namespaces,
             label_selector=selector,
-            field_selector="status.phase=Running",
+            field_selector="status.phase!=Succeeded,status.phase!=Failed",
         )
         by_node: dict[str, set[str]] = {}
         for pod in pods:
@@ -401,7 +402,11 @@ class KubeClusterBackend:
             phase = (pod.get("status") or {}).get("phase")
             # The server applied both selectors already; re-checking is cheap and keeps the
             # answer right against API servers (or emulators) that ignore selectors.
-            if not node or phase != "Running" or labels.get(WORKLOAD_LABEL) == VALIDATION_WORKLOAD:
+            if (
+                not node
+                or phase not in ("Pending", "Running")
+                or labels.get(WORKLOAD_LABEL) == VALIDATION_WORKLOAD
+            ):
                 continue
             workload = next((labels[k] for k in WORKLOAD_NAME_LABELS if labels.get(k)), None)
             if workload:  # DaemonSet and other unowned pods do not make a node busy
