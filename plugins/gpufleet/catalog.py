@@ -433,13 +433,6 @@ def parse_catalog_file(path: Path) -> list[Region]:
     return list(parsed.regions)
 
 
-def catalog_files(directory: Path | None = None) -> list[Path]:
-    directory = Path(directory) if directory else catalog_dir()
-    if not directory.is_dir():
-        raise CatalogError(f"fleet catalog folder {directory} does not exist")
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
-
-
 _loaded: dict[str, tuple[list, Catalog]] = {}
 
 
@@ -448,7 +441,7 @@ def load_catalog(directory: Path | str | None = None) -> Catalog:
 
     Kept per process while the files' sizes and mtimes stay the same (the models are frozen),
     so a task or a gate decision does not re-parse a large catalog."""
-    from gpufleet.catalog_index import fingerprint
+    from gpufleet.catalog_index import catalog_files, fingerprint
 
     files = catalog_files(Path(directory) if directory else None)
     key = str(Path(directory) if directory else catalog_dir())

@@ -16,7 +16,9 @@ from typing import Any
 from gpufleet.paths import catalog_dir, state_dir
 
 
-def _files(directory: Path) -> list[Path]:
+def catalog_files(directory: Path | None = None) -> list[Path]:
+    """The catalog's YAML files, sorted; the folder must exist."""
+    directory = Path(directory) if directory else catalog_dir()
     if not directory.is_dir():
         from gpufleet.errors import CatalogError
 
@@ -63,7 +65,7 @@ def _shared(index: dict[str, Any]) -> dict[str, Any]:
 def catalog_index(directory: Path | str | None = None) -> dict[str, Any]:
     """Names for DAG Params, from a cache that is rebuilt when any catalog file changes."""
     directory = Path(directory) if directory else catalog_dir()
-    stamp = fingerprint(_files(directory))
+    stamp = fingerprint(catalog_files(directory))
     cache = state_dir() / "catalog-index.json"
     try:
         cached = json.loads(cache.read_text())
