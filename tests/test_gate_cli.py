@@ -70,3 +70,15 @@ def test_status_prints_the_readiness_table(fleet_state):
     other = next(ln for ln in lines if "p5-sim/h100-a" in ln)
     assert other.rstrip().endswith("no lifecycle state recorded")
     assert lines[-1] == "1 of 3 pools ready for training"
+
+
+def test_gate_refuses_while_a_transition_is_in_flight(fleet_state):
+    validate("a3u-sim", "h200-a")
+    tid = Ledger().start_transition("a3u-sim", "h200-b", "h200-a")
+    out = gpufleet("gate", "--cluster", "a3u-sim", "--pool", "h200-a", "--nodes", "2")
+    assert out.returncode == 1
+    assert "a3u-sim/h200-a: a reservation transition is in flight" in out.stdout
+    Ledger().finish_transition(tid, "done")
+    assert (
+        gpufleet("gate", "--cluster", "a3u-sim", "--pool", "h200-a", "--nodes", "2").returncode == 0
+    )

@@ -35,6 +35,13 @@ def gather_facts(
         backend = cluster_backend(cl)
     except GpufleetError as exc:
         nodes_error = str(exc)
+    transitions: list[dict] = []
+    transitions_error = None
+    if ledger is not None:  # one read for the cluster, not one per pool
+        try:
+            transitions = ledger.transitions_in_flight(cluster)
+        except Exception as exc:  # noqa: BLE001 - an unreadable ledger refuses
+            transitions_error = f"ledger: {exc}"
     for name in pools:
         key = f"{cluster}/{name}"
         try:
@@ -45,14 +52,14 @@ def gather_facts(
         if ledger is None:
             out.append(PoolFacts(key=key, known=True, error="the ledger could not be read"))
             continue
+        if transitions_error:
+            out.append(PoolFacts(key=key, known=True, error=transitions_error))
+            continue
         try:
             state = ledger.pool_state(cluster, name)
             fabric = _fact(ledger.latest_validation(cluster, name, "fabric"))
             storage = _fact(ledger.latest_validation(cluster, name, "storage"))
-            in_flight = any(
-                t["to_pool"] == name or t["from_pool"] == name
-                for t in ledger.transitions_in_flight(cluster)
-            )
+            in_flight = any(name in (t["to_pool"], t["from_pool"]) for t in transitions)
         except Exception as exc:  # noqa: BLE001 - an unreadable ledger refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
