@@ -34,15 +34,11 @@ from gpufleet.errors import CatalogError
 from gpufleet.names import DNS1123_LABEL
 from gpufleet.paths import catalog_dir
 
-PROVIDERS = ("gke", "eks", "sim")
-TRANSPORTS = ("gib", "ib", "roce", "ofi-efa", "tcpxo", "socket")
 # Which transports each real provider's plumbing can deliver; a sim cluster mimics one of them.
 PROVIDER_TRANSPORTS = {
     "gke": ("gib", "roce", "ib", "tcpxo", "socket"),
     "eks": ("ofi-efa", "socket"),
 }
-RDMA_TRANSPORTS = frozenset({"gib", "ib", "roce", "ofi-efa"})
-FILESYSTEM_KINDS = ("managed-lustre", "fsx-lustre")
 FAULT_KINDS = ("fabric-down", "bad-node", "lustre-slow", "capacity-short", "api-errors")
 
 

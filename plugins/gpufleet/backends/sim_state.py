@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpufleet.catalog import FAULT_KINDS, Catalog, Cluster
 from gpufleet.errors import GpufleetError
@@ -230,12 +229,6 @@ class SimState:
                         kind, arg = parse_fault(text)
                         out.append(Fault(cl.name, pool, kind, arg, "catalog"))
         return out
-
-    # --- generic json helpers ------------------------------------------------------------------
-
-    @staticmethod
-    def loads(value: str | None) -> Any:
-        return json.loads(value) if value else None
 
     def reset(self) -> None:
         """Forget everything (nodes are re-seeded from the catalog on next use)."""
