@@ -97,15 +97,22 @@ def check_gate(
     job: str | None = None,
     run_id: str | None = None,
     now: datetime | None = None,
+    refusals: list[str] | None = None,
 ) -> GateDecision:
-    """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses)."""
+    """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses).
+
+    ``refusals`` are problems the caller found before asking (a bad request): the decision is
+    then a refusal with those reasons, recorded like any other, and no facts are gathered."""
     now = now or datetime.now(UTC)
     try:
         ledger = ledger_factory()
     except Exception as exc:  # noqa: BLE001
         log.error("ledger unreadable: %s", exc)
         ledger = None
-    decision = decide(gather_facts(catalog, ledger, cluster, pools), nodes, now, max_age)
+    if refusals:
+        decision = GateDecision(False, list(refusals))
+    else:
+        decision = decide(gather_facts(catalog, ledger, cluster, pools), nodes, now, max_age)
     if ledger is not None:
         try:
             ledger.record_gate_decision(

@@ -113,32 +113,17 @@ class TrainingLaunch:
 
     def gate(self, req: LaunchRequest, run_id: str | None = None) -> GateDecision:
         """Decide; raise LaunchRefused (with the reasons) when the job may not launch."""
-        problems = _problems(self.catalog, req)
-        if problems:
-            decision = GateDecision(False, problems)
-            try:
-                self.ledger_factory().record_gate_decision(
-                    cluster=req.cluster,
-                    pools=req.pools,
-                    nodes=req.nodes,
-                    launch=False,
-                    reasons=problems,
-                    job=req.job_name,
-                    run_id=run_id,
-                )
-            except Exception as exc:  # noqa: BLE001 - the refusal stands either way
-                log.error("could not record the refusal: %s", exc)
-        else:
-            decision = check_gate(
-                self.catalog,
-                self.ledger_factory,
-                req.cluster,
-                req.pools,
-                req.nodes,
-                max_age=timedelta(hours=req.max_validation_age_hours),
-                job=req.job_name,
-                run_id=run_id,
-            )
+        decision = check_gate(
+            self.catalog,
+            self.ledger_factory,
+            req.cluster,
+            req.pools,
+            req.nodes,
+            max_age=timedelta(hours=req.max_validation_age_hours),
+            job=req.job_name,
+            run_id=run_id,
+            refusals=_problems(self.catalog, req),
+        )
         for reason in decision.reasons:
             log.info("gate: %s", reason)
         if not decision.launch:
