@@ -13,7 +13,7 @@ export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(AIRFLOW_HOME)/airflow.db
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run up test lint bench clean
+.PHONY: setup run up test lint bench clean constraints
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,7 @@ up: setup
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	cd plugins && $(BIN)/lint-imports --config ../pyproject.toml
 
 test: setup lint
 	$(BIN)/pytest
@@ -49,6 +50,15 @@ bench: setup  # each prints its figures and exits 1 when it misses its target; a
 	-$(BIN)/python bench/parse_time.py
 	-$(BIN)/python bench/log_scan.py
 	-$(BIN)/python bench/gate_latency.py
+
+constraints:  # regenerate the full pin set from a clean install of requirements.txt
+	rm -rf $(CURDIR)/.venv-constraints
+	$(PYTHON) -m venv $(CURDIR)/.venv-constraints
+	$(CURDIR)/.venv-constraints/bin/pip install -q -c constraints.txt -r requirements.txt
+	(echo "# Full pin set from a clean install of requirements.txt (Python 3.11); regenerate with"; \
+	 echo "#   make constraints"; $(CURDIR)/.venv-constraints/bin/pip freeze) > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf $(CURDIR)/.venv-constraints
 
 clean:
 	rm -rf $(AIRFLOW_HOME)

@@ -188,7 +188,7 @@ def main() -> int:
     os.environ["GPUFLEET_CATALOG_DIR"] = str(work / "fleet")
     os.environ["GPUFLEET_STATE_DIR"] = str(work / "state")
     generate_catalog(work / "fleet", args.pools, per_cluster=20)
-    from gpufleet.catalog import load_catalog
+    from gpufleet.config.catalog import load_catalog
     from gpufleet.store import Ledger
 
     catalog = load_catalog()

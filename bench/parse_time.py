@@ -101,7 +101,7 @@ def main() -> int:
         from airflow.dag_processing.dagbag import DagBag  # noqa: F401
         from airflow.dag_processing.processor import _pre_import_airflow_modules
 
-        from gpufleet.catalog import load_catalog
+        from gpufleet.config.catalog import load_catalog
 
         n_pools = sum(1 for _ in load_catalog(work / "fleet").pools())
         from gpufleet import catalog as catalog_module

@@ -30,9 +30,9 @@ from datetime import datetime
 
 from airflow.sdk import dag
 
-from gpufleet.assets import JOB_CONFIRMED
-from gpufleet.dagkit import default_args, index, param
-from gpufleet.operators.launch import (
+from gpufleet.airflow.assets import JOB_CONFIRMED
+from gpufleet.airflow.dagkit import default_args, index, param
+from gpufleet.airflow.operators.launch import (
     ConfirmTransportOperator,
     LaunchGateOperator,
     SubmitTrainingJobOperator,

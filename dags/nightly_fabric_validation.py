@@ -28,10 +28,10 @@ from airflow.sdk import dag
 from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
-from gpufleet.assets import POOL_VALIDATED, REGION_READY
-from gpufleet.dagkit import default_args, index, name_list_param, param
-from gpufleet.operators import FabricValidationOperator, StorageValidationOperator
-from gpufleet.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
+from gpufleet.airflow.assets import POOL_VALIDATED, REGION_READY
+from gpufleet.airflow.dagkit import default_args, index, name_list_param, param
+from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
+from gpufleet.airflow.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
 
 fleet = index()
 POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

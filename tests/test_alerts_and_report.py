@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpufleet.notifiers import FleetAlertNotifier
-from gpufleet.report import markdown, prometheus, svg_chart
+from gpufleet.airflow.notifiers import FleetAlertNotifier
+from gpufleet.services.report import markdown, prometheus, svg_chart
 
 
 @pytest.fixture

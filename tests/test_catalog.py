@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufleet.catalog import load_catalog
-from gpufleet.catalog_index import build_index, catalog_index
+from gpufleet.config.catalog import load_catalog
+from gpufleet.config.catalog_index import build_index, catalog_index
 from gpufleet.errors import CatalogError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,7 +50,7 @@ def test_dags_are_documented_owned_tagged_and_retry(dagbag):
 _PROBE = r"""
 import json, os, socket, sys
 import airflow.sdk  # Airflow's own start-up (config files) is not the DAG's business
-import gpufleet.dagkit, gpufleet.operators  # noqa: F401 - modules, not I/O
+import gpufleet.airflow.dagkit, gpufleet.airflow.operators  # noqa: F401 - modules, not I/O
 events = []
 def hook(event, args):
     if event == "open" and isinstance(args[0], (str, bytes)):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.gate import DEFAULT_MAX_AGE, PoolFacts, ValidationFact, decide
+from gpufleet.domain.gate import DEFAULT_MAX_AGE, PoolFacts, ValidationFact, decide
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FRESH = NOW - timedelta(hours=3)

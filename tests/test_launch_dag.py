@@ -7,8 +7,8 @@ import time
 import pytest
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.sim_state import SimState
-from gpufleet.catalog import load_catalog
+from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from tests.support.fleet import asset_events, run_dag, task_states, validate
 

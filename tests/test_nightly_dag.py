@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.base import QUARANTINE_KEY, QUARANTINE_LABEL
-from gpufleet.backends.sim_state import SimState
-from gpufleet.catalog import load_catalog
-from gpufleet.paths import state_dir
+from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
+from gpufleet.config.paths import state_dir
+from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL
 from gpufleet.store import Ledger
 from tests.support.fleet import asset_events, run_dag, task_states
 
@@ -190,7 +190,7 @@ def test_unknown_pool_fails_at_the_start_naming_the_known_ones(fleet):
 
 
 def test_nodes_running_training_jobs_are_not_disturbed(fleet):
-    from gpufleet.manifests import TrainingJobSpec, render_training_job
+    from gpufleet.manifests.render import TrainingJobSpec, render_training_job
 
     ref = load_catalog().pool("a3u-sim", "h200-a")
     backend = cluster_backend(ref.cluster)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.pairing import Localizer, plan_pass1
+from gpufleet.domain.pairing import Localizer, plan_pass1
 
 
 def test_pass1_covers_every_node_once():

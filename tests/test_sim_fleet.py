@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import QUARANTINE_KEY, Taint
-from gpufleet.backends.sim_state import SimState, parse_fault
-from gpufleet.catalog import load_catalog
+from gpufleet.backends.base import Taint
+from gpufleet.backends.sim.state import SimState, parse_fault
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.workloads import QUARANTINE_KEY
 from gpufleet.errors import BackendError, GpufleetError, TransientBackendError
 
 ROOT = Path(__file__).resolve().parents[1]

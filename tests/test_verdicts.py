@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.backends.sim_output import LinkModel, fio_json, nccl_info_log, nccl_tests_text
-from gpufleet.baselines import find_baseline
+from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_info_log, nccl_tests_text
+from gpufleet.config.baselines import find_baseline
+from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool, judge_storage
 from gpufleet.parsing import StorageResult, classify_nccl_log, parse_fio_json, parse_nccl_tests
-from gpufleet.verdicts import PairVerdict, judge_pair, judge_pool, judge_storage
 
 BASE = find_baseline("H200", 8, 2, "all_reduce", "gib")
 NODES = ("n0", "n1")

@@ -12,16 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.backends.base import (
+from gpufleet.backends.base import ClusterBackend, Taint
+from gpufleet.backends.kube.cluster import KINDS, KubeClusterBackend
+from gpufleet.domain.workloads import (
     GKE_POOL_LABEL,
     POOL_LABEL,
     QUARANTINE_KEY,
     QUARANTINE_LABEL,
     WORKLOAD_LABEL,
-    ClusterBackend,
-    Taint,
 )
-from gpufleet.backends.kube import KINDS, KubeClusterBackend
 from gpufleet.errors import BackendError, TransientBackendError
 from tests.support.kube_emulator import KubeEmulator
 

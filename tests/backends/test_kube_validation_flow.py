@@ -13,16 +13,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.backends.base import GKE_POOL_LABEL, POOL_LABEL, QUARANTINE_KEY
-from gpufleet.backends.kube import KubeClusterBackend
-from gpufleet.backends.sim_output import LinkModel, nccl_info_log, nccl_tests_text
-from gpufleet.catalog import load_catalog
-from gpufleet.manifests import workload_pod_templates
-from gpufleet.schemas import validate_manifest
+from gpufleet.backends.kube.cluster import KubeClusterBackend
+from gpufleet.backends.sim.output import LinkModel, nccl_info_log, nccl_tests_text
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.workloads import (
+    GKE_POOL_LABEL,
+    POOL_LABEL,
+    QUARANTINE_KEY,
+    workload_pod_templates,
+)
 from gpufleet.services.fabric import NAMESPACE, FabricValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import ROOT
 from tests.support.kube_emulator import KubeEmulator
+from tests.support.schemas import validate_manifest
 
 CONN_ID = "kmock_flow"
 JOBSETS = "jobset.x-k8s.io/v1alpha2/jobsets"

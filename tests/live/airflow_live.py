@@ -215,7 +215,7 @@ class LiveAirflow:
         env.update(extra)
         return env
 
-    # the REST calls the harness itself needs (tests use gpufleet.airflow_api)
+    # the REST calls the harness itself needs (tests use gpufleet.cli.airflow_api)
     def token(self) -> str:
         if not self._token:
             response = requests.post(

@@ -1,4 +1,4 @@
-"""``gpufleet.airflow_api`` against a real local HTTP server that answers as Airflow 3.3 does.
+"""``gpufleet.cli.airflow_api`` against a real local HTTP server that answers as Airflow 3.3 does.
 
 The error bodies below were captured from a live Airflow 3.3.2 api-server (see
 test_trigger_live.py for the same cases end to end). No Airflow needed: fast, not marked live.
@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from gpufleet.airflow_api import (
+from gpufleet.cli.airflow_api import (
     AirflowApi,
     AirflowApiError,
     AirflowAuthError,

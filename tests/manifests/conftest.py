@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.catalog import PoolRef, load_catalog
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.fleet import PoolRef
 
 ROOT = Path(__file__).resolve().parents[2]
 

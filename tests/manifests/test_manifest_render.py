@@ -7,10 +7,11 @@ import re
 
 import pytest
 
-from gpufleet import manifests as m
-from gpufleet.catalog import PoolRef
-from gpufleet.plumbing import NCCL_LOG_CONTAINER, NCCL_NET_NAMES, gke_interfaces, inspect_pod
-from gpufleet.schemas import validate_manifest
+from gpufleet.domain import workloads as w
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, NCCL_NET_NAMES, gke_interfaces, inspect_pod
+from gpufleet.manifests import render as m
+from tests.support.schemas import validate_manifest
 
 RUN_ID = "scheduled__2025-06-01T02:00:00+00:00"
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -73,7 +74,7 @@ def test_nccl_validation_is_a_valid_jobset(ref: PoolRef) -> None:
 
 def test_nccl_pods_get_the_fabric_but_nccl_net_is_not_pinned(ref: PoolRef) -> None:
     obj = m.render_nccl_validation(ref, pairs_of(ref, 2), RUN_ID)
-    for _, _, template in m.workload_pod_templates(obj):
+    for _, _, template in w.workload_pod_templates(obj):
         fabric = inspect_pod(ref.cluster, ref.pool, template)
         assert fabric.rdma_attached, fabric.missing
         assert fabric.plugin_present, fabric.missing
@@ -87,7 +88,7 @@ def test_nccl_pods_get_the_fabric_but_nccl_net_is_not_pinned(ref: PoolRef) -> No
 
 def test_nccl_devices_are_requested_as_limits_equal_requests(ref: PoolRef) -> None:
     obj = m.render_nccl_validation(ref, pairs_of(ref, 1), RUN_ID)
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     resources = template["spec"]["containers"][0]["resources"]
     assert resources["limits"] == resources["requests"]
     assert resources["limits"]["nvidia.com/gpu"] == str(ref.pool.gpu.count)
@@ -102,13 +103,13 @@ def test_nccl_devices_are_requested_as_limits_equal_requests(ref: PoolRef) -> No
 def test_each_pair_is_pinned_to_its_two_nodes_and_only_those(ref: PoolRef) -> None:
     pairs = pairs_of(ref, 3)
     obj = m.render_nccl_validation(ref, pairs, RUN_ID)
-    groups = m.workload_pod_templates(obj)
+    groups = w.workload_pod_templates(obj)
     assert [g for g, _, _ in groups] == ["pair-0", "pair-1", "pair-2"]
     for i, (_, count, template) in enumerate(groups):
         assert count == 2
         spec = template["spec"]
-        assert m.pinned_nodes(template) == list(pairs[i])
-        assert m.pair_nodes(template) == pairs[i]
+        assert w.pinned_nodes(template) == list(pairs[i])
+        assert w.pair_nodes(template) == pairs[i]
         assert template["metadata"]["annotations"]["gpufleet.io/pair-nodes"] == ",".join(pairs[i])
         assert template["metadata"]["labels"]["gpufleet.io/pair"] == str(i)
         assert spec["nodeSelector"] == {native_pool_label(ref): ref.pool.name}
@@ -135,7 +136,7 @@ def test_nccl_launcher_runs_the_collective_over_the_jobset_dns(ref: PoolRef) -> 
         ref, pairs_of(ref, 2), RUN_ID, collective="all_gather", min_bytes=1024, max_bytes=2**33
     )
     name = obj["metadata"]["name"]
-    for i, (_, _, template) in enumerate(m.workload_pod_templates(obj)):
+    for i, (_, _, template) in enumerate(w.workload_pod_templates(obj)):
         main = template["spec"]["containers"][0]
         env = env_of(main)
         assert env["GPUFLEET_LAUNCHER"]["value"] == f"{name}-pair-{i}-0-0.{name}"
@@ -160,7 +161,7 @@ def test_nccl_launcher_runs_the_collective_over_the_jobset_dns(ref: PoolRef) -> 
 
 def test_nccl_log_sidecar_is_a_native_sidecar(ref: PoolRef) -> None:
     obj = m.render_nccl_validation(ref, pairs_of(ref, 1), RUN_ID)
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     sidecars = [c for c in template["spec"]["initContainers"] if c["name"] == NCCL_LOG_CONTAINER]
     assert len(sidecars) == 1 and sidecars[0]["restartPolicy"] == "Always"
     volumes = {v["name"] for v in template["spec"]["volumes"]}
@@ -169,12 +170,12 @@ def test_nccl_log_sidecar_is_a_native_sidecar(ref: PoolRef) -> None:
 
 def test_nccl_default_image_follows_the_shape_and_can_be_overridden(ref: PoolRef) -> None:
     obj = m.render_nccl_validation(ref, pairs_of(ref, 1), RUN_ID)
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     image = template["spec"]["containers"][0]["image"]
     assert image == m.DEFAULT_NCCL_TESTS_IMAGES[ref.cluster.shape]
     assert ":" in image.rsplit("/", 1)[1] and not image.endswith(":latest")  # pinned tag
     custom = m.render_nccl_validation(ref, pairs_of(ref, 1), RUN_ID, image="my/nccl:2")
-    ((_, _, template),) = m.workload_pod_templates(custom)
+    ((_, _, template),) = w.workload_pod_templates(custom)
     assert template["spec"]["containers"][0]["image"] == "my/nccl:2"
 
 
@@ -257,7 +258,7 @@ def test_every_object_and_pod_carries_the_platform_labels(ref: PoolRef) -> None:
             assert labels["gpufleet.io/workload"] == workload
             run = labels["gpufleet.io/run"]
             assert LABEL_VALUE.match(run)
-            for _, _, template in m.workload_pod_templates(obj):
+            for _, _, template in w.workload_pod_templates(obj):
                 pod_labels = template["metadata"]["labels"]
                 assert pod_labels["app.kubernetes.io/managed-by"] == "gpufleet"
                 assert pod_labels["gpufleet.io/workload"] == workload
@@ -276,9 +277,9 @@ def test_storage_validation_pins_fio_pods_to_nodes_on_the_pool_pvc(ref: PoolRef)
     spec = obj["spec"]
     assert spec["completionMode"] == "Indexed"
     assert spec["parallelism"] == spec["completions"] == 3
-    ((group, count, template),) = m.workload_pod_templates(obj)
+    ((group, count, template),) = w.workload_pod_templates(obj)
     assert (group, count) == (obj["metadata"]["name"], 3)
-    assert m.pinned_nodes(template) == nodes
+    assert w.pinned_nodes(template) == nodes
     pod = template["spec"]
     assert pod["nodeSelector"] == {native_pool_label(ref): ref.pool.name}
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -318,7 +319,7 @@ def test_training_job_is_gang_admitted_pinned_and_plumbed(ref: PoolRef) -> None:
     assert obj["metadata"]["name"] == "qwen-ft" and obj["metadata"]["namespace"] == "ml-team"
     assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ref.pool.queue_name
     assert obj["spec"]["suspend"] is True  # Kueue unsuspends on admission
-    ((group, count, template),) = m.workload_pod_templates(obj)
+    ((group, count, template),) = w.workload_pod_templates(obj)
     assert (group, count) == ("workers", 2)
     job_spec = obj["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert job_spec["parallelism"] == job_spec["completions"] == 2
@@ -337,7 +338,7 @@ def test_training_job_is_gang_admitted_pinned_and_plumbed(ref: PoolRef) -> None:
 
 def test_training_mounts_the_lustre_pvc_at_namespace_and_job(ref: PoolRef) -> None:
     obj = m.render_training_job(ref, training_spec())
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     fs = ref.filesystem
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
     main = template["spec"]["containers"][0]
@@ -348,7 +349,7 @@ def test_training_mounts_the_lustre_pvc_at_namespace_and_job(ref: PoolRef) -> No
 
 def test_training_env_has_rendezvous_and_user_env(ref: PoolRef) -> None:
     obj = m.render_training_job(ref, training_spec(nodes=2, gpus_per_node=4))
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     main = template["spec"]["containers"][0]
     env = env_of(main)
     assert env["MASTER_ADDR"]["value"] == "qwen-ft-workers-0-0.qwen-ft"
@@ -406,15 +407,15 @@ def test_training_input_is_validated_with_every_problem_listed(gke_ref: PoolRef)
 
 
 def test_read_back_helpers(gke_ref: PoolRef) -> None:
-    assert m.pair_nodes({"metadata": {}}) is None
-    assert m.pair_nodes({"metadata": {"annotations": {"gpufleet.io/pair-nodes": "a"}}}) is None
-    assert m.pinned_nodes({"spec": {}}) is None
+    assert w.pair_nodes({"metadata": {}}) is None
+    assert w.pair_nodes({"metadata": {"annotations": {"gpufleet.io/pair-nodes": "a"}}}) is None
+    assert w.pinned_nodes({"spec": {}}) is None
     with pytest.raises(ValueError, match="not a Job or JobSet"):
-        m.workload_pod_templates({"kind": "Deployment", "spec": {}})
+        w.workload_pod_templates({"kind": "Deployment", "spec": {}})
     obj = m.render_nccl_validation(gke_ref, [("a", "b")], RUN_ID)
     clone = copy.deepcopy(obj)
     clone["spec"]["replicatedJobs"][0]["replicas"] = 3
-    assert m.workload_pod_templates(clone)[0][1] == 6
+    assert w.workload_pod_templates(clone)[0][1] == 6
 
 
 # --- add-on objects ---------------------------------------------------------------------------
@@ -435,7 +436,7 @@ def test_kueue_objects_pin_the_pool_and_quota_its_gpus(ref: PoolRef) -> None:
     assert group["coveredResources"] == [r["name"] for r in quota["resources"]]
     # every resource a plumbed training pod requests is covered, or Kueue would refuse it
     obj = m.render_training_job(ref, training_spec(namespace="ml-team"))
-    for _, _, template in m.workload_pod_templates(obj):
+    for _, _, template in w.workload_pod_templates(obj):
         for container in template["spec"]["containers"] + template["spec"]["initContainers"]:
             assert set(container["resources"].get("requests", {})) <= set(quotas)
     assert lq["metadata"] == {
@@ -481,6 +482,6 @@ def test_ssh_secret_for_the_pairs(gke_ref: PoolRef) -> None:
     assert key.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     assert m.render_ssh_secret()["stringData"]["ssh-privatekey"] != key  # fresh each time
     obj = m.render_nccl_validation(gke_ref, [("a", "b")], RUN_ID)
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     secrets = [v["secret"]["secretName"] for v in template["spec"]["volumes"] if "secret" in v]
     assert secrets == [secret["metadata"]["name"]]

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from gpufleet import manifests as m
-from gpufleet.catalog import PoolRef
-from gpufleet.schemas import manifest_problems, validate_manifest
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.manifests import render as m
+from tests.support.schemas import manifest_problems, validate_manifest
 
 RUN_ID = "nightly-2025-06-01"
 POD = ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import manifests as m
-from gpufleet.catalog import PoolRef
+from gpufleet.domain import workloads as w
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.manifests import render as m
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -26,7 +27,7 @@ def stub(bin_dir: Path, name: str, body: str) -> None:
 def nccl_script(ref: PoolRef, root: Path, **kwargs) -> tuple[str, dict[str, str]]:
     """The launcher/peer script of pair-0 with its absolute paths moved under ``root``."""
     obj = m.render_nccl_validation(ref, [("node-a", "node-b")], "run-1", **kwargs)
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     main = template["spec"]["containers"][0]
     script = main["command"][2]
     for path in ("/root/", "/run/sshd", "/tmp/", "/etc/gpufleet/ssh/"):
@@ -124,7 +125,7 @@ def test_fio_writes_json_only_and_cleans_up(gke_ref: PoolRef, tmp_path: Path) ->
     cluster = gke_ref.cluster.model_copy(update={"filesystems": (fs,)})
     ref = PoolRef(region=gke_ref.region, cluster=cluster, pool=gke_ref.pool)
     obj = m.render_storage_validation(ref, ["node-a"], "run-1", size_gib_per_node=1)
-    ((_, _, template),) = m.workload_pod_templates(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
     container = template["spec"]["containers"][0]
     assert container["command"][:2] == ["sh", "-c"]
     bin_dir = tmp_path / "bin"

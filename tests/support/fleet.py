@@ -34,7 +34,7 @@ def task_states(dagrun) -> dict[str, str]:
 
 def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True) -> dict:
     """Run a real fabric (and storage) validation of one sim pool through the services."""
-    from gpufleet.catalog import load_catalog
+    from gpufleet.config.catalog import load_catalog
     from gpufleet.services.fabric import FabricValidation
     from gpufleet.services.storage import StorageValidation
     from gpufleet.store import Ledger

@@ -19,7 +19,8 @@ from gpufleet.backends.base import (
     Taint,
     WorkloadStatus,
 )
-from gpufleet.catalog import Cluster
+from gpufleet.domain.fleet import Cluster
+from gpufleet.domain.workloads import pool_label_keys
 from gpufleet.errors import BackendError, TransientBackendError
 
 log = logging.getLogger(__name__)
@@ -77,28 +78,21 @@ class Retrying:
 
 def cluster_backend(cluster: Cluster) -> ClusterBackend:
     if cluster.provider == "sim":
-        from gpufleet.backends.sim import SimClusterBackend
+        from gpufleet.backends.sim.cluster import SimClusterBackend
 
         return Retrying(SimClusterBackend(cluster))
-    from gpufleet.backends.kube import KubeClusterBackend
+    from gpufleet.backends.kube.cluster import KubeClusterBackend
 
     conn_id = cluster.connections.kubernetes or "kubernetes_default"
-    return Retrying(KubeClusterBackend(conn_id=conn_id, pool_label_keys=_pool_label_keys(cluster)))
+    return Retrying(KubeClusterBackend(conn_id=conn_id, pool_label_keys=pool_label_keys(cluster)))
 
 
 def cloud_backend(cluster: Cluster) -> CloudBackend:
     if cluster.provider == "sim":
-        from gpufleet.backends.sim import SimCloudBackend
+        from gpufleet.backends.sim.cluster import SimCloudBackend
 
         return Retrying(SimCloudBackend(cluster))
     raise BackendError(
         f"cluster {cluster.name!r}: the {cluster.provider} cloud backend is not available in "
         "this release; cloud operations (onboarding, transitions) run on provider sim only"
     )
-
-
-def _pool_label_keys(cluster: Cluster) -> tuple[str, ...]:
-    from gpufleet.backends.base import EKS_POOL_LABEL, GKE_POOL_LABEL, POOL_LABEL
-
-    native = GKE_POOL_LABEL if cluster.shape == "gke" else EKS_POOL_LABEL
-    return (POOL_LABEL, native)

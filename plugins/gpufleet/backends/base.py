@@ -12,28 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-POOL_LABEL = "gpufleet.io/pool"
-QUARANTINE_KEY = "gpufleet.io/quarantine"
-QUARANTINE_LABEL = "gpufleet.io/quarantined"
-WORKLOAD_LABEL = "gpufleet.io/workload"  # validation | training
-GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-EKS_POOL_LABEL = "eks.amazonaws.com/nodegroup"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-# Labels the Job and JobSet controllers put on pods (the sim puts the same ones)
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-LEGACY_JOB_NAME_LABEL = "job-name"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-
-
-def workload_selector(kind: str, name: str) -> str:
-    """The label selector of a Job's or JobSet's pods."""
-    return f"{JOBSET_NAME_LABEL}={name}" if kind == "JobSet" else f"{JOB_NAME_LABEL}={name}"
-
-
-# Taints every GPU workload we render tolerates (GKE and the GPU operator put it on GPU nodes).
-GPU_TAINT_KEY = "nvidia.com/gpu"
+from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY
 
 
 @dataclass(frozen=True)

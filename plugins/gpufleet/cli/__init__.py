@@ -2,6 +2,10 @@
 
 Exit codes: 0 success, 1 a negative answer (a refused gate, a failed run), 2 bad input or an
 error the user must fix (message on stderr, one line).
+
+The CLI layer: may import ``services`` and everything below them, and its own Airflow REST
+client (``gpufleet.cli.airflow_api``); never ``gpufleet.airflow`` (the command runs where
+Airflow's task runtime is not).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
-    from gpufleet.catalog import load_catalog
+    from gpufleet.config.catalog import load_catalog
     from gpufleet.services.gate import check_gate
     from gpufleet.store import Ledger
 

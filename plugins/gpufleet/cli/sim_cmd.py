@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from gpufleet.catalog import FAULT_KINDS, Catalog, PoolRef, load_catalog
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.faults import FAULT_KINDS
+from gpufleet.domain.fleet import Catalog, PoolRef
 from gpufleet.errors import GpufleetError
 
 
@@ -73,8 +75,8 @@ def _sim_clusters(catalog: Catalog, only: str | None):
 
 
 def show_cmd(args) -> int:
-    from gpufleet.backends.sim import SimClusterBackend
-    from gpufleet.backends.sim_state import SimState
+    from gpufleet.backends.sim.cluster import SimClusterBackend
+    from gpufleet.backends.sim.state import SimState
 
     catalog = load_catalog()
     state = SimState()
@@ -100,14 +102,14 @@ def show_cmd(args) -> int:
 
 
 def inject_cmd(args) -> int:
-    from gpufleet.backends.sim_state import SimState, parse_fault
+    from gpufleet.backends.sim.state import SimState, parse_fault
 
     catalog = load_catalog()
     ref = resolve_pool(catalog, args.pool)
     kind, arg = parse_fault(args.fault)
     if kind == "bad-node":
         node = arg.split(":", 1)[0]
-        from gpufleet.backends.sim import SimClusterBackend
+        from gpufleet.backends.sim.cluster import SimClusterBackend
 
         names = [n.name for n in SimClusterBackend(ref.cluster).nodes(ref.pool.name)]
         if node not in names:
@@ -118,7 +120,7 @@ def inject_cmd(args) -> int:
 
 
 def clear_cmd(args) -> int:
-    from gpufleet.backends.sim_state import SimState
+    from gpufleet.backends.sim.state import SimState
 
     state = SimState()
     if args.pool:
@@ -131,7 +133,7 @@ def clear_cmd(args) -> int:
 
 
 def reset_cmd(args) -> int:
-    from gpufleet.backends.sim_state import SimState
+    from gpufleet.backends.sim.state import SimState
 
     SimState().reset()
     print("simulated fleet reset: nodes are re-created from the catalog on next use")

@@ -22,8 +22,8 @@ def _age(now: datetime, then: datetime | None) -> str:
 
 def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[str, str]]:
     from gpufleet.backends import cluster_backend
+    from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
     from gpufleet.errors import GpufleetError
-    from gpufleet.gate import DEFAULT_MAX_AGE, pool_problems
     from gpufleet.services.gate import gather_facts
 
     rows = []
@@ -85,7 +85,7 @@ def format_table(rows: list[dict[str, str]]) -> str:
 
 
 def run(args) -> int:
-    from gpufleet.catalog import load_catalog
+    from gpufleet.config.catalog import load_catalog
     from gpufleet.store import Ledger
 
     catalog = load_catalog()

@@ -121,7 +121,7 @@ def load_conf(text: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpufleet.airflow_api import AirflowApi, WaitTimeout
+    from gpufleet.cli.airflow_api import AirflowApi, WaitTimeout
 
     conf = load_conf(args.conf)  # refused before any HTTP call
     password = (

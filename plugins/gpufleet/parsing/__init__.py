@@ -1,6 +1,7 @@
 """Parsers for what benchmarks and NCCL print: nccl-tests, NCCL INFO logs, fio and IOR.
 
-Pure domain code (no Airflow imports). Each parser raises :class:`gpufleet.errors.ParseError`
+Functions over text and JSON: no I/O beyond what the caller hands in, no Airflow, no clients,
+and nothing of ours but ``gpufleet.errors``. Each parser raises :class:`gpufleet.errors.ParseError`
 with a one-line reason when its input holds nothing it recognises; fields the input does not
 show are ``None``, never guessed.
 """

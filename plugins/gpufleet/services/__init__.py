@@ -1,5 +1,7 @@
-"""Services: orchestrate backends and domain code for one capability. No Airflow imports.
+"""Services: one capability each (fabric validation, storage validation, the gate, the launch,
+the nightly scope and report), orchestrating backends, manifests, the ledger and the domain.
 
-Operators adapt these to Airflow (templating, deferral, XCom); the CLI and tests call them
-directly.
+No Airflow imports: operators adapt these (templating, deferral, XCom), and the CLI and tests
+call them directly. May import ``backends``, ``manifests``, ``store``, ``config``, ``domain``,
+``parsing``.
 """

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.base import (
+from gpufleet.backends.base import ClusterBackend, PodInfo
+from gpufleet.domain.workloads import (
     COMPLETION_INDEX_LABEL,
     JOBSET_NAME_LABEL,
     REPLICATED_JOB_LABEL,
-    ClusterBackend,
-    PodInfo,
 )
 from gpufleet.errors import ParseError
 from gpufleet.parsing import classify_nccl_log, parse_nccl_tests_any

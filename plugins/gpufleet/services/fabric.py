@@ -12,19 +12,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.base import (
-    QUARANTINE_KEY,
-    QUARANTINE_LABEL,
-    ClusterBackend,
-    Taint,
-)
-from gpufleet.baselines import find_baseline
-from gpufleet.catalog import PoolRef
-from gpufleet.pairing import Localizer, plan_pass1
-from gpufleet.plumbing import NCCL_LOG_CONTAINER
+from gpufleet.backends.base import ClusterBackend, Taint
+from gpufleet.config.baselines import find_baseline
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.pairing import Localizer, plan_pass1
+from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
+from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
+from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL
 from gpufleet.services.collect import read_nccl_pair
 from gpufleet.store import Ledger
-from gpufleet.verdicts import PairVerdict, judge_pair, judge_pool
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +99,7 @@ class FabricValidation:
     def _prepare_namespace(self) -> None:
         """The validation namespace and the ssh Secret mpirun uses to reach a pair's second
         pod. Both are created once and left in place (apply is create-if-absent)."""
-        from gpufleet.manifests import render_ssh_secret
+        from gpufleet.manifests.render import render_ssh_secret
 
         self.backend.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
@@ -111,7 +107,7 @@ class FabricValidation:
         self.backend.apply(render_ssh_secret(self.namespace))
 
     def _submit(self, state: dict[str, Any], pairs: list[tuple[str, str]]) -> dict[str, Any]:
-        from gpufleet.manifests import render_nccl_validation
+        from gpufleet.manifests.render import render_nccl_validation
 
         kwargs = {"namespace": self.namespace, "collective": COLLECTIVE}
         if self.image:

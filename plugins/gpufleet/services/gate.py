@@ -6,9 +6,9 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from gpufleet.backends import cluster_backend
-from gpufleet.catalog import Catalog
+from gpufleet.domain.fleet import Catalog
+from gpufleet.domain.gate import DEFAULT_MAX_AGE, GateDecision, PoolFacts, ValidationFact, decide
 from gpufleet.errors import GpufleetError
-from gpufleet.gate import DEFAULT_MAX_AGE, GateDecision, PoolFacts, ValidationFact, decide
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)

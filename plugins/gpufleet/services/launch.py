@@ -1,6 +1,7 @@
 """Launch a training job onto proven capacity, then confirm every rank's transport.
 
-1. ``gate``: the fail-closed launch gate (``gpufleet.gate``), decision recorded in the ledger.
+1. ``gate``: the fail-closed launch gate (``gpufleet.domain.gate``), decision recorded in the
+   ledger.
 2. ``submit``: render the JobSet (Kueue gang label, pinned to the pool, RDMA + Lustre + NCCL
    plumbing injected, ``NCCL_NET`` pinned) and apply it; record the launch.
 3. ``confirm``: once the job runs, read every rank's NCCL INFO log and check the transport
@@ -16,11 +17,11 @@ from datetime import timedelta
 from typing import Any
 
 from gpufleet.backends import ClusterBackend, cluster_backend
-from gpufleet.backends.base import workload_selector
-from gpufleet.catalog import Catalog, PoolRef
+from gpufleet.domain.fleet import Catalog, PoolRef
+from gpufleet.domain.gate import DEFAULT_MAX_AGE, GateDecision
+from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
+from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import GpufleetError, ParseError
-from gpufleet.gate import DEFAULT_MAX_AGE, GateDecision
-from gpufleet.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.services.collect import pod_index
 from gpufleet.services.gate import check_gate
 
@@ -151,7 +152,7 @@ class TrainingLaunch:
     def submit(
         self, req: LaunchRequest, run_id: str | None = None, gate_decision_id: int | None = None
     ) -> dict[str, Any]:
-        from gpufleet.manifests import TrainingJobSpec, render_training_job
+        from gpufleet.manifests.render import TrainingJobSpec, render_training_job
 
         ref = self.choose_pool(req)
         spec = TrainingJobSpec(

@@ -6,10 +6,10 @@ import logging
 import re
 from typing import Any
 
-from gpufleet.catalog import Catalog
+from gpufleet.config.paths import state_dir
+from gpufleet.domain.fleet import Catalog
 from gpufleet.errors import GpufleetError
-from gpufleet.paths import state_dir
-from gpufleet.report import html_report, markdown, prometheus, write_reports
+from gpufleet.services.report import html_report, markdown, prometheus, write_reports
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def plan_scope(
 
 def parse_fault_specs(catalog: Catalog, specs: list[str]) -> list[tuple[str, str, str]]:
     """``cluster/pool=fault`` strings -> (cluster, pool, fault); refuses non-sim targets."""
-    from gpufleet.backends.sim_state import parse_fault
+    from gpufleet.backends.sim.state import parse_fault
 
     out = []
     for spec in specs or ():
@@ -65,7 +65,7 @@ def inject_run_faults(catalog: Catalog, specs: list[str], run_id: str) -> int:
     parsed = parse_fault_specs(catalog, specs)
     if not parsed:
         return 0
-    from gpufleet.backends.sim_state import SimState
+    from gpufleet.backends.sim.state import SimState
 
     state = SimState()
     for cluster, pool, fault in parsed:
@@ -75,7 +75,7 @@ def inject_run_faults(catalog: Catalog, specs: list[str], run_id: str) -> int:
 
 
 def clear_run_faults(run_id: str) -> int:
-    from gpufleet.backends.sim_state import SimState, db_path
+    from gpufleet.backends.sim.state import SimState, db_path
 
     if not db_path().exists():
         return 0
@@ -90,7 +90,7 @@ def nightly_report(
     ledger: Ledger, catalog: Catalog, run_id: str, history_nights: int = 14
 ) -> dict[str, Any]:
     """Write the run's Markdown/HTML report and Prometheus metrics; return paths and failures."""
-    from gpufleet.baselines import find_baseline
+    from gpufleet.config.baselines import find_baseline
 
     rows = ledger.validations_for_run(run_id)
     quarantined = ledger.quarantined()

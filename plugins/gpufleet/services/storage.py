@@ -7,14 +7,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.base import ClusterBackend, workload_selector
-from gpufleet.catalog import PoolRef
+from gpufleet.backends.base import ClusterBackend
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.verdicts import judge_storage
+from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.parsing import parse_fio_json
 from gpufleet.services.collect import pod_index
 from gpufleet.services.fabric import NAMESPACE
 from gpufleet.store import Ledger
-from gpufleet.verdicts import judge_storage
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class StorageValidation:
         self.clients = clients
 
     def begin(self, run_id: str) -> dict[str, Any]:
-        from gpufleet.manifests import render_storage_validation
+        from gpufleet.manifests.render import render_storage_validation
 
         fs = self.ref.filesystem
         state: dict[str, Any] = {

@@ -13,8 +13,8 @@ from urllib.parse import quote
 from sqlalchemy import Engine, and_, create_engine, event, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from gpufleet.config.paths import state_dir
 from gpufleet.errors import LedgerError
-from gpufleet.paths import state_dir
 from gpufleet.store import schema as s
 
 LEDGER_CONN_ID = "gpufleet_ledger"

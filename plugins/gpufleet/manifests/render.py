@@ -2,7 +2,7 @@
 
 Pure domain code (no Airflow). Templates are data (``include/manifests/*.yaml.j2``, Jinja2 with
 ``StrictUndefined``); each is rendered and safe-loaded (YAML) to a dict, and the RDMA/NCCL
-plumbing is injected afterwards from :mod:`gpufleet.plumbing`, so the templates stay
+plumbing is injected afterwards from :mod:`gpufleet.domain.plumbing`, so the templates stay
 provider-neutral and there is one place that knows what a pod needs on GKE or EKS.
 
 What is rendered
@@ -57,24 +57,26 @@ from typing import Any
 import jinja2
 import yaml
 
-from gpufleet.backends.base import EKS_POOL_LABEL, GKE_POOL_LABEL, HOSTNAME_LABEL, POOL_LABEL
-from gpufleet.backends.base import WORKLOAD_LABEL as _WORKLOAD_LABEL
-from gpufleet.catalog import Cluster, Filesystem, NodePool, PoolRef
-from gpufleet.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE
-from gpufleet.paths import include_dir
-from gpufleet.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
+from gpufleet.config.paths import include_dir
+from gpufleet.domain.fleet import Cluster, Filesystem, NodePool, PoolRef
+from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE
+from gpufleet.domain.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
+from gpufleet.domain.workloads import (
+    POOL_LABEL,
+    WORKLOAD_LABEL,
+    pool_label_key,
+    workload_pod_templates,
+)
 
 # --- labels, names, constants -----------------------------------------------------------------
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpufleet"
-WORKLOAD_LABEL = _WORKLOAD_LABEL  # validation | training
 RUN_LABEL = "gpufleet.io/run"
 RUN_ID_ANNOTATION = "gpufleet.io/run-id"
 CLUSTER_ANNOTATION = "gpufleet.io/cluster"
 CHECK_LABEL = "gpufleet.io/check"  # nccl | storage (validation workloads)
 PAIR_LABEL = "gpufleet.io/pair"
-PAIR_NODES_ANNOTATION = "gpufleet.io/pair-nodes"
 STORAGE_NODES_ANNOTATION = "gpufleet.io/storage-nodes"
 JOB_LABEL = "gpufleet.io/job"  # training job name, on the JobSet and its pods
 CLUSTER_LABEL = "gpufleet.io/cluster"
@@ -182,11 +184,6 @@ def pvc_name(fs: Filesystem | str) -> str:
     (the validation namespace and each training namespace)."""
     name = fs if isinstance(fs, str) else fs.name
     return f"{name}-pvc"
-
-
-def pool_label_key(cluster: Cluster) -> str:
-    """The provider's native node label naming a node's pool (GKE node pool / EKS nodegroup)."""
-    return GKE_POOL_LABEL if cluster.shape == "gke" else EKS_POOL_LABEL
 
 
 def nccl_tests_image(shape: str) -> str:
@@ -605,65 +602,6 @@ def render_training_job(ref: PoolRef, spec: TrainingJobSpec) -> dict[str, Any]:
     return obj
 
 
-# --- 4. read-back helpers ---------------------------------------------------------------------
-
-
-def _pods_per_job(job_spec: Mapping[str, Any]) -> int:
-    for key in ("completions", "parallelism"):
-        if job_spec.get(key) is not None:
-            return int(job_spec[key])
-    return 1
-
-
-def workload_pod_templates(manifest: Mapping[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
-    """``(group, pod count, pod template)`` per pod group of a Job or JobSet.
-
-    For a JobSet the group is the replicatedJob name and the count ``replicas x completions``;
-    for a Job, the Job's name and its completions. The templates are the manifest's own dicts
-    (mutating them mutates the manifest).
-    """
-    kind = manifest.get("kind")
-    spec = manifest.get("spec") or {}
-    if kind == "JobSet":
-        out = []
-        for rjob in spec.get("replicatedJobs") or ():
-            job_spec = rjob["template"]["spec"]
-            count = int(rjob.get("replicas", 1)) * _pods_per_job(job_spec)
-            out.append((rjob["name"], count, job_spec["template"]))
-        return out
-    if kind == "Job":
-        return [(manifest["metadata"]["name"], _pods_per_job(spec), spec["template"])]
-    raise ValueError(f"workload_pod_templates: {kind!r} is not a Job or JobSet")
-
-
-def pair_nodes(pod_template: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The two nodes an nccl-tests pair pod template is pinned to, from its annotation."""
-    annotations = (pod_template.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(PAIR_NODES_ANNOTATION)
-    if not isinstance(value, str):
-        return None
-    parts = [p.strip() for p in value.split(",")]
-    if len(parts) != 2 or not all(parts):
-        return None
-    return parts[0], parts[1]
-
-
-def pinned_nodes(pod_template: Mapping[str, Any]) -> list[str] | None:
-    """Hostnames a pod template is pinned to by required node affinity (None if not pinned)."""
-    spec = pod_template.get("spec") or {}
-    try:
-        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-            "nodeSelectorTerms"
-        ]
-    except (KeyError, TypeError):
-        return None
-    for term in terms or ():
-        for expr in term.get("matchExpressions") or ():
-            if expr.get("key") == HOSTNAME_LABEL and expr.get("operator") == "In":
-                return list(expr.get("values") or ())
-    return None
-
-
 # --- add-on objects (onboarding) --------------------------------------------------------------
 
 
@@ -712,7 +650,7 @@ def render_gke_networks(cluster: Cluster) -> list[dict[str, Any]]:
     """One GKENetworkParamSet (deviceMode RDMA) + Network (type Device) per RDMA subnet.
 
     Named after the subnets, which is what the pods' ``networking.gke.io/interfaces``
-    annotation (``gpufleet.plumbing.gke_interfaces``) refers to. GKE shape only: EKS exposes
+    annotation (``gpufleet.domain.plumbing.gke_interfaces``) refers to. GKE shape only: EKS exposes
     EFA through the device plugin and needs no network objects.
     """
     if cluster.shape != "gke":

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # DAG files import operators at parse time: keep heavy imports lazy
-    from gpufleet.catalog import Catalog, Cluster
+    from gpufleet.domain.fleet import Catalog, Cluster
     from gpufleet.store import Ledger
 
 LEDGER_CONN_ID = "gpufleet_ledger"
@@ -32,7 +32,7 @@ def ledger(conn_id: str = LEDGER_CONN_ID) -> Ledger:
 
 
 def catalog() -> Catalog:
-    from gpufleet.catalog import load_catalog
+    from gpufleet.config.catalog import load_catalog
 
     return load_catalog()
 

@@ -30,12 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.base import (
-    COMPLETION_INDEX_LABEL,
-    JOB_NAME_LABEL,
-    JOBSET_NAME_LABEL,
-    LEGACY_JOB_NAME_LABEL,
-    REPLICATED_JOB_LABEL,
-    WORKLOAD_LABEL,
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
@@ -43,15 +37,25 @@ from gpufleet.backends.base import (
     ReservationInfo,
     Taint,
     WorkloadStatus,
+)
+from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_info_log, nccl_tests_text
+from gpufleet.backends.sim.state import Fault, SimState
+from gpufleet.config.baselines import find_baseline
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.fleet import Cluster
+from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, NCCL_NET_NAMES, inspect_pod
+from gpufleet.domain.workloads import (
+    COMPLETION_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+    WORKLOAD_LABEL,
+    pinned_nodes,
+    workload_pod_templates,
     workload_selector,
 )
-from gpufleet.backends.sim_output import LinkModel, fio_json, nccl_info_log, nccl_tests_text
-from gpufleet.backends.sim_state import Fault, SimState
-from gpufleet.baselines import find_baseline
-from gpufleet.catalog import Cluster, load_catalog
 from gpufleet.errors import BackendError, TransientBackendError
-from gpufleet.manifests import pinned_nodes, workload_pod_templates
-from gpufleet.plumbing import NCCL_LOG_CONTAINER, NCCL_NET_NAMES, inspect_pod
 
 # Delays in seconds before GPUFLEET_SIM_SPEED scaling: scheduling + image pull, one nccl-tests
 # pair, one fio pass, a training job's life.

@@ -25,16 +25,13 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.backends.base import (
+from gpufleet.backends.base import NodeInfo, PodInfo, Taint, WorkloadStatus
+from gpufleet.domain.workloads import (
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
     LEGACY_JOB_NAME_LABEL,
     POOL_LABEL,
     WORKLOAD_LABEL,
-    NodeInfo,
-    PodInfo,
-    Taint,
-    WorkloadStatus,
 )
 from gpufleet.errors import BackendError, TransientBackendError
 
@@ -122,7 +119,7 @@ def kind_info(kind: str, api_version: str | None = None) -> KindInfo:
         raise BackendError(
             f"cannot handle Kubernetes kind {kind!r}: gpufleet's cluster backend knows "
             f"{', '.join(sorted(KINDS))}. Check the manifest's 'kind', or add the kind to "
-            "gpufleet.backends.kube.KINDS."
+            "gpufleet.backends.kube.cluster.KINDS."
         )
     if api_version and api_version != info.api_version:
         group, _, version = api_version.rpartition("/")

@@ -11,8 +11,8 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from gpufleet.catalog_index import catalog_index
-from gpufleet.notifiers import FleetAlertNotifier
+from gpufleet.airflow.notifiers import FleetAlertNotifier
+from gpufleet.config.catalog_index import catalog_index
 
 OWNER = "gpufleet-platform"
 

@@ -13,26 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpufleet.paths import catalog_dir, state_dir
-
-
-def catalog_files(directory: Path | None = None) -> list[Path]:
-    """The catalog's YAML files, sorted; the folder must exist."""
-    directory = Path(directory) if directory else catalog_dir()
-    if not directory.is_dir():
-        from gpufleet.errors import CatalogError
-
-        raise CatalogError(f"fleet catalog folder {directory} does not exist")
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
-
-
-def fingerprint(files: list[Path]) -> list[list[Any]]:
-    """Path, size and mtime of each catalog file: what a cached catalog is valid for."""
-    out = []
-    for path in files:
-        st = path.stat()
-        out.append([str(path), st.st_size, st.st_mtime_ns])
-    return out
+from gpufleet.config.paths import catalog_dir, catalog_files, fingerprint, state_dir
 
 
 class Names(list):
@@ -73,7 +54,7 @@ def catalog_index(directory: Path | str | None = None) -> dict[str, Any]:
             return _shared(cached["index"])
     except (OSError, ValueError, KeyError):
         pass
-    from gpufleet.catalog import load_catalog
+    from gpufleet.config.catalog import load_catalog
 
     index = build_index(load_catalog(directory))
     try:

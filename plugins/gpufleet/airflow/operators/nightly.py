@@ -41,7 +41,7 @@ class ValidationTargetsOperator(BaseOperator):
     def execute(self, context) -> list[dict[str, str]]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from gpufleet.catalog import load_catalog
+        from gpufleet.config.catalog import load_catalog
         from gpufleet.errors import GpufleetError
         from gpufleet.services.nightly import inject_run_faults, plan_scope
 
@@ -73,8 +73,8 @@ class ValidationReportOperator(BaseOperator):
     def execute(self, context) -> dict[str, str]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from gpufleet.catalog import load_catalog
-        from gpufleet.operators.common import ledger
+        from gpufleet.airflow.operators.common import ledger
+        from gpufleet.config.catalog import load_catalog
         from gpufleet.services.nightly import clear_run_faults, nightly_report
 
         run_id = context["run_id"]

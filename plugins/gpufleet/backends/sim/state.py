@@ -14,9 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.catalog import FAULT_KINDS, Catalog, Cluster
+from gpufleet.config.paths import state_dir
+from gpufleet.domain.faults import FAULT_KINDS
+from gpufleet.domain.fleet import Catalog, Cluster
+from gpufleet.domain.workloads import HOSTNAME_LABEL, POOL_LABEL, pool_label_key
 from gpufleet.errors import GpufleetError
-from gpufleet.paths import state_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -153,15 +155,8 @@ class SimState:
     def create_nodes(
         self, conn: sqlite3.Connection, cluster: Cluster, pool_name: str, count: int
     ) -> list[str]:
-        from gpufleet.backends.base import (
-            EKS_POOL_LABEL,
-            GKE_POOL_LABEL,
-            HOSTNAME_LABEL,
-            POOL_LABEL,
-        )
-
         pool = cluster.pool(pool_name)
-        native = GKE_POOL_LABEL if cluster.shape == "gke" else EKS_POOL_LABEL
+        native = pool_label_key(cluster)
         names = []
         for i in range(count):
             name = self.node_name(cluster.name, pool_name, i)

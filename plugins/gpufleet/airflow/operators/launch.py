@@ -8,8 +8,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from gpufleet.assets import JOB_CONFIRMED
-from gpufleet.operators.common import catalog, ledger, poll_interval
+from gpufleet.airflow.assets import JOB_CONFIRMED
+from gpufleet.airflow.operators.common import catalog, ledger, poll_interval
 
 
 def _service(ledger_conn_id: str):
@@ -95,7 +95,7 @@ class ConfirmTransportOperator(BaseOperator):
         self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context):
-        from gpufleet.triggers import WorkloadTrigger
+        from gpufleet.airflow.triggers import WorkloadTrigger
 
         job = dict(self.job)
         self.defer(
@@ -141,7 +141,7 @@ class ConfirmTransportOperator(BaseOperator):
         summary = "; ".join(result["problems"])
         if state == "running-unconfirmed":
             self.log.warning("transport_policy=warn: %s keeps running: %s", job["name"], summary)
-            from gpufleet.notifiers import FleetAlertNotifier
+            from gpufleet.airflow.notifiers import FleetAlertNotifier
 
             FleetAlertNotifier(summary=f"job {job['name']} not on the expected transport").notify(
                 {**context, "exception": summary}

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.catalog import Cluster, NodePool
+from gpufleet.domain.fleet import Cluster, NodePool
 
 # The name NCCL reports ("Using network <name>") and accepts in NCCL_NET, per transport.
 NCCL_NET_NAMES = {

@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.baselines import SMALL_MESSAGE_BYTES, Baseline
+from gpufleet.domain.baselines import SMALL_MESSAGE_BYTES, Baseline
 
 MIB = 2**20
 

@@ -1,8 +1,8 @@
 """Triggers: wait for workloads without holding a worker slot.
 
 The triggerer imports these from ``sys.path`` (``plugins/`` is on it), so the classpath is
-``gpufleet.triggers.X``. Kwargs are plain JSON; ``run`` only reads (it may run more than once)
-and creates nothing.
+``gpufleet.airflow.triggers.X``. Kwargs are plain JSON; ``run`` only reads (it may run more than
+once) and creates nothing.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class WorkloadTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "gpufleet.triggers.WorkloadTrigger",
+            "gpufleet.airflow.triggers.WorkloadTrigger",
             {
                 "cluster": self.cluster,
                 "kind": self.kind,
@@ -67,7 +67,7 @@ class WorkloadTrigger(BaseTrigger):
 
     def _status(self):
         from gpufleet.backends import cluster_backend
-        from gpufleet.catalog import load_catalog
+        from gpufleet.config.catalog import load_catalog
 
         backend = cluster_backend(load_catalog().cluster(self.cluster))
         return backend.workload_status(self.kind, self.name, self.namespace)

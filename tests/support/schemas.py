@@ -38,8 +38,8 @@ import referencing
 import referencing.jsonschema
 from kubernetes_validate import utils as _kv
 
-from gpufleet.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE
-from gpufleet.paths import include_dir
+from gpufleet.config.paths import include_dir
+from gpufleet.domain.names import DNS1035_LABEL, DNS1123_SUBDOMAIN, LABEL_NAME, LABEL_VALUE
 
 KUBERNETES_VERSION = "1.33"
 

@@ -8,9 +8,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from gpufleet.assets import POOL_VALIDATED
-from gpufleet.operators.common import catalog, ledger, poll_interval
-from gpufleet.triggers import WorkloadTrigger
+from gpufleet.airflow.assets import POOL_VALIDATED
+from gpufleet.airflow.operators.common import catalog, ledger, poll_interval
+from gpufleet.airflow.triggers import WorkloadTrigger
 
 
 class _WorkloadDeferring(BaseOperator):

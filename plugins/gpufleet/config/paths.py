@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-# plugins/gpufleet/paths.py -> repository (or image) root holding include/
-_ROOT = Path(__file__).resolve().parents[2]
+from gpufleet.errors import CatalogError
+
+# plugins/gpufleet/config/paths.py -> repository (or image) root holding include/
+_ROOT = Path(__file__).resolve().parents[3]
 
 
 def include_dir() -> Path:
@@ -26,3 +29,20 @@ def state_dir() -> Path:
         return Path(explicit)
     home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
     return Path(home) / "gpufleet"
+
+
+def catalog_files(directory: Path | None = None) -> list[Path]:
+    """The catalog's YAML files, sorted; the folder must exist."""
+    directory = Path(directory) if directory else catalog_dir()
+    if not directory.is_dir():
+        raise CatalogError(f"fleet catalog folder {directory} does not exist")
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+
+
+def fingerprint(files: list[Path]) -> list[list[Any]]:
+    """Path, size and mtime of each catalog file: what a cached catalog is valid for."""
+    out = []
+    for path in files:
+        st = path.stat()
+        out.append([str(path), st.st_size, st.st_mtime_ns])
+    return out

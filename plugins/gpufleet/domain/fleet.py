@@ -1,14 +1,9 @@
-"""The fleet catalog: regions -> clusters -> node pools and filesystems, loaded from YAML.
+"""The fleet catalog's types: regions -> clusters -> node pools and filesystems.
 
-Pure domain code (no Airflow). A bad catalog fails at load with the file, the path inside it
-and what is wrong, e.g.::
-
-    include/fleet/sim.yaml: regions[0].clusters[0].node_pools[1].reservation:
-    reservation 'res-x' is not declared in region 'sim-us-central1' (declared: res-a3u-1)
-
-Which backend a cluster uses is data (``provider: gke | eks | sim``), as are the Airflow
-connection ids it talks through. Names are DNS-1123 labels because they become Kubernetes
-object names and labels.
+Pure domain code: pydantic models and the rules that tie their fields together, no files and
+no I/O (``gpufleet.config.catalog`` reads the YAML into these types). Which backend a cluster
+uses is data (``provider: gke | eks | sim``), as are the Airflow connection ids it talks through.
+Names are DNS-1123 labels because they become Kubernetes object names and labels.
 """
 
 from __future__ import annotations
@@ -16,36 +11,19 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 from functools import cached_property
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpufleet.domain.faults import FAULT_KINDS
+from gpufleet.domain.names import DNS1123_LABEL
 from gpufleet.errors import CatalogError
-from gpufleet.names import DNS1123_LABEL
-from gpufleet.paths import catalog_dir
 
 # Which transports each real provider's plumbing can deliver; a sim cluster mimics one of them.
 PROVIDER_TRANSPORTS = {
     "gke": ("gib", "roce", "ib", "tcpxo", "socket"),
     "eks": ("ofi-efa", "socket"),
 }
-FAULT_KINDS = ("fabric-down", "bad-node", "lustre-slow", "capacity-short", "api-errors")
-
-
-try:  # the C loader is ~10x faster on large catalogs
-    _YamlLoader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - libyaml missing
-    _YamlLoader = yaml.SafeLoader
 
 
 def _dns_label(value: str) -> str:
@@ -211,7 +189,7 @@ class Region(_Model):
     clusters: tuple[Cluster, ...] = Field(min_length=1)
 
 
-class _CatalogFile(_Model):
+class CatalogFile(_Model):
     regions: tuple[Region, ...] = Field(min_length=1)
 
 
@@ -241,7 +219,7 @@ class PoolRef(_Model):
 class Catalog:
     """All regions of the fleet, with lookups that fail with the known names."""
 
-    def __init__(self, regions: dict[str, Region], sources: dict[str, Path]):
+    def __init__(self, regions: dict[str, Region], sources: dict[str, Any]):
         self.regions = regions
         self.sources = sources  # region name -> file it came from
 
@@ -302,34 +280,29 @@ class Catalog:
             )
 
 
-def _loc(parts: tuple[Any, ...] | list[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+def region_problems(region: Region, base: str = "") -> list[tuple[str, str]]:
+    """Cross-references a region's fields cannot check alone, as ``(where, message)`` pairs:
+    duplicate names, reservations and blocks pools name, machine types, transports the provider
+    can deliver, filesystems, and the sim faults. Empty when the region is consistent."""
+    problems: list[tuple[str, str]] = []
 
+    def problem(where: str, message: str) -> None:
+        problems.append((where, message))
 
-def _raise(path: Path, where: str, message: str) -> None:
-    raise CatalogError(f"{path}: {where}: {message}" if where else f"{path}: {message}")
-
-
-def _check_references(path: Path, index: int, region: Region) -> None:
-    base = f"regions[{index}]"
     reservations = {}
     for i, res in enumerate(region.reservations):
         if res.name in reservations:
-            _raise(path, f"{base}.reservations[{i}].name", f"duplicate reservation {res.name!r}")
+            problem(f"{base}reservations[{i}].name", f"duplicate reservation {res.name!r}")
         reservations[res.name] = res
     for c, cluster in enumerate(region.clusters):
-        cbase = f"{base}.clusters[{c}]"
+        cbase = f"{base}clusters[{c}]"
         shape = cluster.shape
         if (
             shape == "gke"
             and cluster.network.rdma_nics
             and (len(cluster.network.subnets) != cluster.network.rdma_nics)
         ):
-            _raise(
-                path,
+            problem(
                 f"{cbase}.network.subnets",
                 f"a GKE RDMA network needs one subnet per NIC: {cluster.network.rdma_nics} "
                 f"NICs but {len(cluster.network.subnets)} subnets",
@@ -337,141 +310,62 @@ def _check_references(path: Path, index: int, region: Region) -> None:
         names: set[str] = set()
         for s, subnet in enumerate(cluster.network.subnets):
             if subnet.name in names:
-                _raise(path, f"{cbase}.network.subnets[{s}].name", f"duplicate {subnet.name!r}")
+                problem(f"{cbase}.network.subnets[{s}].name", f"duplicate {subnet.name!r}")
             names.add(subnet.name)
         fs_names: set[str] = set()
         for f, fs in enumerate(cluster.filesystems):
             if fs.name in fs_names:
-                _raise(path, f"{cbase}.filesystems[{f}].name", f"duplicate filesystem {fs.name!r}")
+                problem(f"{cbase}.filesystems[{f}].name", f"duplicate filesystem {fs.name!r}")
             fs_names.add(fs.name)
             want = "managed-lustre" if shape == "gke" else "fsx-lustre"
             if fs.kind != want:
-                _raise(path, f"{cbase}.filesystems[{f}].kind", f"a {shape} cluster uses {want}")
+                problem(f"{cbase}.filesystems[{f}].kind", f"a {shape} cluster uses {want}")
         pool_names: set[str] = set()
         for p, pool in enumerate(cluster.node_pools):
             pbase = f"{cbase}.node_pools[{p}]"
             if pool.name in pool_names:
-                _raise(path, f"{pbase}.name", f"duplicate node pool {pool.name!r}")
+                problem(f"{pbase}.name", f"duplicate node pool {pool.name!r}")
             pool_names.add(pool.name)
             res = reservations.get(pool.reservation.name)
             if res is None:
                 declared = ", ".join(sorted(reservations)) or "none"
-                _raise(
-                    path,
+                problem(
                     f"{pbase}.reservation",
                     f"reservation {pool.reservation.name!r} is not declared in region "
                     f"{region.name!r} (declared: {declared})",
                 )
             elif pool.reservation.block and pool.reservation.block not in res.blocks:
-                _raise(
-                    path,
+                problem(
                     f"{pbase}.reservation.block",
                     f"block {pool.reservation.block!r} is not a block of reservation {res.name!r}"
                     f" (blocks: {', '.join(res.blocks) or 'none'})",
                 )
             elif res.machine_type != pool.machine_type:
-                _raise(
-                    path,
+                problem(
                     f"{pbase}.machine_type",
                     f"{pool.machine_type!r} differs from reservation {res.name!r}'s "
                     f"machine type {res.machine_type!r}",
                 )
             if pool.transport not in PROVIDER_TRANSPORTS[shape]:
-                _raise(
-                    path,
+                problem(
                     f"{pbase}.transport",
                     f"{pool.transport!r} is not a transport a {shape} cluster provides "
                     f"({', '.join(PROVIDER_TRANSPORTS[shape])})",
                 )
             if pool.filesystem and pool.filesystem not in fs_names:
-                _raise(
-                    path,
+                problem(
                     f"{pbase}.filesystem",
                     f"filesystem {pool.filesystem!r} is not declared in cluster {cluster.name!r}",
                 )
         if cluster.sim:
             for pool_name, faults in cluster.sim.faults.items():
                 if pool_name not in pool_names:
-                    _raise(path, f"{cbase}.sim.faults.{pool_name}", "no such node pool")
+                    problem(f"{cbase}.sim.faults.{pool_name}", "no such node pool")
                 for fault in faults:
                     kind = fault.split(":", 1)[0]
                     if kind not in FAULT_KINDS:
-                        _raise(
-                            path,
+                        problem(
                             f"{cbase}.sim.faults.{pool_name}",
                             f"unknown fault {fault!r} (known: {', '.join(FAULT_KINDS)})",
                         )
-
-
-def parse_catalog_file(path: Path) -> list[Region]:
-    """Parse and check one catalog file; raises CatalogError naming the file and the path."""
-    try:
-        data = yaml.load(path.read_text(), Loader=_YamlLoader)
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}") from None
-    except OSError as exc:
-        raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a mapping with a 'regions' list at the top")
-    try:
-        parsed = _CatalogFile.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "literal_error":
-            msg = f"{err.get('input')!r}: {msg}"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling)"
-        more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
-        raise CatalogError(f"{path}: {_loc(err['loc'])}: {msg}{more}") from None
-    for index, region in enumerate(parsed.regions):
-        _check_references(path, index, region)
-    return list(parsed.regions)
-
-
-_loaded: dict[str, tuple[list, Catalog]] = {}
-
-
-def load_catalog(directory: Path | str | None = None) -> Catalog:
-    """Load every ``*.yaml`` in the catalog folder; names must be unique across files.
-
-    Kept per process while the files' sizes and mtimes stay the same (the models are frozen),
-    so a task or a gate decision does not re-parse a large catalog."""
-    from gpufleet.catalog_index import catalog_files, fingerprint
-
-    files = catalog_files(Path(directory) if directory else None)
-    key = str(Path(directory) if directory else catalog_dir())
-    stamp = fingerprint(files)
-    hit = _loaded.get(key)
-    if hit and hit[0] == stamp:
-        return hit[1]
-    catalog = _load(files)
-    _loaded[key] = (stamp, catalog)
-    return catalog
-
-
-def _load(files: list[Path]) -> Catalog:
-    regions: dict[str, Region] = {}
-    sources: dict[str, Path] = {}
-    clusters: dict[str, Path] = {}
-    for path in files:
-        for index, region in enumerate(parse_catalog_file(path)):
-            if region.name in regions:
-                _raise(
-                    path,
-                    f"regions[{index}].name",
-                    f"duplicate region {region.name!r} (also in {sources[region.name]})",
-                )
-            for c, cluster in enumerate(region.clusters):
-                if cluster.name in clusters:
-                    _raise(
-                        path,
-                        f"regions[{index}].clusters[{c}].name",
-                        f"duplicate cluster {cluster.name!r} (also in {clusters[cluster.name]})",
-                    )
-                clusters[cluster.name] = path
-            regions[region.name] = region
-            sources[region.name] = path
-    if not regions:
-        raise CatalogError(f"fleet catalog folder {catalog_dir()} holds no regions")
-    return Catalog(regions, sources)
+    return problems

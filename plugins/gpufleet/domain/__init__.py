@@ -1,0 +1,7 @@
+"""Pure policy and the types it works on: the fleet catalog's types, the gate, verdicts,
+pairing, plumbing rules, baselines, workload labels and the fault vocabulary.
+
+No I/O (no files, no network, no environment), no clients, no Airflow: functions over values,
+testable with nothing else. May import ``gpufleet.errors`` and pydantic; nothing else of ours
+outside ``gpufleet.domain``.
+"""
