@@ -17,7 +17,7 @@ import sys
 from gpufleet.errors import GpufleetError
 
 # subcommand modules, in help order; each has register(subparsers)
-_COMMANDS = ("sim_cmd", "parse_cmd", "gate_cmd", "trigger_cmd", "status_cmd")
+_COMMANDS = ("sim_cmd", "parse_cmd", "gate_cmd", "trigger_cmd", "status_cmd", "catalog_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,13 +39,38 @@ __all__ = [
     "PoolRef",
     "Region",
     "load_catalog",
+    "catalog_problems",
+    "check_catalog_files",
     "parse_catalog_file",
 ]
 
 try:  # the C loader is ~10x faster on large catalogs
-    _YamlLoader: Any = yaml.CSafeLoader
+    _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - libyaml missing
-    _YamlLoader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
+
+
+class _UniqueKeyLoader(_BaseLoader):
+    """Safe YAML that refuses a mapping with the same key twice (YAML keeps the last one
+    silently, so a pasted block would override a pool's size without anyone noticing)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: let the base constructor refuse it
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _loc(parts: tuple[Any, ...] | list[Any]) -> str:
@@ -59,31 +84,116 @@ def _raise(path: Path, where: str, message: str) -> None:
     raise CatalogError(f"{path}: {where}: {message}" if where else f"{path}: {message}")
 
 
-def parse_catalog_file(path: Path) -> list[Region]:
-    """Parse and check one catalog file; raises CatalogError naming the file and the path."""
+def _pydantic_problem(err: Any) -> tuple[str, str]:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "literal_error":
+        msg = f"{err.get('input')!r}: {msg}"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling)"
+    return _loc(err["loc"]), msg
+
+
+def _read_file(path: Path) -> Any:
     try:
-        data = yaml.load(path.read_text(), Loader=_YamlLoader)
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}") from None
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        what = "a broken symlink" if path.is_symlink() else "no such file"
+        raise CatalogError(f"{path}: cannot read: {what}") from None
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{path}: not UTF-8 text (byte {exc.start}): save the catalog as UTF-8"
+        ) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise CatalogError(f"{path}: not valid YAML: {where}{exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise CatalogError(f"{path}: not valid YAML: nested too deeply") from None
+
+
+def catalog_problems(path: Path) -> tuple[list[Region], list[tuple[str, str]]]:
+    """Every problem in one catalog file as ``(where, message)`` pairs, and its regions when
+    there are none. Unreadable files and invalid YAML raise CatalogError at once."""
+    data = _read_file(path)
     if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a mapping with a 'regions' list at the top")
+        return [], [("", "expected a mapping with a 'regions' list at the top")]
     try:
         parsed = CatalogFile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "literal_error":
-            msg = f"{err.get('input')!r}: {msg}"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling)"
-        more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
-        raise CatalogError(f"{path}: {_loc(err['loc'])}: {msg}{more}") from None
+        errors = exc.errors()
+        # a list whose only item failed also reports "at least 1 item": keep the item's error
+        inner = [tuple(e["loc"]) for e in errors]
+        errors = [
+            e
+            for e in errors
+            if not (
+                e["type"] == "too_short"
+                and any(
+                    len(o) > len(e["loc"]) and o[: len(e["loc"])] == tuple(e["loc"]) for o in inner
+                )
+            )
+        ]
+        return [], [_pydantic_problem(err) for err in errors]
+    problems: list[tuple[str, str]] = []
     for index, region in enumerate(parsed.regions):
-        for where, message in region_problems(region, f"regions[{index}]."):
-            _raise(path, where, message)
-    return list(parsed.regions)
+        problems += region_problems(region, f"regions[{index}].")
+    return (list(parsed.regions) if not problems else []), problems
+
+
+def parse_catalog_file(path: Path) -> list[Region]:
+    """Parse and check one catalog file; raises CatalogError naming the file and the path of
+    the first problem (and how many more there are)."""
+    regions, problems = catalog_problems(path)
+    if problems:
+        where, message = problems[0]
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        _raise(path, where, message + more)
+    return regions
+
+
+def _scan(files: list[Path]) -> tuple[dict[str, Region], dict[str, Path], list[str]]:
+    """Regions by name, the file each came from, and every problem found, one line each
+    (``file: path: message``), including the cross-file rules (unique region and cluster
+    names)."""
+    lines: list[str] = []
+    regions: dict[str, Region] = {}
+    sources: dict[str, Path] = {}
+    clusters: dict[str, Path] = {}
+    for path in files:
+        try:
+            found, problems = catalog_problems(path)
+        except CatalogError as exc:
+            lines.append(str(exc))
+            continue
+        lines += [f"{path}: {w}: {m}" if w else f"{path}: {m}" for w, m in problems]
+        for index, region in enumerate(found):
+            if region.name in regions:
+                lines.append(
+                    f"{path}: regions[{index}].name: duplicate region {region.name!r} "
+                    f"(also in {sources[region.name]})"
+                )
+                continue
+            for c, cluster in enumerate(region.clusters):
+                if cluster.name in clusters:
+                    lines.append(
+                        f"{path}: regions[{index}].clusters[{c}].name: duplicate cluster "
+                        f"{cluster.name!r} (also in {clusters[cluster.name]})"
+                    )
+                clusters.setdefault(cluster.name, path)
+            regions[region.name] = region
+            sources[region.name] = path
+    return regions, sources, lines
+
+
+def check_catalog_files(files: list[Path]) -> list[str]:
+    """Every problem of a set of catalog files, one line each; empty when they are sound."""
+    return _scan(files)[2]
 
 
 _loaded: dict[str, tuple[list, Catalog]] = {}
@@ -106,27 +216,10 @@ def load_catalog(directory: Path | str | None = None) -> Catalog:
 
 
 def _load(files: list[Path]) -> Catalog:
-    regions: dict[str, Region] = {}
-    sources: dict[str, Path] = {}
-    clusters: dict[str, Path] = {}
-    for path in files:
-        for index, region in enumerate(parse_catalog_file(path)):
-            if region.name in regions:
-                _raise(
-                    path,
-                    f"regions[{index}].name",
-                    f"duplicate region {region.name!r} (also in {sources[region.name]})",
-                )
-            for c, cluster in enumerate(region.clusters):
-                if cluster.name in clusters:
-                    _raise(
-                        path,
-                        f"regions[{index}].clusters[{c}].name",
-                        f"duplicate cluster {cluster.name!r} (also in {clusters[cluster.name]})",
-                    )
-                clusters[cluster.name] = path
-            regions[region.name] = region
-            sources[region.name] = path
+    regions, sources, lines = _scan(files)
+    if lines:
+        more = f" (and {len(lines) - 1} more problems)" if len(lines) > 1 else ""
+        raise CatalogError(lines[0] + more)
     if not regions:
         raise CatalogError(f"fleet catalog folder {catalog_dir()} holds no regions")
     return Catalog(regions, sources)

@@ -23,12 +23,31 @@ def catalog_dir() -> Path:
 
 
 def state_dir() -> Path:
-    """Local state (sim fleet database, default ledger, caches): ``$AIRFLOW_HOME/gpufleet``."""
+    """Local state (sim fleet database, default ledger, caches): ``$AIRFLOW_HOME/gpufleet``.
+
+    ``GPUFLEET_STATE_DIR`` wins. Without ``AIRFLOW_HOME``, a command run inside a gpufleet
+    checkout that ``make`` has set up (it has ``.airflow/``) uses that checkout's state, the
+    one ``make run`` wrote; anywhere else Airflow's own default, ``~/airflow``."""
     explicit = os.environ.get("GPUFLEET_STATE_DIR")
     if explicit:
         return Path(explicit)
-    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
-    return Path(home) / "gpufleet"
+    return Path(airflow_home()) / "gpufleet"
+
+
+def airflow_home() -> Path:
+    """``AIRFLOW_HOME``; else the checkout's ``.airflow/`` when the working directory is inside
+    a set-up checkout; else ``~/airflow`` (Airflow's default)."""
+    home = os.environ.get("AIRFLOW_HOME")
+    if home:
+        return Path(home)
+    checkout = _ROOT / ".airflow"
+    try:
+        inside = Path.cwd().resolve().is_relative_to(_ROOT)
+    except OSError:  # the working directory was removed
+        inside = False
+    if inside and checkout.is_dir():
+        return checkout
+    return Path.home() / "airflow"
 
 
 def catalog_files(directory: Path | None = None) -> list[Path]:
@@ -43,6 +62,11 @@ def fingerprint(files: list[Path]) -> list[list[Any]]:
     """Path, size and mtime of each catalog file: what a cached catalog is valid for."""
     out = []
     for path in files:
-        st = path.stat()
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise CatalogError(
+                f"{path}: cannot read: {exc.strerror} (a broken symlink in the catalog folder?)"
+            ) from None
         out.append([str(path), st.st_size, st.st_mtime_ns])
     return out

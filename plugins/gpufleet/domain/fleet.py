@@ -19,6 +19,17 @@ from gpufleet.domain.faults import FAULT_KINDS
 from gpufleet.domain.names import DNS1123_LABEL
 from gpufleet.errors import CatalogError
 
+# Upper bounds on every size in the catalog. They are far above any real GPU fleet (a GKE node
+# pool or an EKS node group holds at most a few thousand nodes; 8 GPUs and 8-16 RDMA NICs per
+# node is today's largest shape) and exist to refuse typos (an extra zero, ``.inf``) before
+# they reach the simulator or a cloud API.
+MAX_POOL_NODES = 10_000
+MAX_GPUS_PER_NODE = 64
+MAX_RDMA_NICS = 64
+MAX_RESERVATION_MACHINES = 100_000
+MAX_CAPACITY_TIB = 100_000.0  # ~100 PiB
+MAX_THROUGHPUT_MBPS_PER_TIB = 100_000
+
 # Which transports each real provider's plumbing can deliver; a sim cluster mimics one of them.
 PROVIDER_TRANSPORTS = {
     "gke": ("gib", "roce", "ib", "tcpxo", "socket"),
@@ -44,7 +55,7 @@ class _Model(BaseModel):
 
 class Gpu(_Model):
     model: str = Field(min_length=1, description="GPU model, e.g. H200")
-    count: int = Field(gt=0, description="GPUs per node")
+    count: int = Field(gt=0, le=MAX_GPUS_PER_NODE, description="GPUs per node")
 
 
 class ReservationRef(_Model):
@@ -57,7 +68,7 @@ class Reservation(_Model):
 
     name: Name
     machine_type: str
-    count: int = Field(ge=0, description="machines reserved")
+    count: int = Field(ge=0, le=MAX_RESERVATION_MACHINES, description="machines reserved")
     zone: str | None = None
     blocks: tuple[str, ...] = ()
 
@@ -80,7 +91,7 @@ class Network(_Model):
     """The RDMA network layout of a cluster: NIC count per node and the per-NIC subnets."""
 
     name: Name
-    rdma_nics: int = Field(ge=0)
+    rdma_nics: int = Field(ge=0, le=MAX_RDMA_NICS)
     subnets: tuple[Subnet, ...] = ()
 
 
@@ -89,10 +100,12 @@ class Filesystem(_Model):
 
     name: Name
     kind: Literal["managed-lustre", "fsx-lustre"]
-    capacity_tib: float = Field(gt=0)
-    throughput_mbps_per_tib: int = Field(gt=0, description="per-TiB throughput tier, MB/s")
+    capacity_tib: float = Field(gt=0, le=MAX_CAPACITY_TIB, allow_inf_nan=False)
+    throughput_mbps_per_tib: int = Field(
+        gt=0, le=MAX_THROUGHPUT_MBPS_PER_TIB, description="per-TiB throughput tier, MB/s"
+    )
     mount_path: str = "/mnt/lustre"
-    tolerance: float = Field(default=0.9, gt=0, le=1)
+    tolerance: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
 
     @field_validator("mount_path")
     @classmethod
@@ -111,12 +124,14 @@ class NodePool(_Model):
     name: Name
     machine_type: str
     gpu: Gpu
-    nodes: int = Field(gt=0)
+    nodes: int = Field(gt=0, le=MAX_POOL_NODES)
     reservation: ReservationRef
     transport: Literal["gib", "ib", "roce", "ofi-efa", "tcpxo", "socket"]
     gdrdma: bool = Field(default=True, description="GPUDirect RDMA expected on this hardware")
     filesystem: str | None = None
-    tolerance: float = Field(default=0.9, gt=0, le=1, description="share of baseline busbw")
+    tolerance: float = Field(
+        default=0.9, gt=0, le=1, allow_inf_nan=False, description="share of baseline busbw"
+    )
     kueue_queue: Name | None = None
 
     @property
