@@ -1,15 +1,19 @@
 """``gpufleet.cli.airflow_api`` against a real local HTTP server that answers as Airflow 3.3 does.
 
-The error bodies below were captured from a live Airflow 3.3.2 api-server (see
-test_trigger_live.py for the same cases end to end). No Airflow needed: fast, not marked live.
+The answers below (error bodies, and the DAG, run and task instance bodies the
+apache-airflow-client's typed models read) were captured from a live Airflow 3.3.2 api-server
+(see test_trigger_live.py for the same cases end to end). No Airflow needed: fast, not marked
+live. The last tests run the ``gpufleet trigger`` command itself against the fake server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,12 +22,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from gpufleet.cli.airflow_api import (
-    AirflowApi,
+from gpufleet.cli import main
+from gpufleet.cli.airflow_api import AirflowApi
+from gpufleet.cli.airflow_http import (
     AirflowApiError,
     AirflowAuthError,
     AirflowForbidden,
     AirflowUnreachable,
+    CrossOriginRedirect,
     DagNotFound,
     DagPaused,
     DagRunConflict,
@@ -33,7 +39,88 @@ from gpufleet.cli.airflow_api import (
 )
 from gpufleet.errors import GpufleetError
 
-Reply = tuple[int, Any]  # (status, JSON body or raw str)
+# (status, JSON body or raw str) or (status, body, extra response headers)
+Reply = tuple[int, Any] | tuple[int, Any, dict[str, str]]
+
+# -- answers as Airflow 3.3.2 gives them (captured; the client's models require these fields) --
+
+_WHEN = "2026-11-30T08:28:07.299031Z"
+
+
+def dag_body(dag_id: str = "d", is_paused: bool = False) -> dict[str, Any]:
+    """``GET /api/v2/dags/{dag_id}``."""
+    return {
+        "dag_id": dag_id,
+        "dag_display_name": dag_id,
+        "is_paused": is_paused,
+        "is_stale": False,
+        "last_parsed_time": _WHEN,
+        "bundle_name": "dags-folder",
+        "relative_fileloc": f"{dag_id}.py",
+        "fileloc": f"/opt/airflow/dags/{dag_id}.py",
+        "timetable_description": "Never, external triggers only",
+        "timetable_partitioned": False,
+        "timetable_periodic": False,
+        "tags": [{"name": "gpufleet", "dag_id": dag_id, "dag_display_name": dag_id}],
+        "max_active_tasks": 16,
+        "max_active_runs": 16,
+        "max_consecutive_failed_dag_runs": 0,
+        "has_task_concurrency_limits": False,
+        "has_import_errors": False,
+        "owners": ["gpufleet"],
+        "is_backfillable": False,
+        "file_token": "eyJidW5kbGVfbmFtZSI6ImRhZ3MtZm9sZGVyIn0.token",
+    }
+
+
+def run_body(
+    dag_id: str = "d", run_id: str = "r", state: str = "queued", conf: Any = None
+) -> dict[str, Any]:
+    """A DagRun, as ``POST .../dagRuns`` and ``GET .../dagRuns/{run_id}`` answer it."""
+    return {
+        "dag_run_id": run_id,
+        "dag_id": dag_id,
+        "logical_date": None,
+        "queued_at": _WHEN,
+        "run_after": _WHEN,
+        "run_type": "manual",
+        "state": state,
+        "triggered_by": "rest_api",
+        "triggering_user_name": "ci",
+        "conf": conf or {},
+        "note": None,
+        "dag_versions": [
+            {
+                "id": "01a22b90-fc42-7671-8c89-50d56a627969",
+                "version_number": 1,
+                "dag_id": dag_id,
+                "bundle_name": "dags-folder",
+                "created_at": _WHEN,
+                "dag_display_name": dag_id,
+            }
+        ],
+        "dag_display_name": dag_id,
+    }
+
+
+def ti_body(task_id: str, map_index: int = -1, state: str = "success") -> dict[str, Any]:
+    """One item of ``GET .../taskInstances``."""
+    return {
+        "id": str(uuid.uuid4()),
+        "task_id": task_id,
+        "dag_id": "d",
+        "dag_run_id": "r",
+        "map_index": map_index,
+        "run_after": _WHEN,
+        "state": state,
+        "try_number": 1,
+        "max_tries": 0,
+        "task_display_name": task_id,
+        "dag_display_name": "d",
+        "pool": "default_pool",
+        "pool_slots": 1,
+        "executor_config": "{}",
+    }
 
 
 @dataclass
@@ -81,14 +168,18 @@ def _handler(fake: FakeAirflow) -> type[BaseHTTPRequestHandler]:
             req = Seen(self.command, parts.path, parse_qs(parts.query), dict(self.headers), body)
             fake.seen.append(req)
             reply = fake.routes.get((self.command, parts.path))
-            status, payload = reply(req) if reply else (404, {"detail": "Not Found"})
+            status, payload, *extra = reply(req) if reply else (404, {"detail": "Not Found"})
             data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
             self.send_response(status)
             ctype = "text/plain" if isinstance(payload, str) else "application/json"
             self.send_header("Content-Type", ctype)
+            for name, value in (extra[0] if extra else {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            # the client may have given up waiting (the timeout tests)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(data)
 
         do_GET = do_POST = do_PATCH = _serve
 
@@ -98,8 +189,7 @@ def _handler(fake: FakeAirflow) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeAirflow]:
+def _start_fake() -> Iterator[FakeAirflow]:
     fake = FakeAirflow()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -109,6 +199,17 @@ def fake() -> Iterator[FakeAirflow]:
     yield fake
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAirflow]:
+    yield from _start_fake()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[FakeAirflow]:
+    """A second server: same host, another port, so another origin."""
+    yield from _start_fake()
 
 
 def api_for(fake: FakeAirflow, **kwargs: Any) -> AirflowApi:
@@ -123,7 +224,7 @@ def authorized(fake: FakeAirflow, req: Seen) -> bool:
 
 
 def test_token_is_fetched_once_and_sent_as_bearer(fake: FakeAirflow) -> None:
-    fake.route("GET", "/api/v2/dags/d", (200, {"dag_id": "d", "is_paused": False}))
+    fake.route("GET", "/api/v2/dags/d", (200, dag_body("d")))
     api = api_for(fake)
     api.get_dag("d")
     api.get_dag("d")
@@ -153,13 +254,13 @@ def test_expired_token_is_renewed_once(fake: FakeAirflow) -> None:
         "GET",
         "/api/v2/dags/d",
         lambda req: (
-            (200, {"is_paused": False})
+            (200, dag_body("d"))
             if req.headers["Authorization"] == "Bearer token-2"
-            else (401, {"detail": "Token expired"})
+            else (401, {"detail": "Token Expired"})
         ),
     )
     api = api_for(fake)
-    assert api.get_dag("d") == {"is_paused": False}
+    assert api.get_dag("d").dag_id == "d"
     assert fake.tokens == ["token-1", "token-2"]
 
 
@@ -187,12 +288,15 @@ def test_forbidden_names_user_and_action(fake: FakeAirflow) -> None:
 
 def test_trigger_sends_null_logical_date_conf_and_run_id(fake: FakeAirflow) -> None:
     fake.route(
-        "POST", "/api/v2/dags/d/dagRuns", lambda req: (200, {"dag_run_id": "r1", **req.body})
+        "POST",
+        "/api/v2/dags/d/dagRuns",
+        lambda req: (200, run_body("d", req.body["dag_run_id"], conf=req.body["conf"])),
     )
     run = api_for(fake).trigger("d", {"nodes": 2}, run_id="r1")
     (call,) = fake.calls("POST", "/api/v2/dags/d/dagRuns")
     assert call.body == {"logical_date": None, "conf": {"nodes": 2}, "dag_run_id": "r1"}
-    assert run["dag_run_id"] == "r1"
+    assert run.dag_run_id == "r1"
+    assert run.conf == {"nodes": 2}
 
 
 def test_param_violation_names_the_conf_field(fake: FakeAirflow) -> None:
@@ -268,10 +372,10 @@ def test_ids_are_quoted_in_paths(fake: FakeAirflow) -> None:
     fake.route(
         "GET",
         "/api/v2/dags/d/dagRuns/manual__2026-01-01T00%3A00%3A00%2B00%3A00",
-        (200, {"state": "success"}),
+        (200, run_body("d", run_id, "success")),
     )
     api = api_for(fake)
-    assert api.get_run("d", run_id)["state"] == "success"
+    assert api.get_run("d", run_id).state == "success"
     assert api.run_link("d", run_id) == (
         f"{fake.url}/dags/d/runs/manual__2026-01-01T00%3A00%3A00%2B00%3A00"
     )
@@ -281,15 +385,15 @@ def test_ids_are_quoted_in_paths(fake: FakeAirflow) -> None:
 
 
 def test_paused_dag_is_refused_without_unpause(fake: FakeAirflow) -> None:
-    fake.route("GET", "/api/v2/dags/d", (200, {"dag_id": "d", "is_paused": True}))
+    fake.route("GET", "/api/v2/dags/d", (200, dag_body("d", is_paused=True)))
     with pytest.raises(DagPaused, match="DAG 'd' is paused .*pass --unpause"):
         api_for(fake).ensure_runnable("d")
     assert not fake.calls("PATCH", "/api/v2/dags/d")
 
 
 def test_unpause_patches_is_paused(fake: FakeAirflow) -> None:
-    fake.route("GET", "/api/v2/dags/d", (200, {"dag_id": "d", "is_paused": True}))
-    fake.route("PATCH", "/api/v2/dags/d", lambda req: (200, {"dag_id": "d", **req.body}))
+    fake.route("GET", "/api/v2/dags/d", (200, dag_body("d", is_paused=True)))
+    fake.route("PATCH", "/api/v2/dags/d", lambda req: (200, dag_body("d", **req.body)))
     assert api_for(fake).ensure_runnable("d", unpause=True) is True
     (patch,) = fake.calls("PATCH", "/api/v2/dags/d")
     assert patch.body == {"is_paused": False}
@@ -300,21 +404,21 @@ def test_unpause_patches_is_paused(fake: FakeAirflow) -> None:
 
 def test_wait_reports_each_state_change_until_terminal(fake: FakeAirflow) -> None:
     states = iter(["queued", "queued", "running", "running", "failed"])
-    fake.route("GET", "/api/v2/dags/d/dagRuns/r", lambda _req: (200, {"state": next(states)}))
+    fake.route("GET", "/api/v2/dags/d/dagRuns/r", lambda _req: (200, run_body(state=next(states))))
     changes: list[tuple[str | None, str]] = []
     run = api_for(fake).wait(
         "d", "r", timeout=10, poll=0.01, on_change=lambda o, n, _r: changes.append((o, n))
     )
-    assert run["state"] == "failed"
+    assert run.state == "failed"
     assert changes == [(None, "queued"), ("queued", "running"), ("running", "failed")]
 
 
 def test_wait_rides_out_a_restarting_api_server(fake: FakeAirflow) -> None:
     replies = iter(
-        [(503, "Service Unavailable"), (502, "Bad Gateway"), (200, {"state": "success"})]
+        [(503, "Service Unavailable"), (502, "Bad Gateway"), (200, run_body(state="success"))]
     )
     fake.route("GET", "/api/v2/dags/d/dagRuns/r", lambda _req: next(replies))
-    assert api_for(fake).wait("d", "r", timeout=10, poll=0.01)["state"] == "success"
+    assert api_for(fake).wait("d", "r", timeout=10, poll=0.01).state == "success"
 
 
 def test_wait_stops_on_a_lasting_server_error(fake: FakeAirflow) -> None:
@@ -331,19 +435,19 @@ def test_wait_does_not_retry_a_missing_run(fake: FakeAirflow) -> None:
 
 
 def test_wait_gives_up_after_timeout(fake: FakeAirflow) -> None:
-    fake.route("GET", "/api/v2/dags/d/dagRuns/r", (200, {"state": "running"}))
+    fake.route("GET", "/api/v2/dags/d/dagRuns/r", (200, run_body(state="running")))
     began = time.monotonic()
     with pytest.raises(WaitTimeout, match="'r' of DAG 'd' is still running after 0.3s") as err:
         api_for(fake).wait("d", "r", timeout=0.3, poll=0.05)
     assert 0.3 <= time.monotonic() - began < 3
-    assert err.value.run == {"state": "running"}
+    assert err.value.run.state == "running"
 
 
 def test_failed_tasks_reads_every_page(fake: FakeAirflow) -> None:
-    tis = [{"task_id": f"t{i}", "map_index": -1, "state": "success"} for i in range(150)]
+    tis = [ti_body(f"t{i}") for i in range(150)]
     tis[7]["state"] = "failed"
-    tis[120] = {"task_id": "pair", "map_index": 3, "state": "failed"}
-    tis[149] = {"task_id": "report", "map_index": -1, "state": "upstream_failed"}
+    tis[120] = ti_body("pair", map_index=3, state="failed")
+    tis[149] = ti_body("report", state="upstream_failed")
 
     def page(req: Seen) -> Reply:
         offset, limit = int(req.query["offset"][0]), int(req.query["limit"][0])
@@ -353,6 +457,80 @@ def test_failed_tasks_reads_every_page(fake: FakeAirflow) -> None:
     failed = api_for(fake).failed_tasks("d", "r")
     assert failed == ["t7", "pair[3]", "report (upstream_failed)"]
     assert len(fake.calls("GET", "/api/v2/dags/d/dagRuns/r/taskInstances")) == 2
+
+
+# -- credentials stay with their server ----------------------------------------------------
+
+
+def test_token_request_is_not_redirected_to_another_origin(
+    fake: FakeAirflow, elsewhere: FakeAirflow
+) -> None:
+    # a 307 keeps method and body: following it would hand the password to the other server
+    fake.route("POST", "/auth/token", (307, "", {"Location": f"{elsewhere.url}/auth/token"}))
+    with pytest.raises(CrossOriginRedirect) as err:
+        api_for(fake).token()
+    assert str(err.value).startswith(
+        f"Airflow at {fake.url} redirected POST /auth/token to {elsewhere.url}/auth/token: "
+        "not following a redirect to another origin with credentials attached"
+    )
+    assert "--url" in str(err.value)
+    assert elsewhere.seen == []
+
+
+def test_api_call_is_not_redirected_to_another_origin(
+    fake: FakeAirflow, elsewhere: FakeAirflow
+) -> None:
+    elsewhere.route("GET", "/api/v2/dags/d", (200, dag_body("d")))
+    location = f"http://spy:hunter2@127.0.0.1:{elsewhere.url.rsplit(':', 1)[1]}/api/v2/dags/d"
+    fake.route("GET", "/api/v2/dags/d", (302, "", {"Location": location}))
+    with pytest.raises(CrossOriginRedirect, match="redirected GET /api/v2/dags/d to ") as err:
+        api_for(fake).get_dag("d")
+    assert f"to {elsewhere.url}/api/v2/dags/d:" in str(err.value)
+    assert "hunter2" not in str(err.value)
+    assert elsewhere.seen == []
+
+
+def test_same_origin_redirect_is_followed_with_the_token(fake: FakeAirflow) -> None:
+    fake.route("GET", "/api/v2/dags/d", (307, "", {"Location": "/api/v2/dags/moved"}))
+    fake.route("GET", "/api/v2/dags/moved", (200, dag_body("moved")))
+    assert api_for(fake).get_dag("d").dag_id == "moved"
+    (moved,) = fake.calls("GET", "/api/v2/dags/moved")
+    assert moved.headers["Authorization"] == "Bearer token-1"
+
+
+def test_user_info_in_the_url_is_neither_sent_nor_shown(fake: FakeAirflow) -> None:
+    fake.route("GET", "/api/v2/dags/d", (200, dag_body("d")))
+    with_userinfo = fake.url.replace("http://", "http://ci:hunter2@")
+    api = AirflowApi(with_userinfo, "ci", "secret")
+    assert api.get_dag("d").dag_id == "d"
+    assert api.url == fake.url
+    assert api.run_link("d", "r") == f"{fake.url}/dags/d/runs/r"
+    assert all("Basic" not in s.headers.get("Authorization", "") for s in fake.seen)
+    with pytest.raises(DagNotFound) as err:
+        api.get_dag("nope")
+    assert f"not found at {fake.url} " in str(err.value)
+    assert "hunter2" not in str(err.value)
+
+
+def test_unreachable_url_is_shown_without_user_info() -> None:
+    url = f"http://ci:hunter2@127.0.0.1:{_closed_port()}"
+    with pytest.raises(AirflowUnreachable) as err:
+        AirflowApi(url, "ci", "x", timeout=5).token()
+    assert str(err.value).startswith(f"cannot reach Airflow at {url.replace('ci:hunter2@', '')}:")
+    assert "hunter2" not in str(err.value)
+
+
+def test_an_answer_the_client_cannot_read_is_one_line(fake: FakeAirflow) -> None:
+    # e.g. a login page of a proxy in front of the URL, answering 200 with HTML
+    fake.route("GET", "/api/v2/dags/d", (200, "<html><body>Sign in</body></html>"))
+    with pytest.raises(AirflowApiError) as err:
+        api_for(fake).get_dag("d")
+    message = str(err.value)
+    assert message.startswith(
+        f"Airflow at {fake.url} answered GET /api/v2/dags/d with a body the API client cannot read"
+    )
+    assert message.endswith(f"is {fake.url} an Airflow 3.3 api-server?")
+    assert len(message.splitlines()) == 1
 
 
 # -- reaching the server ---------------------------------------------------------------------
@@ -385,3 +563,43 @@ def test_describe_validation_error_shapes() -> None:
         "limit: too big",
         ["limit"],
     )
+
+
+# -- the command against the fake server -----------------------------------------------------
+
+
+def trigger_cli(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, str, str]:
+    code = main(["trigger", *args, "--url", url, "--user", "ci", "--password", "secret"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_prints_no_user_info_and_exits_1_on_a_failed_run(
+    fake: FakeAirflow, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.route("GET", "/api/v2/dags/d", (200, dag_body("d")))
+    fake.route("POST", "/api/v2/dags/d/dagRuns", (200, run_body("d", "r", "queued")))
+    fake.route("GET", "/api/v2/dags/d/dagRuns/r", (200, run_body("d", "r", "failed")))
+    fake.route(
+        "GET",
+        "/api/v2/dags/d/dagRuns/r/taskInstances",
+        (200, {"task_instances": [ti_body("probe", state="failed")], "total_entries": 1}),
+    )
+    url = fake.url.replace("http://", "http://ci:hunter2@")
+    code, out, err = trigger_cli(capsys, url, "d", "--wait", "--poll", "0.01")
+    assert code == 1
+    assert f"url: {fake.url}/dags/d/runs/r" in out.splitlines()
+    assert "failed_tasks: probe" in out.splitlines()
+    assert "hunter2" not in out + err
+
+
+def test_cli_exits_2_on_a_refused_redirect(
+    fake: FakeAirflow, elsewhere: FakeAirflow, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.route("POST", "/auth/token", (308, "", {"Location": f"{elsewhere.url}/auth/token"}))
+    code, out, err = trigger_cli(capsys, fake.url, "d")
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"gpufleet: Airflow at {fake.url} redirected POST /auth/token")
+    assert len(err.strip().splitlines()) == 1
+    assert elsewhere.seen == []

@@ -132,4 +132,7 @@ def test_garbage_on_stdin_names_stdin():
 def test_kind_is_required():
     proc = gpufleet()
     assert proc.returncode == 2
-    assert b"usage" in proc.stderr
+    # a usage error is one line naming what is missing and where help is
+    assert proc.stderr.decode().strip().splitlines() == [
+        "gpufleet parse: the following arguments are required: KIND (see gpufleet parse --help)"
+    ]

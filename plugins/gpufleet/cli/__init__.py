@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 
 from gpufleet.errors import GpufleetError
 
@@ -20,10 +22,15 @@ from gpufleet.errors import GpufleetError
 _COMMANDS = ("sim_cmd", "parse_cmd", "gate_cmd", "trigger_cmd", "status_cmd", "catalog_cmd")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpufleet", description="Operate and inspect a gpufleet GPU fleet."
-    )
+    parser = _Parser(prog="gpufleet", description="Operate and inspect a gpufleet GPU fleet.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMANDS:
         try:
@@ -42,10 +49,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except GpufleetError as exc:
-        print(f"gpufleet: {exc}", file=sys.stderr)
+        print(f"gpufleet: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("gpufleet: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a failure outside gpufleet's own error types: still one line
+        if os.environ.get("GPUFLEET_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"gpufleet: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
+            "(GPUFLEET_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,134 +1,74 @@
-"""A small client for Airflow 3's REST API (``/api/v2``), as CI uses it to trigger DAG runs.
+"""The CLI's client for Airflow 3's REST API (``/api/v2``), as CI uses it to trigger DAG runs.
 
-Authentication is a JWT from ``POST /auth/token`` (SimpleAuthManager and FAB both serve it).
-Every failure is raised as an :class:`AirflowApiError` whose message says what was wrong and
-what to do, so the CLI can print it as is. No Airflow import: this runs wherever ``requests``
-does (a CI runner, a laptop).
+The calls go through the official ``apache-airflow-client`` (generated from the API's own
+OpenAPI spec: typed bodies and answers). This module adds what that client leaves to its caller:
+
+- the token: ``POST /auth/token`` (SimpleAuthManager and FAB both serve it) is not in the spec
+  the client is generated from, so it is one plain call through the client's own transport
+  (same TLS, proxy, retry and redirect rules); a token the server calls expired is renewed once;
+- one-line errors (:mod:`gpufleet.cli.airflow_errors`) instead of the client's exceptions;
+- credentials stay with their server: user info in the URL (``http://user:pass@host``) is
+  neither sent nor shown, and a redirect to another origin is refused (every request carries
+  the password or the token).
+
+No Airflow import: ``airflow_client`` is a separate package from the server's ``airflow``.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
+from airflow_client.client import (
+    ApiClient,
+    Configuration,
+    DAGApi,
+    DAGPatchBody,
+    DAGResponse,
+    DagRunApi,
+    DAGRunResponse,
+    TaskInstanceApi,
+    TaskInstanceResponse,
+    TriggerDAGRunPostBody,
+)
+from airflow_client.client import exceptions as client_errors
+from pydantic import ValidationError
+from urllib3 import exceptions as http_errors
 
-from gpufleet.errors import GpufleetError
+from gpufleet.cli.airflow_http import (
+    AirflowApiError,
+    AirflowAuthError,
+    AirflowForbidden,
+    AirflowUnreachable,
+    CrossOriginRedirect,
+    DagNotFound,
+    DagPaused,
+    DagRunConflict,
+    DagRunNotFound,
+    InvalidRequest,
+    Redirected,
+    WaitTimeout,
+    describe_validation_error,
+    detail_of,
+    field_name,
+    one_line,
+    retry_policy,
+    root_cause,
+    without_userinfo,
+)
+
+T = TypeVar("T")
 
 #: DagRun states after which nothing changes any more.
 TERMINAL_STATES = frozenset({"success", "failed"})
 #: TaskInstance states that count as "this task failed" in a report.
 FAILED_TASK_STATES = frozenset({"failed", "upstream_failed"})
 
-_PARAM_ERROR = re.compile(r"Invalid input for param (?P<name>[^:\s]+): (?P<msg>.*)")
 
-
-class AirflowApiError(GpufleetError):
-    """The Airflow REST API refused a request or could not be reached."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class AirflowUnreachable(AirflowApiError):
-    """Nothing answers at the URL (connection refused, DNS, timeout)."""
-
-
-class AirflowAuthError(AirflowApiError):
-    """401: the credentials are wrong or the token was refused."""
-
-
-class AirflowForbidden(AirflowApiError):
-    """403: the user is known but may not do this."""
-
-
-class DagNotFound(AirflowApiError):
-    """404 for a DAG: unknown id, or not parsed (yet)."""
-
-
-class DagRunNotFound(AirflowApiError):
-    """404 for a DAG run."""
-
-
-class DagPaused(AirflowApiError):
-    """The DAG is paused: a run would be created but never scheduled."""
-
-
-class DagRunConflict(AirflowApiError):
-    """409: a run with this run id exists already."""
-
-
-class InvalidRequest(AirflowApiError):
-    """400/422: the API rejected the body; ``fields`` names what was wrong."""
-
-    def __init__(self, message: str, status: int | None, fields: list[str]) -> None:
-        super().__init__(message, status)
-        self.fields = fields
-
-
-class WaitTimeout(AirflowApiError):
-    """The run did not reach a terminal state in time."""
-
-    def __init__(self, message: str, run: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.run = run
-
-
-def _detail(response: requests.Response) -> Any:
-    """The ``detail`` of an error response (FastAPI style), else the body text."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip() or response.reason
-    if isinstance(body, dict) and "detail" in body:
-        return body["detail"]
-    return body
-
-
-def _field_name(loc: Iterable[Any]) -> str:
-    """Turn a pydantic ``loc`` (``["body", "conf", "nodes"]``) into ``conf.nodes``."""
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path"):
-        parts = parts[1:]
-    return ".".join(parts) or "body"
-
-
-def describe_validation_error(detail: Any) -> tuple[str, list[str]]:
-    """Summarise a 400/422 ``detail`` in one line; returns (message, field names).
-
-    ``detail`` is either pydantic's list of ``{"loc", "msg", ...}`` dicts or a string such as
-    Airflow's ``Invalid input for param nodes: 99 is greater than the maximum of 4`` followed by
-    the jsonschema dump (which we drop).
-    """
-    if isinstance(detail, list):
-        fields: list[str] = []
-        parts: list[str] = []
-        for item in detail:
-            if not isinstance(item, dict):
-                parts.append(str(item))
-                continue
-            field = _field_name(item.get("loc") or ())
-            msg = str(item.get("msg") or item.get("type") or "invalid")
-            if item.get("type") == "missing":
-                msg = "required field is missing"
-            elif item.get("type") == "extra_forbidden":
-                msg = "unknown field (the API does not accept it)"
-            fields.append(field)
-            parts.append(f"{field}: {msg}")
-        return "; ".join(parts) or "invalid request", fields
-    text = str(detail).strip()
-    first_line = text.splitlines()[0] if text else "invalid request"
-    match = _PARAM_ERROR.search(first_line)
-    if match:
-        field = f"conf.{match['name']}"
-        return f"{field}: {match['msg'].strip()}", [field]
-    return first_line, []
+# an answer with an HTTP status, turned into our error given the answer's detail
+_OnStatus = Mapping[int, Callable[[Any], AirflowApiError]]
 
 
 class AirflowApi:
@@ -138,110 +78,137 @@ class AirflowApi:
     first use and fetched again once if the server says it expired.
     """
 
-    def __init__(
-        self,
-        url: str,
-        username: str,
-        password: str,
-        timeout: float = 30.0,
-        session: requests.Session | None = None,
-    ) -> None:
-        self.url = url.rstrip("/")
+    def __init__(self, url: str, username: str, password: str, timeout: float = 30.0) -> None:
+        self.url = without_userinfo(url).rstrip("/")
         self.username = username
         self.password = password
         self.timeout = timeout
-        self._session = session or _session_with_retries()
+        self._timeouts = (float(timeout), float(timeout))  # (connect, read), as requests does
+        self._config = Configuration(host=self.url, retries=retry_policy())
+        self._client = ApiClient(self._config)
+        self._dags = DAGApi(self._client)
+        self._runs = DagRunApi(self._client)
+        self._task_instances = TaskInstanceApi(self._client)
         self._token: str | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        kwargs.setdefault("timeout", self.timeout)
+    def _send(self, what: str, call: Callable[[], T]) -> T:
+        """Run one HTTP exchange; an HTTP error status passes as the client's ApiException."""
         try:
-            return self._session.request(method, self.url + path, **kwargs)
-        except requests.exceptions.Timeout as exc:
-            raise AirflowUnreachable(
-                f"Airflow at {self.url} did not answer {method} {path} within "
-                f"{self.timeout:g}s: is the api-server overloaded or the URL wrong?"
+            return call()
+        except client_errors.ApiException as exc:
+            if exc.status:
+                raise
+            raise self._unreachable(exc.reason) from exc  # the client's wrapper of TLS errors
+        except Redirected as exc:
+            raise CrossOriginRedirect(
+                f"Airflow at {self.url} redirected {what} to {exc.target}: not following a "
+                "redirect to another origin with credentials attached; if the API lives there, "
+                "pass that address as --url / GPUFLEET_AIRFLOW_URL"
+            ) from None
+        except http_errors.HTTPError as exc:
+            reason = exc.reason if isinstance(exc, http_errors.MaxRetryError) else exc
+            # urllib3 2 files a refused connection under timeouts too
+            if isinstance(reason, http_errors.TimeoutError) and not isinstance(
+                reason, http_errors.NewConnectionError
+            ):
+                raise AirflowUnreachable(
+                    f"Airflow at {self.url} did not answer {what} within {self.timeout:g}s: "
+                    "is the api-server overloaded or the URL wrong?"
+                ) from exc
+            raise self._unreachable(reason or exc) from exc
+        except ValidationError as exc:  # a 2xx answer the typed model rejects
+            first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
+            raise AirflowApiError(
+                f"Airflow at {self.url} answered {what} with a body the API client cannot read "
+                f"({field_name(first.get('loc') or ())}: {first.get('msg', '?')}): is "
+                f"{self.url} an Airflow 3.3 api-server?"
             ) from exc
-        except requests.exceptions.ConnectionError as exc:
-            raise AirflowUnreachable(
-                f"cannot reach Airflow at {self.url}: is the api-server running and is "
-                f"--url / GPUFLEET_AIRFLOW_URL right? ({_root_cause(exc)})"
-            ) from exc
-        except requests.exceptions.RequestException as exc:
-            raise AirflowUnreachable(f"cannot talk to Airflow at {self.url}: {exc}") from exc
+
+    def _unreachable(self, reason: object) -> AirflowUnreachable:
+        return AirflowUnreachable(
+            f"cannot reach Airflow at {self.url}: is the api-server running and is "
+            f"--url / GPUFLEET_AIRFLOW_URL right? ({root_cause(reason)})"
+        )
 
     def token(self) -> str:
         """A JWT for this user from ``POST /auth/token`` (cached)."""
         if self._token:
             return self._token
-        response = self._send(
-            "POST", "/auth/token", json={"username": self.username, "password": self.password}
-        )
-        if response.status_code in (200, 201):
-            try:
-                self._token = str(response.json()["access_token"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise AirflowApiError(
-                    f"Airflow at {self.url} answered /auth/token without an access_token: "
-                    "is this an Airflow 3 api-server?",
-                    response.status_code,
-                ) from exc
-            return self._token
-        if response.status_code in (400, 401, 403):
-            raise self._auth_failed(response)
-        if response.status_code == 404:
+
+        def post() -> Any:
+            response = self._client.call_api(
+                "POST",
+                f"{self.url}/auth/token",
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                body={"username": self.username, "password": self.password},
+                _request_timeout=self._timeouts,
+            )
+            response.read()
+            return response
+
+        response = self._send("POST /auth/token", post)
+        detail = detail_of(response.data, response.reason)
+        if response.status in (200, 201):
+            if isinstance(detail, dict) and detail.get("access_token"):
+                self._token = str(detail["access_token"])
+                return self._token
+            raise AirflowApiError(
+                f"Airflow at {self.url} answered /auth/token without an access_token: "
+                "is this an Airflow 3 api-server?",
+                response.status,
+            )
+        if response.status in (400, 401, 403):
+            raise self._auth_failed(response.status, detail)
+        if response.status == 404:
             raise AirflowApiError(
                 f"{self.url}/auth/token does not exist: is {self.url} an Airflow 3 api-server "
                 "(Airflow 2's webserver has no token endpoint)?",
                 404,
             )
-        raise self._unexpected("POST", "/auth/token", response)
+        raise self._unexpected("POST /auth/token", response.status, detail)
 
-    def _auth_failed(self, response: requests.Response) -> AirflowAuthError:
+    def _auth_failed(self, status: int, detail: Any) -> AirflowAuthError:
         return AirflowAuthError(
             f"authentication failed for user {self.username!r} at {self.url}: "
             "check --user/--password or GPUFLEET_AIRFLOW_PASSWORD "
-            f"(Airflow said: {_one_line(_detail(response))})",
-            response.status_code,
+            f"(Airflow said: {one_line(detail)})",
+            status,
         )
 
-    def _unexpected(self, method: str, path: str, response: requests.Response) -> AirflowApiError:
+    def _unexpected(self, what: str, status: int, detail: Any) -> AirflowApiError:
         return AirflowApiError(
-            f"Airflow at {self.url} answered {response.status_code} to {method} {path}: "
-            f"{_one_line(_detail(response))}",
-            response.status_code,
+            f"Airflow at {self.url} answered {status} to {what}: {one_line(detail)}", status
         )
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        """An authenticated API call; 401 (expired token) is retried once with a new token."""
-        for attempt in range(2):
-            headers = {"Authorization": f"Bearer {self.token()}", "Accept": "application/json"}
-            response = self._send(method, path, headers=headers, **kwargs)
-            if response.status_code == 401 and attempt == 0:
-                self._token = None
-                continue
-            break
-        if response.status_code == 401:
-            raise self._auth_failed(response)
-        if response.status_code == 403:
-            raise AirflowForbidden(
-                f"user {self.username!r} may not {method} {path} at {self.url}: give the user a "
-                f"role that allows it (Airflow said: {_one_line(_detail(response))})",
-                403,
-            )
-        return response
+    def _call(self, what: str, call: Callable[[], T], on_status: _OnStatus | None = None) -> T:
+        """An authenticated API call; 401 (expired token) is retried once with a new token.
 
-    def _json(self, response: requests.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise AirflowApiError(
-                f"Airflow at {self.url} answered {response.status_code} with a body that is not "
-                f"JSON: {response.text[:200]!r}",
-                response.status_code,
-            ) from exc
+        Any other HTTP error status becomes ``on_status[status](detail)`` if given, else a
+        generic :class:`AirflowApiError` naming the status and Airflow's detail.
+        """
+        for attempt in (1, 2):
+            self._config.access_token = self.token()
+            try:
+                return self._send(what, call)
+            except client_errors.ApiException as exc:
+                status, detail = int(exc.status), detail_of(exc.body, exc.reason)
+                if status == 401 and attempt == 1:
+                    self._token = None
+                    continue
+                if status == 401:
+                    raise self._auth_failed(status, detail) from exc
+                if status == 403:
+                    raise AirflowForbidden(
+                        f"user {self.username!r} may not {what} at {self.url}: give the user a "
+                        f"role that allows it (Airflow said: {one_line(detail)})",
+                        403,
+                    ) from exc
+                if on_status and status in on_status:
+                    raise on_status[status](detail) from exc
+                raise self._unexpected(what, status, detail) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _dag_path(dag_id: str) -> str:
@@ -264,27 +231,25 @@ class AirflowApi:
         """The UI page of one run."""
         return f"{self.url}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
 
-    def get_dag(self, dag_id: str) -> dict[str, Any]:
+    def get_dag(self, dag_id: str) -> DAGResponse:
         """``GET /api/v2/dags/{dag_id}``; :class:`DagNotFound` for an unknown DAG."""
-        path = self._dag_path(dag_id)
-        response = self._call("GET", path)
-        if response.status_code == 404:
-            raise self._dag_not_found(dag_id)
-        if response.status_code != 200:
-            raise self._unexpected("GET", path, response)
-        return self._json(response)
+        return self._call(
+            f"GET {self._dag_path(dag_id)}",
+            lambda: self._dags.get_dag(dag_id, _request_timeout=self._timeouts),
+            {404: lambda _detail: self._dag_not_found(dag_id)},
+        )
 
-    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
+    def set_paused(self, dag_id: str, paused: bool) -> DAGResponse:
         """``PATCH /api/v2/dags/{dag_id}`` with ``{"is_paused": paused}``."""
-        path = self._dag_path(dag_id)
-        response = self._call("PATCH", path, json={"is_paused": paused})
-        if response.status_code == 404:
-            raise self._dag_not_found(dag_id)
-        if response.status_code != 200:
-            raise self._unexpected("PATCH", path, response)
-        return self._json(response)
+        return self._call(
+            f"PATCH {self._dag_path(dag_id)}",
+            lambda: self._dags.patch_dag(
+                dag_id, DAGPatchBody(is_paused=paused), _request_timeout=self._timeouts
+            ),
+            {404: lambda _detail: self._dag_not_found(dag_id)},
+        )
 
-    def unpause(self, dag_id: str) -> dict[str, Any]:
+    def unpause(self, dag_id: str) -> DAGResponse:
         return self.set_paused(dag_id, False)
 
     def ensure_runnable(self, dag_id: str, unpause: bool = False) -> bool:
@@ -293,8 +258,7 @@ class AirflowApi:
         Airflow accepts a trigger for a paused DAG but never schedules the run, so a CI job
         waiting on it would hang: refuse instead, with the fix in the message.
         """
-        dag = self.get_dag(dag_id)
-        if not dag.get("is_paused"):
+        if not self.get_dag(dag_id).is_paused:
             return False
         if not unpause:
             raise DagPaused(
@@ -310,46 +274,44 @@ class AirflowApi:
         conf: dict[str, Any] | None = None,
         run_id: str | None = None,
         note: str | None = None,
-    ) -> dict[str, Any]:
-        """``POST /api/v2/dags/{dag_id}/dagRuns``; returns the DagRun (``dag_run_id``, ...)."""
-        path = f"{self._dag_path(dag_id)}/dagRuns"
-        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
-        if run_id:
-            body["dag_run_id"] = run_id
-        if note:
-            body["note"] = note
-        response = self._call("POST", path, json=body)
-        if response.status_code in (200, 201):
-            return self._json(response)
-        detail = _detail(response)
-        if response.status_code == 404:
-            raise self._dag_not_found(dag_id)
-        if response.status_code == 409:
-            raise DagRunConflict(
-                f"DAG {dag_id!r} already has a run {run_id!r}: pick another --run-id",
-                409,
-            )
-        if response.status_code in (400, 422):
-            message, fields = describe_validation_error(detail)
-            raise InvalidRequest(
-                f"Airflow refused to trigger {dag_id!r} ({response.status_code}): {message}",
-                response.status_code,
-                fields,
-            )
-        raise self._unexpected("POST", path, response)
+    ) -> DAGRunResponse:
+        """``POST /api/v2/dags/{dag_id}/dagRuns`` (``logical_date`` null); returns the run."""
+        body = TriggerDAGRunPostBody(conf=conf or {}, dag_run_id=run_id or None, note=note or None)
 
-    def get_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        def refused(status: int) -> Callable[[Any], AirflowApiError]:
+            def error(detail: Any) -> AirflowApiError:
+                message, fields = describe_validation_error(detail)
+                return InvalidRequest(
+                    f"Airflow refused to trigger {dag_id!r} ({status}): {message}", status, fields
+                )
+
+            return error
+
+        return self._call(
+            f"POST {self._dag_path(dag_id)}/dagRuns",
+            lambda: self._runs.trigger_dag_run(dag_id, body, _request_timeout=self._timeouts),
+            {
+                404: lambda _detail: self._dag_not_found(dag_id),
+                409: lambda _detail: DagRunConflict(
+                    f"DAG {dag_id!r} already has a run {run_id!r}: pick another --run-id", 409
+                ),
+                400: refused(400),
+                422: refused(422),
+            },
+        )
+
+    def get_run(self, dag_id: str, run_id: str) -> DAGRunResponse:
         """``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}``."""
-        path = self._run_path(dag_id, run_id)
-        response = self._call("GET", path)
-        if response.status_code == 404:
-            raise DagRunNotFound(
-                f"DAG {dag_id!r} has no run {run_id!r} at {self.url} (or the DAG is unknown)",
-                404,
-            )
-        if response.status_code != 200:
-            raise self._unexpected("GET", path, response)
-        return self._json(response)
+        return self._call(
+            f"GET {self._run_path(dag_id, run_id)}",
+            lambda: self._runs.get_dag_run(dag_id, run_id, _request_timeout=self._timeouts),
+            {
+                404: lambda _detail: DagRunNotFound(
+                    f"DAG {dag_id!r} has no run {run_id!r} at {self.url} (or the DAG is unknown)",
+                    404,
+                )
+            },
+        )
 
     def wait(
         self,
@@ -357,9 +319,9 @@ class AirflowApi:
         run_id: str,
         timeout: float = 3600.0,
         poll: float = 5.0,
-        on_change: Callable[[str | None, str, dict[str, Any]], None] | None = None,
+        on_change: Callable[[str | None, str, DAGRunResponse], None] | None = None,
         max_blips: int = 5,
-    ) -> dict[str, Any]:
+    ) -> DAGRunResponse:
         """Poll the run until it is success or failed; returns the final DagRun.
 
         ``on_change(old_state, new_state, run)`` is called whenever the state changes (and
@@ -381,7 +343,7 @@ class AirflowApi:
                 time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
                 continue
             blips = 0
-            new_state = str(run.get("state"))
+            new_state = run.state.value
             if new_state != state:
                 if on_change:
                     on_change(state, new_state, run)
@@ -397,70 +359,39 @@ class AirflowApi:
                 )
             time.sleep(min(poll, remaining))
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    def task_instances(self, dag_id: str, run_id: str) -> list[TaskInstanceResponse]:
         """Every task instance of a run (all pages)."""
-        path = f"{self._run_path(dag_id, run_id)}/taskInstances"
-        found: list[dict[str, Any]] = []
+        found: list[TaskInstanceResponse] = []
         limit = 100
         while True:
-            response = self._call("GET", path, params={"limit": limit, "offset": len(found)})
-            if response.status_code == 404:
-                raise DagRunNotFound(f"DAG {dag_id!r} has no run {run_id!r} at {self.url}", 404)
-            if response.status_code != 200:
-                raise self._unexpected("GET", path, response)
-            page = self._json(response)
-            items = page.get("task_instances") or []
-            found.extend(items)
-            total = int(page.get("total_entries") or 0)
-            if not items or len(found) >= total:
+            page = self._call(
+                f"GET {self._run_path(dag_id, run_id)}/taskInstances",
+                lambda: self._task_instances.get_task_instances(
+                    dag_id, run_id, limit=limit, offset=len(found), _request_timeout=self._timeouts
+                ),
+                {
+                    404: lambda _detail: DagRunNotFound(
+                        f"DAG {dag_id!r} has no run {run_id!r} at {self.url}", 404
+                    )
+                },
+            )
+            found.extend(page.task_instances)
+            total = page.total_entries
+            last = len(page.task_instances) < limit if total is None else len(found) >= total
+            if not page.task_instances or last:
                 return found
 
     def failed_tasks(self, dag_id: str, run_id: str) -> list[str]:
         """Ids of the failed (and upstream-failed) tasks of a run, ``task[3]`` for mapped ones."""
         names = []
         for ti in self.task_instances(dag_id, run_id):
-            if ti.get("state") not in FAILED_TASK_STATES:
+            state = ti.state.value if ti.state else None
+            if state not in FAILED_TASK_STATES:
                 continue
-            name = str(ti.get("task_id"))
-            map_index = ti.get("map_index")
-            if isinstance(map_index, int) and map_index >= 0:
-                name += f"[{map_index}]"
-            if ti.get("state") == "upstream_failed":
+            name = ti.task_id
+            if ti.map_index >= 0:
+                name += f"[{ti.map_index}]"
+            if state == "upstream_failed":
                 name += " (upstream_failed)"
             names.append(name)
         return names
-
-
-def _session_with_retries() -> requests.Session:
-    """A session that retries failed connects (any method) and dropped reads (GET/PATCH only)."""
-    retry = Retry(
-        total=2,
-        connect=2,
-        read=2,
-        status=0,
-        redirect=0,
-        other=0,
-        backoff_factor=0.3,
-        allowed_methods=frozenset({"GET", "PATCH"}),
-        raise_on_status=False,
-    )
-    session = requests.Session()
-    adapter = HTTPAdapter(max_retries=retry)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
-
-
-def _one_line(detail: Any) -> str:
-    if isinstance(detail, list):
-        return describe_validation_error(detail)[0]
-    text = str(detail).strip()
-    return text.splitlines()[0] if text else "(no detail)"
-
-
-def _root_cause(exc: BaseException) -> str:
-    """The innermost reason of a requests ConnectionError, e.g. ``Connection refused``."""
-    match = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(exc))
-    if match:
-        return match.group(1).strip()
-    return str(exc)[:200]

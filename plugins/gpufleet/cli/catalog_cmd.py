@@ -1,8 +1,9 @@
 """``gpufleet catalog check [FILES]``: check fleet catalog files, for a platform team's own CI.
 
 Exit 0 when every file is sound; 2 with every problem listed, one line each
-(``file: path.in.file: what is wrong``). Without FILES it checks the catalog folder
-(``include/fleet`` or ``GPUFLEET_CATALOG_DIR``). It reads files only: no cloud, no ledger.
+(``file: path.in.file: what is wrong``), and a count when there is more than one. Without
+FILES it checks the catalog folder (``include/fleet`` or ``GPUFLEET_CATALOG_DIR``). It reads
+files only: no cloud, no ledger.
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ def run_check(args) -> int:
     problems = check_catalog_files(files)
     for line in problems:
         print(line, file=sys.stderr)
-    if problems:
+    if len(problems) > 1:
         print(
             f"gpufleet: {len(problems)} problem(s) in {len(files)} catalog file(s)",
             file=sys.stderr,
         )
+    if problems:
         return 2
     print(f"{len(files)} catalog file(s) sound: {', '.join(str(f) for f in files)}")
     return 0

@@ -3,6 +3,8 @@
 stdout gets ``key: value`` lines a script can read (``run_id``, ``url``, ``state``,
 ``failed_tasks``); progress goes to stderr. Exit 0 when the run was created (or, with
 ``--wait``, succeeded), 1 when the awaited run failed, 2 for bad input or an API error.
+The REST calls go through :mod:`gpufleet.cli.airflow_api` (the official apache-airflow-client
+underneath); user info in ``--url`` is neither sent nor printed.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import GpufleetError
+
+if TYPE_CHECKING:
+    from airflow_client.client import DAGRunResponse
 
 DEFAULT_URL = "http://localhost:8080"
 DEFAULT_USER = "admin"
@@ -63,7 +68,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--url",
         default=os.environ.get("GPUFLEET_AIRFLOW_URL") or DEFAULT_URL,
-        help=f"Airflow api-server base URL (env GPUFLEET_AIRFLOW_URL, default {DEFAULT_URL})",
+        help=(
+            f"Airflow api-server base URL (env GPUFLEET_AIRFLOW_URL, default {DEFAULT_URL}); "
+            "user:password@ in it is ignored: use --user and GPUFLEET_AIRFLOW_PASSWORD"
+        ),
     )
     parser.add_argument(
         "--user",
@@ -121,7 +129,8 @@ def load_conf(text: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpufleet.cli.airflow_api import AirflowApi, WaitTimeout
+    from gpufleet.cli.airflow_api import AirflowApi
+    from gpufleet.cli.airflow_http import WaitTimeout
 
     conf = load_conf(args.conf)  # refused before any HTTP call
     password = (
@@ -137,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if api.ensure_runnable(args.dag_id, unpause=args.unpause):
         print(f"unpaused DAG {args.dag_id}", file=sys.stderr)
     dag_run = api.trigger(args.dag_id, conf, run_id=args.run_id, note=args.note)
-    run_id = str(dag_run["dag_run_id"])
+    run_id = dag_run.dag_run_id
     print(f"run_id: {run_id}")
     print(f"url: {api.run_link(args.dag_id, run_id)}")
     sys.stdout.flush()
@@ -146,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
 
-    def on_change(old: str | None, new: str, _run: dict[str, Any]) -> None:
+    def on_change(old: str | None, new: str, _run: DAGRunResponse) -> None:
         elapsed = time.monotonic() - started
         change = f"{old} -> {new}" if old else new
         print(f"[{elapsed:6.1f}s] {args.dag_id} {run_id}: {change}", file=sys.stderr, flush=True)
@@ -157,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except WaitTimeout as exc:
         raise GpufleetError(f"{exc} (pass a larger --timeout to wait longer)") from exc
-    state = str(final.get("state"))
+    state = final.state.value
     print(f"state: {state}")
     if state == "success":
         return 0
