@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -96,6 +99,24 @@ def test_single_node_uses_no_network():
     assert info.transport == "none"
     assert info.gdrdma is None
     assert any("single node" in e for e in info.evidence)
+
+
+def test_single_node_told_by_hosts_when_no_nnodes_line():
+    """Without an ``nNodes`` line, every rank of the communicator on one host means one node."""
+
+    def log(hosts: list[str]) -> list[str]:
+        lines = [f"{hosts[0]}:10:11 [0] NCCL INFO Using network IB"]
+        lines += [
+            f"{host}:{10 + rank}:11 [{rank}] NCCL INFO ncclCommInitRank comm 0x1 rank {rank} "
+            f"nranks {len(hosts)} cudaDev {rank} busId 1000 - Init START"
+            for rank, host in enumerate(hosts)
+        ]
+        return lines
+
+    info = classify_nccl_log(log(["n1", "n1"]))
+    assert info.transport == "none"
+    assert any("on host n1" in e for e in info.evidence)
+    assert classify_nccl_log(log(["n1", "n2"])).transport == "ib"
 
 
 def test_gdr_unknown_when_the_log_does_not_show_it():
@@ -320,3 +341,25 @@ def test_very_long_line_and_missing_final_newline(tmp_path):
     info = classify_nccl_log_file(path)
     assert info.transport == "ib"
     assert info.link_layer == "IB"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe")
+def test_file_reader_joins_a_line_that_arrives_in_pieces(tmp_path):
+    """A pipe hands over what has been written so far: a line cut mid-word is joined again."""
+    fifo = tmp_path / "nccl.pipe"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb", buffering=0) as pipe:
+            pipe.write(b"h:1:2 [0] NCCL INFO Using netw")
+            time.sleep(0.3)  # the reader takes the first piece alone
+            pipe.write(b"ork IB\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        info = classify_nccl_log_file(fifo)
+    finally:
+        writer.join(timeout=10)
+    assert info.transport == "ib"
+    assert info.network_name == "IB"

@@ -335,6 +335,50 @@ def test_error_marked_with_star_and_type_tolerances():
 # ------------------------------------------------------------------------------- JSON
 
 
+def test_nthread_header_starts_a_new_run():
+    """Two outputs one after the other, told apart only by their ``# nThread`` headers."""
+
+    def output(ranks: int) -> list[str]:
+        return [
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
+            *(
+                f"#  Rank {r:2d} Group  0 Pid   1234 on     node-a device {r:2d} [0000:18:00] NVIDIA H100 80GB HBM3"
+                for r in range(ranks)
+            ),
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+            "           8             2     float     sum      -1    10.10    0.00    0.00       0     9.90    0.00    0.00       0",
+            "# Out of bounds values : 0 OK",
+            "# Avg bus bandwidth    : 0.001",
+        ]
+
+    result = parse_nccl_tests("\n".join(output(4) + output(2)))
+    assert [r.ranks for r in result.runs] == [4, 2]
+    assert [r.truncated for r in result.runs] == [False, False]
+
+
+def test_footer_needs_both_lines():
+    head = load("nccl_tests_allreduce_h200_2node.txt").split("# Out of bounds")[0]
+    for footer, missing in (
+        ("# Out of bounds values : 0 OK\n", "Avg bus bandwidth"),
+        ("# Avg bus bandwidth    : 269.024\n", "Out of bounds values"),
+    ):
+        run = only_run(head + footer)
+        assert run.truncated is True
+        assert any(missing in note for note in run.notes)
+
+
+def test_headerless_old_error_column_is_read_as_an_error_not_a_count():
+    """Without a header, exponent-formatted cells mean the old float ``error`` column: 3e-01 is
+    beyond the float tolerance, so (at least) one wrong element -- not ``round(0.3) == 0``."""
+    text = (
+        "     1048576        262144     float     sum    43.52   24.09   45.17  3e-01"
+        "    44.09   23.78   44.59  0e+00\n"
+    )
+    row = parse_nccl_tests(text).runs[0].rows[0]
+    assert row.oop_wrong == 1
+    assert row.ip_wrong == 0
+
+
 def test_json_matches_the_text_run():
     text_run = only_run(load("nccl_tests_allreduce_h200_2node.txt"))
     json_run = only_run(load("nccl_tests_allreduce_h200.json"))
@@ -370,6 +414,16 @@ def test_truncated_json_is_repaired_up_to_the_last_complete_record():
     assert run.ranks == 16  # 2 processes x 1 thread x 8 GPUs
     assert run.gpu_model == "H100"
     assert run.avg_busbw_gbps is None
+
+
+def test_json_collective_from_args_else_from_experiment_name():
+    doc = json.loads(load("nccl_tests_allreduce_h200.json"))
+    doc["args"][0] = "/opt/nccl-tests/build/all_gather_perf_mpi"
+    assert parse_nccl_tests_json(doc).runs[0].collective == "all_gather_perf"
+    del doc["args"]
+    assert parse_nccl_tests_json(doc).runs[0].collective is None
+    doc["results"][0]["experiment_name"] = "reduce_scatter_perf"
+    assert parse_nccl_tests_json(doc).runs[0].collective == "reduce_scatter_perf"
 
 
 def test_json_null_wrong_means_checking_was_off():

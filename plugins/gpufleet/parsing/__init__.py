@@ -1,9 +1,15 @@
 """Parsers for what benchmarks and NCCL print: nccl-tests, NCCL INFO logs, fio and IOR.
 
-Functions over text and JSON: no I/O beyond what the caller hands in, no Airflow, no clients,
-and nothing of ours but ``gpufleet.errors``. Each parser raises :class:`gpufleet.errors.ParseError`
-with a one-line reason when its input holds nothing it recognises; fields the input does not
-show are ``None``, never guessed.
+- ``nccl_tests/``: nccl-tests results, the text table and the ``-J`` JSON report apart;
+- ``nccl_log/``: the transport NCCL used, read from ``NCCL_DEBUG=INFO`` output;
+- ``storage``: fio JSON and IOR text.
+
+Functions over the text and JSON the caller hands in: no I/O, except
+:func:`classify_nccl_log_file`, which opens the log file it is given. No Airflow, no clients,
+and nothing of ours but ``gpufleet.errors`` and ``gpufleet.parsing`` itself (the bottom layer, with
+``gpufleet.domain``). Each parser raises :class:`gpufleet.errors.ParseError` with a one-line
+reason when its input holds nothing it recognises; fields the input does not show are ``None``,
+never guessed.
 """
 
 from gpufleet.errors import ParseError

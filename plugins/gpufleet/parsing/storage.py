@@ -1,7 +1,8 @@
 """Parse storage benchmark output: fio ``--output-format=json`` and IOR's text report.
 
-Pure domain code: no Airflow, no I/O. Throughput is MiB/s (2**20 bytes per second); IOPS are
-operations per second. A direction the benchmark did not exercise is ``None``, not ``0``.
+Functions over the text handed in: no Airflow, no I/O. Throughput is MiB/s (2**20 bytes per
+second); IOPS are operations per second. A direction the benchmark did not exercise is
+``None``, not ``0``.
 
 fio: the job list is summed (with ``group_reporting`` it holds one aggregate per group); in
 client/server mode the ``All clients`` aggregate of ``client_stats`` is used when present.

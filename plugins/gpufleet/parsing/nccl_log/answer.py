@@ -1,0 +1,238 @@
+"""From what a scan found to the answer: which transport NCCL used, with GPUDirect RDMA or not.
+
+What decides (wording checked against NVIDIA/nccl ``src/init.cc``, ``src/plugin/net.cc``,
+``src/transport/net_ib``, ``src/transport/net.cc`` and aws-ofi-nccl):
+
+* ``NCCL INFO Using network <Name>`` (``INFO(NCCL_INIT, "Using network %s", ...)``; very old
+  releases: ``Using internal Network <Name>``) names the network of a communicator; its class is
+  :func:`~.transports.classify_network_name`'s. A ``Bootstrap : Using eth0`` or
+  ``NET/Socket : Using [0]eth0`` line is *not* the data path and never decides; nor does
+  ``NET/Plugin: Using internal network plugin.`` With no such line, the names in ``via NET/``
+  channel lines decide.
+* ``IB`` with no ``NET/IB : Using`` device line stays ``ib`` and ``link_layer`` is ``None``. An
+  OFI network is ``ofi-efa`` only when ``NET/OFI Selected Provider is efa`` (or the newer
+  ``Selected provider is efa, fabric is ...``) was seen.
+* Several networks in one file (ranks disagree) -> the WORST one is reported (a fallback anywhere
+  is a fallback) and the disagreement is named in ``evidence``.
+* Single node (``nNodes 1``, or every rank on one host) with no ``via NET/`` channel -> ``none``.
+  No network line and nothing else conclusive -> ``unknown``.
+* GDRDMA, strongest evidence first: ``True`` when a channel line shows ``/GDRDMA`` or
+  ``Connected all rings ... GDR 1``; ``False`` when ``via NET/`` channel lines exist without it
+  or ``... GDR 0``; then the per-GPU topology lines ``GPU Direct RDMA Enabled/Disabled for GPU``;
+  ``False`` for plain sockets; then the HCA-level capability lines (``... for HCA``); ``None``
+  when the log does not show it, and always for ``none``. Near init, a partial use of GDRDMA is
+  named in ``evidence``.
+* ``ranks``: the largest ``nranks`` of any communicator, or the number of distinct ranks seen in
+  init lines when that is larger; ``ranks_seen`` is the number of distinct ranks of that
+  communicator actually seen (with no init lines: the number of distinct ``host:pid [device]``
+  that logged a network choice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.errors import ParseError
+from gpufleet.parsing.nccl_log.facts import LogFacts
+from gpufleet.parsing.nccl_log.lines import text
+from gpufleet.parsing.nccl_log.transports import classify_network_name, is_ofi, quality
+
+__all__ = ["NcclLogInfo", "decide"]
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLogInfo:
+    """The transport NCCL used, and the log lines that say so (``evidence``, deduplicated)."""
+
+    transport: str
+    network_name: str | None
+    gdrdma: bool | None
+    nccl_version: str | None
+    ranks: int | None
+    link_layer: str | None
+    ofi_provider: str | None
+    evidence: tuple[str, ...]
+    ranks_seen: int | None = None
+
+
+def decide(facts: LogFacts) -> NcclLogInfo:
+    """The answer for everything the scan found. Raises :class:`ParseError` without NCCL lines."""
+    if not facts.nccl_seen:
+        raise ParseError("no NCCL INFO lines found (run with NCCL_DEBUG=INFO to see the transport)")
+    evidence: list[str] = []
+    link_layer = _link_layer(facts, evidence)
+    single_reason = _single_node_reason(facts)
+    if single_reason is not None:
+        transport, network_name = _single_node(facts, single_reason, evidence)
+    else:
+        transport, network_name = _worst_network(facts, evidence)
+    _network_evidence(facts, transport, network_name, link_layer, single_reason, evidence)
+    gdrdma = _gdrdma(facts, transport, evidence)
+    nccl_version = _nccl_version(facts, evidence)
+    ranks, ranks_seen = _ranks(facts)
+    if facts.multi_node_line and transport != "none":
+        evidence.append(facts.multi_node_line)
+    providers = list(facts.providers)
+    return NcclLogInfo(
+        transport=transport,
+        network_name=network_name,
+        gdrdma=gdrdma,
+        nccl_version=nccl_version,
+        ranks=ranks,
+        link_layer=link_layer,
+        ofi_provider=(
+            providers[0]
+            if len(providers) == 1
+            else (", ".join(sorted(providers)) if providers else None)
+        ),
+        evidence=tuple(dict.fromkeys(e for e in evidence if e)),
+        ranks_seen=ranks_seen,
+    )
+
+
+def _link_layer(facts: LogFacts, evidence: list[str]) -> str | None:
+    """``IB``, ``RoCE``, ``mixed`` (ranks differ, named in evidence) or None (not shown)."""
+    layers = list(facts.link_layers)
+    if len(layers) == 1:
+        return layers[0]
+    if len(layers) > 1:
+        evidence.append("link layers differ between ranks: " + ", ".join(sorted(layers)))
+        return "mixed"
+    return None
+
+
+def _single_node_reason(facts: LogFacts) -> str | None:
+    """Why the job ran on a single node without using the network; None when it did not."""
+    if facts.net_channel is not None or facts.window_net_lines != 0:
+        return None
+    if facts.max_nodes == 1:
+        return facts.single_node_line or "nNodes 1"
+    if (
+        facts.max_nodes is None
+        and facts.init_seen
+        and len(facts.init_hosts) == 1
+        and len(facts.comm_ranks) == facts.max_nranks
+    ):
+        return (
+            f"all {facts.max_nranks} ranks of the largest communicator on host "
+            f"{text(next(iter(facts.init_hosts)))}"
+        )
+    return None
+
+
+def _single_node(facts: LogFacts, reason: str, evidence: list[str]) -> tuple[str, str | None]:
+    """Transport ``none``; a network initialised anyway is named, as unused."""
+    evidence.append("single node, no 'via NET/' channel: only P2P/SHM used (" + reason + ")")
+    network_name: str | None = None
+    for name in facts.networks:
+        evidence.append(f"network initialised but unused: {facts.network_lines[name]}")
+        network_name = network_name or name
+    return "none", network_name
+
+
+def _worst_network(facts: LogFacts, evidence: list[str]) -> tuple[str, str | None]:
+    """The worst network any rank chose (from ``Using network``, else from channel lines)."""
+    layers = list(facts.link_layers)
+    providers = list(facts.providers)
+    from_channels = not facts.networks and bool(facts.net_channel_names)
+    names = facts.net_channel_names if from_channels else facts.networks
+    classes = {name: classify_network_name(name, layers, providers) for name in names}
+    if not classes:
+        evidence.append("no 'Using network' line and no 'via NET/' channel line")
+        return "unknown", None
+    worst = min(classes, key=lambda n: (quality(classes[n]), classes[n], n))
+    transport = classes[worst]
+    if from_channels:
+        evidence.append(
+            "no 'Using network' line; network taken from channel lines: "
+            + facts.net_channel_names[worst]
+        )
+    else:
+        evidence.extend(facts.network_lines[name] for name in classes)
+    if len(set(classes.values())) > 1 or len(classes) > 1:
+        parts = ", ".join(
+            f"{name} ({classes[name]}, {facts.networks.get(name, 0)} line(s))"
+            for name in sorted(classes)
+        )
+        evidence.append(f"ranks disagree on the network: {parts}; reporting the worst: {transport}")
+    return transport, worst
+
+
+def _network_evidence(
+    facts: LogFacts,
+    transport: str,
+    network_name: str | None,
+    link_layer: str | None,
+    single_reason: str | None,
+    evidence: list[str],
+) -> None:
+    """The device, provider and no-device lines behind the transport (or their absence)."""
+    if transport in ("ib", "roce") and link_layer is None:
+        evidence.append("IB network but no 'NET/IB : Using' device line: link layer unknown")
+    elif transport in ("ib", "roce"):
+        evidence.extend(facts.link_layers[layer] for layer in sorted(facts.link_layers))
+    if network_name and is_ofi(network_name.lower()) and single_reason is None:
+        if facts.providers:
+            evidence.extend(facts.providers[p] for p in sorted(facts.providers))
+        else:
+            evidence.append("OFI network but no 'Selected Provider' line: provider unknown")
+    if transport == "socket" and facts.ib_no_device:
+        evidence.append(facts.ib_no_device)
+
+
+def _gdrdma(facts: LogFacts, transport: str, evidence: list[str]) -> bool | None:
+    """Whether GPUDirect RDMA was used, strongest evidence first (see the module docstring)."""
+    if transport == "none":
+        return None
+    # what the connections did (channel lines, ring summary) outranks per-GPU topology lines
+    if facts.gdr_channel or "1" in facts.ring_gdr:
+        evidence.append(facts.gdr_channel or facts.ring_gdr["1"])
+        if facts.window_gdr_lines and facts.window_net_lines > facts.window_gdr_lines:
+            evidence.append(
+                f"GDRDMA on {facts.window_gdr_lines} of {facts.window_net_lines} 'via NET/' "
+                "channel lines near communicator init: some connections do not use GPUDirect RDMA"
+            )
+        return True
+    if facts.net_channel or "0" in facts.ring_gdr:
+        evidence.append(facts.net_channel or facts.ring_gdr["0"])
+        if facts.net_channel:
+            evidence.append("'via NET/' channel lines without /GDRDMA")
+        return False
+    if facts.gdr_enabled_gpu:
+        evidence.append(facts.gdr_enabled_gpu)
+        return True
+    if facts.gdr_disabled_gpu:
+        evidence.append(facts.gdr_disabled_gpu)
+        return False
+    if transport == "socket":
+        evidence.append("socket transport: no GPUDirect RDMA")
+        return False
+    if facts.gdr_enabled_hca:
+        evidence.append(facts.gdr_enabled_hca)
+        return True
+    if facts.gdr_disabled_hca:
+        evidence.append(facts.gdr_disabled_hca)
+        return False
+    return None
+
+
+def _nccl_version(facts: LogFacts, evidence: list[str]) -> str | None:
+    """The first NCCL version seen; several versions in one log are named in evidence."""
+    if not facts.versions:
+        return None
+    version = next(iter(facts.versions))
+    evidence.append(facts.versions[version])
+    if len(facts.versions) > 1:
+        evidence.append("several NCCL versions in one log: " + ", ".join(facts.versions))
+    return version
+
+
+def _ranks(facts: LogFacts) -> tuple[int | None, int | None]:
+    """``(ranks, ranks_seen)`` as described in the module docstring."""
+    if facts.init_seen:
+        ranks_seen = len(facts.comm_ranks)
+        return max(facts.max_nranks, ranks_seen), ranks_seen
+    if facts.anchor_keys:
+        # no init lines: count the (host, pid, device) that logged a network choice
+        return None, len(facts.anchor_keys)
+    return None, None
