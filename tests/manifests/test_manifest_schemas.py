@@ -8,7 +8,9 @@ import copy
 import pytest
 
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.manifests import render as m
+from gpufleet.manifests.addons import render_gke_networks, render_kueue_objects
+from gpufleet.manifests.nccl_validation import render_nccl_validation
+from gpufleet.manifests.storage_validation import render_storage_validation
 from tests.support.schemas import manifest_problems, validate_manifest
 
 RUN_ID = "nightly-2025-06-01"
@@ -23,7 +25,7 @@ def dig(obj, path):
 
 @pytest.fixture
 def jobset(ref: PoolRef) -> dict:
-    return m.render_nccl_validation(ref, [("node-a", "node-b"), ("node-c", "node-d")], RUN_ID)
+    return render_nccl_validation(ref, [("node-a", "node-b"), ("node-c", "node-d")], RUN_ID)
 
 
 def test_rendered_manifests_have_no_problems(jobset: dict) -> None:
@@ -76,7 +78,7 @@ def test_bad_restart_policy_in_a_jobset_pod_is_caught(jobset: dict, policy: str)
 
 
 def test_bad_restart_policy_in_a_job_is_caught(ref: PoolRef) -> None:
-    job = m.render_storage_validation(ref, ["node-a"], RUN_ID)
+    job = render_storage_validation(ref, ["node-a"], RUN_ID)
     assert manifest_problems(job) == []
     job["spec"]["template"]["spec"]["restartPolicy"] = "Always"
     assert manifest_problems(job) == [
@@ -140,20 +142,20 @@ def test_jobset_policy_targets_must_exist(jobset: dict) -> None:
 
 
 def test_kueue_and_gke_objects_are_checked_too(gke_ref: PoolRef) -> None:
-    flavor, cq, lq = m.render_kueue_objects(gke_ref)
+    flavor, cq, lq = render_kueue_objects(gke_ref)
     cq = copy.deepcopy(cq)
     cq["spec"]["resourceGroup"] = cq["spec"].pop("resourceGroups")
     assert any("'resourceGroup' was unexpected" in p for p in manifest_problems(cq))
-    _, cq2, _ = m.render_kueue_objects(gke_ref)
+    _, cq2, _ = render_kueue_objects(gke_ref)
     cq2["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
     cq2["metadata"]["namespace"] = "default"
     problems = manifest_problems(cq2)
     assert any("nominalQuota: 'lots': expected resource.Quantity" in p for p in problems)
     assert "metadata.namespace: ClusterQueue is cluster-scoped and takes no namespace" in problems
-    cq3 = copy.deepcopy(m.render_kueue_objects(gke_ref)[1])
+    cq3 = copy.deepcopy(render_kueue_objects(gke_ref)[1])
     cq3["spec"]["resourceGroups"][0]["coveredResources"].reverse()
     assert any("must list the coveredResources in order" in p for p in manifest_problems(cq3))
-    param, network = m.render_gke_networks(gke_ref.cluster)[:2]
+    param, network = render_gke_networks(gke_ref.cluster)[:2]
     param["spec"]["deviceMode"] = "Rdma"
     assert manifest_problems(param) == [
         "spec.deviceMode: 'Rdma' is not one of NetDevice, DPDK-VFIO, RDMA"

@@ -13,7 +13,8 @@ import pytest
 
 from gpufleet.domain import workloads as w
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.manifests import render as m
+from gpufleet.manifests.nccl_validation import NCCL_JSON_MARKER, render_nccl_validation
+from gpufleet.manifests.storage_validation import render_storage_validation
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -26,7 +27,7 @@ def stub(bin_dir: Path, name: str, body: str) -> None:
 
 def nccl_script(ref: PoolRef, root: Path, **kwargs) -> tuple[str, dict[str, str]]:
     """The launcher/peer script of pair-0 with its absolute paths moved under ``root``."""
-    obj = m.render_nccl_validation(ref, [("node-a", "node-b")], "run-1", **kwargs)
+    obj = render_nccl_validation(ref, [("node-a", "node-b")], "run-1", **kwargs)
     ((_, _, template),) = w.workload_pod_templates(obj)
     main = template["spec"]["containers"][0]
     script = main["command"][2]
@@ -75,7 +76,7 @@ def test_launcher_prints_results_then_marker_then_json(eks_ref: PoolRef, sandbox
     env["GPUFLEET_WAIT_SECONDS"] = "5"
     done = run(script, env, bin_dir, "0")
     assert done.returncode == 0, done.stderr
-    text, marker, payload = done.stdout.partition(m.NCCL_JSON_MARKER + "\n")
+    text, marker, payload = done.stdout.partition(NCCL_JSON_MARKER + "\n")
     assert marker and "# Avg bus bandwidth" in text
     assert json.loads(payload) == {"results": [{"size": 8}]}
     mpirun = next(line for line in done.stderr.splitlines() if line.startswith("MPIRUN"))
@@ -97,7 +98,7 @@ def test_launcher_fails_without_the_binary(gke_ref: PoolRef, sandbox) -> None:
     done = run(script, env, bin_dir, "0")
     assert done.returncode == 1
     assert "all_reduce_perf not found" in done.stderr
-    assert m.NCCL_JSON_MARKER not in done.stdout
+    assert NCCL_JSON_MARKER not in done.stdout
 
 
 def test_peer_exits_when_the_launcher_is_done(gke_ref: PoolRef, sandbox) -> None:
@@ -124,7 +125,7 @@ def test_fio_writes_json_only_and_cleans_up(gke_ref: PoolRef, tmp_path: Path) ->
     fs = gke_ref.filesystem.model_copy(update={"mount_path": str(mount)})
     cluster = gke_ref.cluster.model_copy(update={"filesystems": (fs,)})
     ref = PoolRef(region=gke_ref.region, cluster=cluster, pool=gke_ref.pool)
-    obj = m.render_storage_validation(ref, ["node-a"], "run-1", size_gib_per_node=1)
+    obj = render_storage_validation(ref, ["node-a"], "run-1", size_gib_per_node=1)
     ((_, _, template),) = w.workload_pod_templates(obj)
     container = template["spec"]["containers"][0]
     assert container["command"][:2] == ["sh", "-c"]

@@ -1,7 +1,9 @@
-"""The Kubernetes objects gpufleet renders, by workload, from the templates in
-``include/manifests``: nccl-tests validation pairs, storage validation, training JobSets and
-the add-on objects onboarding applies.
+"""The Kubernetes objects gpufleet renders, one module per workload: ``labels`` (label and
+annotation keys, names, namespaces), ``nccl_validation`` (nccl-tests pairs), ``storage_validation``
+(fio on Lustre), ``training`` (training JobSets) and ``addons`` (the Kueue, GKE network and ssh
+Secret objects onboarding applies), over ``templates`` (the Jinja2 environment that reads the
+templates in ``include/manifests``).
 
-Renders dicts; talks to no cluster. May import ``gpufleet.config`` (template folder) and
-``gpufleet.domain`` (catalog types, plumbing rules, labels).
+Renders dicts; talks to no cluster. May import ``gpufleet.config`` (the include folder) and
+``gpufleet.domain`` (catalog types, plumbing rules, the label keys the backends read too).
 """

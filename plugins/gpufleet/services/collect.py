@@ -11,9 +11,8 @@ from gpufleet.domain.workloads import (
     REPLICATED_JOB_LABEL,
 )
 from gpufleet.errors import ParseError
+from gpufleet.manifests.nccl_validation import NCCL_JSON_MARKER
 from gpufleet.parsing import classify_nccl_log, parse_nccl_tests_any
-
-JSON_MARKER = "=== gpufleet nccl-tests json ==="
 
 
 def pod_index(pod: PodInfo) -> int:
@@ -25,7 +24,7 @@ def pod_index(pod: PodInfo) -> int:
 
 def parse_results(text: str) -> Any:
     """The nccl-tests run in a launcher's output: text first, the -J JSON as a fallback."""
-    body, _, json_part = text.partition(JSON_MARKER)
+    body, _, json_part = text.partition(NCCL_JSON_MARKER)
     try:
         result = parse_nccl_tests_any(body)
         if result.runs:

@@ -1,0 +1,207 @@
+"""A training job as the platform launches it: a Kueue-gang-admitted JobSet on one pool.
+
+``TrainingJobSpec`` is what an ML team asks for; ``render_training_job`` checks it (listing
+every problem) and renders ``include/manifests/training-jobset.yaml.j2`` (read from disk
+through :mod:`gpufleet.manifests.templates`), then injects the pool's RDMA/NCCL plumbing from
+:mod:`gpufleet.domain.plumbing` with NCCL_NET pinned, NCCL INFO logging into a file and the
+``nccl-log`` sidecar that streams it (the launch service reads the transport NCCL chose from
+that log). The JobSet carries ``kueue.x-k8s.io/queue-name`` and is created suspended; Kueue
+unsuspends it on admission (without Kueue it never starts: fail-closed). The pool's Lustre is
+mounted at its mount path with ``subPath: <namespace>/<job>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
+from gpufleet.domain.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
+from gpufleet.domain.workloads import pool_label_key, workload_pod_templates
+from gpufleet.manifests.labels import (
+    CLUSTER_ANNOTATION,
+    JOB_LABEL,
+    MAX_JOBSET_NAME,
+    QUEUE_NAME_LABEL,
+    RUN_ID_ANNOTATION,
+    base_labels,
+    pvc_name,
+    run_label,
+)
+from gpufleet.manifests.templates import render_template
+
+TRAINER_CONTAINER = "trainer"
+TRAINING_REPLICATED_JOB = "workers"
+TRAINING_TTL_SECONDS = 24 * 3600
+
+# env a training job gets from the JobSet (and so may not set itself)
+RENDEZVOUS_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE"})
+
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+@dataclass(frozen=True)
+class TrainingJobSpec:
+    """What an ML team asks for; the platform adds placement, fabric, storage and rendezvous.
+
+    ``name`` becomes the JobSet name (DNS-1035 label, at most 40 characters). ``env`` may not
+    set platform-owned keys (NCCL_NET, NCCL_DEBUG*, LD_LIBRARY_PATH, FI_*, anything the pool's
+    plumbing sets, and the rendezvous variables). ``run_id`` (e.g. the launching DAG run) goes
+    into the ``gpufleet.io/run`` label; without it the job name is used.
+    """
+
+    name: str
+    namespace: str
+    image: str
+    command: list[str]
+    nodes: int
+    gpus_per_node: int
+    priority_class: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    master_port: int = 29500
+    max_restarts: int = 0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbing) -> list[str]:
+    pool = ref.pool
+    problems: list[str] = []
+    if not isinstance(spec.name, str) or not DNS1035_LABEL.match(spec.name):
+        problems.append(
+            f"name {spec.name!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
+            "starting with a letter)"
+        )
+    elif len(spec.name) > MAX_JOBSET_NAME:
+        problems.append(
+            f"name {spec.name!r} is {len(spec.name)} characters; at most {MAX_JOBSET_NAME} keep "
+            "the JobSet's pod names within 63 characters"
+        )
+    if (
+        not isinstance(spec.namespace, str)
+        or len(spec.namespace) > 63
+        or not DNS1123_LABEL.match(spec.namespace)
+    ):
+        problems.append(f"namespace {spec.namespace!r} is not a DNS-1123 label")
+    if (
+        not isinstance(spec.image, str)
+        or not spec.image.strip()
+        or any(c.isspace() for c in spec.image)
+    ):
+        problems.append(f"image {spec.image!r} is not an image reference")
+    if (
+        isinstance(spec.command, str)
+        or not isinstance(spec.command, Sequence)
+        or not spec.command
+        or not all(isinstance(w, str) for w in spec.command)
+    ):
+        problems.append("command must be a non-empty list of strings (the container's argv)")
+    if not _is_int(spec.nodes) or spec.nodes < 1:
+        problems.append(f"nodes must be a positive integer (got {spec.nodes!r})")
+    elif spec.nodes > pool.nodes:
+        problems.append(f"nodes {spec.nodes} exceeds pool {ref.key}'s {pool.nodes} nodes")
+    if not _is_int(spec.gpus_per_node) or spec.gpus_per_node < 1:
+        problems.append(f"gpus_per_node must be a positive integer (got {spec.gpus_per_node!r})")
+    elif spec.gpus_per_node > pool.gpu.count:
+        problems.append(
+            f"gpus_per_node {spec.gpus_per_node} exceeds the {pool.gpu.count} "
+            f"{pool.gpu.model} GPUs of a {pool.machine_type} node in pool {ref.key}"
+        )
+    if spec.priority_class is not None and (
+        not isinstance(spec.priority_class, str)
+        or len(spec.priority_class) > 253
+        or not DNS1123_SUBDOMAIN.match(spec.priority_class)
+    ):
+        problems.append(f"priority_class {spec.priority_class!r} is not a valid PriorityClass name")
+    if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:
+        problems.append(f"master_port must be a port number (got {spec.master_port!r})")
+    if not _is_int(spec.max_restarts) or spec.max_restarts < 0:
+        problems.append(f"max_restarts must be >= 0 (got {spec.max_restarts!r})")
+    if spec.run_id is not None and (not isinstance(spec.run_id, str) or not spec.run_id):
+        problems.append("run_id must be a non-empty string when given")
+    if not isinstance(spec.env, Mapping):
+        problems.append("env must be a mapping of names to string values")
+        return problems
+    for key, value in spec.env.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            problems.append(f"env name {key!r} is not a valid environment variable name")
+            continue
+        if not isinstance(value, str):
+            problems.append(f"env {key}: value must be a string (got {type(value).__name__})")
+        if key in RENDEZVOUS_ENV:
+            problems.append(
+                f"env {key} is set by the platform from the JobSet (rendezvous) and cannot be "
+                "overridden; remove it from env"
+            )
+        elif is_platform_env(key, plumbing):
+            problems.append(
+                f"env {key} is platform-owned (RDMA/NCCL plumbing: NCCL_NET, NCCL_DEBUG*, "
+                "LD_LIBRARY_PATH, FI_* and the pool's NCCL tuning) and cannot be overridden by "
+                "a training job; remove it from env"
+            )
+    return problems
+
+
+def render_training_job(ref: PoolRef, spec: TrainingJobSpec) -> dict[str, Any]:
+    """A Kueue-gang-admitted JobSet of ``spec.nodes`` workers on ``ref``'s pool.
+
+    One replicatedJob ``workers`` (Indexed, one pod per node), NCCL_NET pinned to the pool's
+    network, the nccl-log sidecar, the pool's Lustre PVC at its mount path with
+    ``subPath: <namespace>/<name>``, and ``MASTER_ADDR`` (pod 0's DNS name), ``MASTER_PORT``,
+    ``NNODES``, ``NODE_RANK`` (the completion index), ``GPUS_PER_NODE``. Raises ValueError
+    listing every problem with the request.
+    """
+    cluster, pool = ref.cluster, ref.pool
+    plumbing = pod_plumbing(cluster, pool, pin_network=True)
+    problems = _training_problems(ref, spec, plumbing)
+    if problems:
+        raise ValueError(
+            f"training job {spec.name!r} on {ref.key} is not valid:\n- " + "\n- ".join(problems)
+        )
+    run = run_label(spec.run_id or spec.name)
+    base = {**base_labels("training", run, pool), JOB_LABEL: spec.name}
+    fs = ref.filesystem
+    lustre = None
+    if fs is not None:
+        lustre = {
+            "mount_path": fs.mount_path,
+            "sub_path": f"{spec.namespace}/{spec.name}",
+            "claim_name": pvc_name(fs),
+        }
+    annotations = {CLUSTER_ANNOTATION: cluster.name}
+    if spec.run_id:
+        annotations[RUN_ID_ANNOTATION] = spec.run_id
+    rjob = TRAINING_REPLICATED_JOB
+    obj = render_template(
+        "training-jobset.yaml.j2",
+        name=spec.name,
+        namespace=spec.namespace,
+        labels={**base, QUEUE_NAME_LABEL: pool.queue_name},
+        pod_labels=base,
+        annotations=annotations,
+        ttl_seconds=TRAINING_TTL_SECONDS,
+        max_restarts=spec.max_restarts,
+        rjob=rjob,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        priority_class=spec.priority_class,
+        node_selector={pool_label_key(cluster): pool.name},
+        image=spec.image,
+        command=list(spec.command),
+        user_env=sorted(spec.env.items()),
+        master_addr=f"{spec.name}-{rjob}-0-0.{spec.name}",
+        master_port=spec.master_port,
+        lustre=lustre,
+    )
+    for _, _, template in workload_pod_templates(obj):
+        apply_plumbing(template, plumbing, container=TRAINER_CONTAINER)
+        resources = template["spec"]["containers"][0]["resources"]
+        for kind in ("limits", "requests"):
+            resources[kind]["nvidia.com/gpu"] = str(spec.gpus_per_node)
+    return obj
