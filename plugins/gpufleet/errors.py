@@ -20,7 +20,12 @@ class BackendError(GpufleetError):
 
 
 class TransientBackendError(BackendError):
-    """A cloud or cluster call failed in a way that a retry may fix (throttling, 5xx)."""
+    """A cloud or cluster call failed in a way that a retry may fix (throttling, 5xx, a dropped
+    connection). ``retry_after``: seconds the server asked to wait (its Retry-After), if any."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ParseError(GpufleetError):

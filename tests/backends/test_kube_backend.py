@@ -13,7 +13,16 @@ from collections.abc import Iterator
 import pytest
 
 from gpufleet.backends.base import ClusterBackend, Taint
-from gpufleet.backends.kube.cluster import KINDS, KubeClusterBackend
+from gpufleet.backends.kube.cluster import (
+    KINDS,
+    KubeApiError,
+    KubeClusterBackend,
+    KubeConflict,
+    KubeNotFound,
+    KubeTooManyRequests,
+    TransientKubeApiError,
+)
+from gpufleet.backends.kube.nodes import TAINT_PATCH_ATTEMPTS
 from gpufleet.domain.workloads import (
     GKE_POOL_LABEL,
     POOL_LABEL,
@@ -421,6 +430,27 @@ def test_taint_changes_that_change_nothing_make_no_patch(
     assert kube.stored("v1/nodes", None, "a-1")["spec"]["taints"] == taints
 
 
+def test_a_taint_patch_that_conflicts_is_read_and_patched_again(
+    kube: KubeEmulator, backend: KubeClusterBackend
+) -> None:
+    # Someone changed the node between our read and our patch (409): read again, patch again.
+    kube.seed_node("a-1", "pool-a")
+    kube.reset_requests()
+    with kube.fail("PATCH", "/nodes/a-1$", 409, times=1) as clash:
+        backend.add_taint("a-1", Taint(QUARANTINE_KEY, "x", "NoSchedule"))
+    assert clash.hits == 1
+    assert [r.method for r in kube.requests()] == ["GET", "PATCH", "GET", "PATCH"]
+    assert [t["key"] for t in kube.stored("v1/nodes", None, "a-1")["spec"]["taints"]] == [
+        QUARANTINE_KEY
+    ]
+
+    kube.reset_requests()
+    with kube.fail("PATCH", "/nodes/a-1$", 409), pytest.raises(KubeConflict):
+        backend.remove_taint("a-1", QUARANTINE_KEY)  # a clash every time: give up, say so
+    assert [r.method for r in kube.requests()].count("PATCH") == TAINT_PATCH_ATTEMPTS
+    assert kube.stored("v1/nodes", None, "a-1")["spec"]["taints"]  # still there
+
+
 def test_cordon_and_uncordon(kube: KubeEmulator, backend: KubeClusterBackend) -> None:
     kube.seed_node("a-1", "pool-a")
 
@@ -633,6 +663,33 @@ def test_server_errors_are_transient_and_say_what_failed(
     with kube.fail("PATCH", "/nodes/a-1$", 500), pytest.raises(TransientBackendError, match="a-1"):
         backend.set_unschedulable("a-1", True)
     assert not kube.stored("v1/nodes", None, "a-1")["spec"].get("unschedulable")
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [
+        (400, KubeApiError),
+        (403, KubeApiError),
+        (404, KubeNotFound),
+        (409, KubeConflict),
+        (422, KubeApiError),
+        (429, KubeTooManyRequests),
+        (500, TransientKubeApiError),
+        (502, TransientKubeApiError),
+        (503, TransientKubeApiError),
+        (504, TransientKubeApiError),
+    ],
+)
+def test_each_status_becomes_one_error_type(
+    kube: KubeEmulator, backend: KubeClusterBackend, status: int, error_type: type
+) -> None:
+    kube.seed_node("a-1", "pool-a")
+    with kube.fail("PATCH", "/nodes/a-1$", status), pytest.raises(KubeApiError) as err:
+        backend.set_unschedulable("a-1", True)  # no status is handled here: each surfaces
+    assert type(err.value) is error_type
+    assert err.value.status == status
+    # transient exactly when the retry rule says so: 429 and 5xx, never a 409
+    assert isinstance(err.value, TransientBackendError) == (status == 429 or status >= 500)
 
 
 def test_client_errors_are_not_transient(kube: KubeEmulator, backend: KubeClusterBackend) -> None:

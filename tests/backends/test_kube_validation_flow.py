@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpufleet.backends.kube.cluster import KubeClusterBackend
+from gpufleet.backends.retry import RetryingClusterBackend, RetryPolicy
 from gpufleet.backends.sim.output import LinkModel, nccl_info_log, nccl_tests_text
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import (
@@ -22,7 +23,8 @@ from gpufleet.domain.workloads import (
     QUARANTINE_KEY,
     workload_pod_templates,
 )
-from gpufleet.services.fabric import NAMESPACE, FabricValidation
+from gpufleet.manifests.labels import VALIDATION_NAMESPACE as NAMESPACE
+from gpufleet.services.fabric import FabricValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import ROOT
 from tests.support.kube_emulator import KubeEmulator
@@ -42,7 +44,12 @@ def kube() -> Iterator[KubeEmulator]:
 
 
 @pytest.fixture
-def service(kube, fleet_state):
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def service(kube, fleet_state, sleeps):
     kube.reset()
     for name in NODES:
         kube.seed_node(
@@ -52,7 +59,10 @@ def service(kube, fleet_state):
             taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
         )
     ref = load_catalog(ROOT / "include" / "fleet-examples").pool("train-usc1", POOL)
-    backend = KubeClusterBackend(conn_id=CONN_ID, pool_label_keys=(POOL_LABEL, GKE_POOL_LABEL))
+    backend = RetryingClusterBackend(  # as gpufleet.backends.cluster_backend builds it
+        KubeClusterBackend(conn_id=CONN_ID, pool_label_keys=(POOL_LABEL, GKE_POOL_LABEL)),
+        RetryPolicy(sleep=sleeps.append),  # waits recorded, not slept
+    )
     return FabricValidation(ref, Ledger(), backend)
 
 
@@ -155,3 +165,16 @@ def test_bad_node_is_localized_and_tainted_through_the_api(kube, service):
             t["key"] for t in kube.stored("v1/nodes", None, other)["spec"]["taints"]
         }
     assert [q["node"] for q in Ledger().quarantined("train-usc1")] == [BAD]
+
+
+def test_a_throttled_api_server_does_not_fail_the_validation(kube, service, sleeps):
+    # The API server throttles the first JobSet create and drops a node read: both are retried
+    # under the retry rule (Retry-After honoured) and the night's verdict is unchanged.
+    with (
+        kube.fail("POST", "/jobsets$", 429, times=1, retry_after="3") as throttled,
+        kube.fail("GET", r"^/api/v1/nodes$", 503, times=1) as failing,
+    ):
+        summary, _ = drive(kube, service, bad={BAD})
+    assert throttled.hits == 1 and failing.hits == 1
+    assert summary["passed"] and summary["quarantined"] == [BAD]
+    assert 3.0 in sleeps and len(sleeps) == 2

@@ -10,7 +10,8 @@ kmock has no controllers: a test creates what the cluster would (nodes, pods) wi
 ``seed_node``/``seed_pod`` (pods are created, then given a phase through a ``/status`` patch)
 and reads back what the emulator stored with ``stored``/``exists`` - independent of the code
 under test. ``set_pod_log`` feeds the pod-log reaction, ``block_eviction`` makes the eviction
-reaction answer 429 as a PodDisruptionBudget would, ``fail`` injects API errors.
+reaction answer 429 as a PodDisruptionBudget would, ``fail`` injects API errors (optionally with
+a ``Retry-After`` header, as an API server sends with a 429 or 503).
 
 Gaps of kmock 0.8 filled here (each checked against the released package):
 
@@ -44,6 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import aiohttp.web
 import kmock
 from kmock._internal import parsing as _kmock_parsing
 
@@ -65,6 +67,15 @@ CRDS: dict[str, dict[str, Any]] = {
 _CRD_VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
 
 PODS = kmock.resource("", "v1", "pods")
+
+# The API server's Status reasons (metav1.StatusReason) for the codes tests inject.
+_REASONS = {
+    404: "NotFound",
+    409: "Conflict",
+    429: "TooManyRequests",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 
 
 # ---- kmock fixes ---------------------------------------------------------------------------
@@ -184,6 +195,7 @@ class Fault:
     reason: str
     message: str
     times: int | None  # None: until removed
+    retry_after: str | None = None  # the Retry-After header to send, if any
     hits: int = 0
 
     def matches(self, request: kmock.Request) -> bool:
@@ -191,6 +203,20 @@ class Fault:
             return False
         method = str(getattr(request.method, "value", request.method)).upper()
         return self.method in ("*", method) and bool(self.path.search(request.url.path))
+
+    def response(self) -> aiohttp.web.Response:
+        """A ``Status`` document, as the API server answers a failed call."""
+        status = {
+            "apiVersion": "v1",
+            "kind": "Status",
+            "metadata": {},
+            "status": "Failure",
+            "code": self.status,
+            "reason": self.reason,
+            "message": self.message,
+        }
+        headers = {"Retry-After": self.retry_after} if self.retry_after is not None else None
+        return aiohttp.web.json_response(status, status=self.status, headers=headers)
 
 
 class GpufleetKubeEmulator(kmock.KubernetesEmulator):
@@ -206,9 +232,7 @@ class GpufleetKubeEmulator(kmock.KubernetesEmulator):
         for fault in self.faults:
             if fault.matches(request):
                 fault.hits += 1
-                raise kmock.KubernetesError(
-                    status=fault.status, reason=fault.reason, message=fault.message
-                )
+                return fault.response()
         return await super()._handle(request)
 
     async def _serve_list(self, request: kmock.Request) -> Any:
@@ -546,16 +570,20 @@ class KubeEmulator:
         times: int | None = None,
         reason: str | None = None,
         message: str | None = None,
+        retry_after: str | None = None,
     ) -> Iterator[Fault]:
-        """Answer requests (``method`` or "*", ``path`` a regex searched in the URL path)."""
+        """Answer requests (``method`` or "*", ``path`` a regex searched in the URL path) with
+        ``status``; ``times`` requests at most (None: every one until the block ends), each with
+        a ``Retry-After: retry_after`` header when given. Faults are tried in the order they
+        were added; the first that matches answers."""
         fault = Fault(
             method=method.upper(),
             path=re.compile(path),
             status=status,
-            reason=reason
-            or {429: "TooManyRequests", 503: "ServiceUnavailable"}.get(status, "InternalError"),
+            reason=reason or _REASONS.get(status, "InternalError"),
             message=message or f"injected fault: HTTP {status}",
             times=times,
+            retry_after=retry_after,
         )
         assert self.handler is not None
         handler = self.handler

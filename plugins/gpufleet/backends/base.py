@@ -53,8 +53,14 @@ class NodeInfo:
 
     @property
     def idle(self) -> bool:
-        """Schedulable and running no training workload: free for synthetic validation."""
+        """Schedulable and running no training workload."""
         return self.schedulable and not self.workloads
+
+    @property
+    def free(self) -> bool:
+        """Idle and not quarantined: a node a validation pair or a new job may take. The one
+        definition of a free node (the gate, the launch and both validations count these)."""
+        return self.idle and not self.quarantined
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""What a failed Kubernetes API call becomes: the one place its HTTP status is classified.
+
+Every ``ApiException`` becomes a :class:`KubeApiError` saying which call on which object failed,
+with the HTTP status, reason and the server's message. The class tells the cases apart, so
+callers catch a type instead of comparing status codes:
+
+==========  ==========================  ===================================================
+status      class                       what the backend does with it
+==========  ==========================  ===================================================
+404         ``KubeNotFound``            delete: nothing to delete; status: NotFound; ...
+409         ``KubeConflict``            create: the object exists ("found", an ensure
+                                        converges); taint patch: re-read and patch again.
+                                        Never retried by the retry rule.
+429         ``KubeTooManyRequests``     transient (retried); an eviction's 429 is a
+                                        PodDisruptionBudget saying "not now".
+5xx         ``TransientKubeApiError``   transient (retried)
+other       ``KubeApiError``            surfaces at once
+==========  ==========================  ===================================================
+
+Transient means ``gpufleet.backends.retry.is_transient_status``; a transient error carries the
+server's Retry-After in ``retry_after``. A connection that fails or drops (urllib3, OSError)
+becomes a plain ``TransientBackendError`` (``connection_error``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpufleet.backends.retry import is_transient_status, parse_retry_after
+from gpufleet.errors import BackendError, TransientBackendError
+
+
+class KubeApiError(BackendError):
+    """A Kubernetes API call answered with an error status (``status``, ``reason``)."""
+
+    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class KubeNotFound(KubeApiError):
+    """404: the object (or the namespace it would live in) does not exist."""
+
+
+class KubeConflict(KubeApiError):
+    """409: the object already exists (on create) or changed since it was read (on update)."""
+
+
+class TransientKubeApiError(KubeApiError, TransientBackendError):
+    """Throttled (429) or a server error (5xx): a retry may succeed."""
+
+    def __init__(
+        self, message: str, *, status: int, reason: str = "", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.retry_after = retry_after
+
+
+class KubeTooManyRequests(TransientKubeApiError):
+    """429: throttled by the API server, or an eviction a PodDisruptionBudget refuses for now."""
+
+
+def api_error(what: str, exc: Any, conn_id: str) -> KubeApiError:
+    """The error a person reads for an ApiException: call, object, status, reason, message."""
+    status = getattr(exc, "status", None) or 0
+    reason = getattr(exc, "reason", None) or ""
+    message = ""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            payload = json.loads(body)
+        except (TypeError, ValueError):
+            payload = None
+        if isinstance(payload, dict):
+            reason = payload.get("reason") or reason
+            message = payload.get("message") or ""
+        else:
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+            message = text.strip()[:300]
+    text = f"{what} failed: HTTP {status} {reason}".rstrip()
+    if message:
+        text += f": {message}"
+    transient = is_transient_status(status)
+    if status in (401, 403):
+        text += f"; check the credentials and RBAC of Airflow connection {conn_id!r}"
+    elif transient:
+        text += "; the API server is throttling or failing, retry later"
+    elif status == 0:
+        text += f"; check the TLS settings of Airflow connection {conn_id!r}"
+    if transient:
+        cls = KubeTooManyRequests if status == 429 else TransientKubeApiError
+        headers = getattr(exc, "headers", None) or {}
+        retry_after = parse_retry_after(headers.get("Retry-After"))
+        return cls(text, status=status, reason=reason, retry_after=retry_after)
+    if status == 404:
+        return KubeNotFound(text, status=status, reason=reason)
+    if status == 409:
+        return KubeConflict(text, status=status, reason=reason)
+    return KubeApiError(text, status=status, reason=reason)
+
+
+def connection_error(what: str, exc: BaseException, conn_id: str) -> TransientBackendError:
+    """A request that got no HTTP answer (refused, reset, timed out): transient."""
+    return TransientBackendError(
+        f"{what}: cannot reach the Kubernetes API of connection {conn_id!r} "
+        f"({type(exc).__name__}: {exc}); retry, and check the cluster endpoint if it persists"
+    )

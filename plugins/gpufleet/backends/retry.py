@@ -1,0 +1,210 @@
+"""gpufleet's retry rule for backend calls, on tenacity.
+
+The rule, in one place:
+
+- **transient**: throttling (HTTP 429), server errors (5xx) and a connection that failed or
+  dropped. Backends raise :class:`~gpufleet.errors.TransientBackendError` for these
+  (``is_transient_status`` is the status half of the rule, for backends that map HTTP codes);
+  the call is retried with exponential backoff, ``attempts`` times in all, and the last error
+  surfaces if every attempt fails.
+- **Retry-After**: when the server sent one (``TransientBackendError.retry_after``), the wait
+  before the next attempt is at least that long, capped at ``max_retry_after``.
+- **a conflict (409) on create is not an error to retry**: an ensure (``ClusterBackend.apply``)
+  reads and returns the object that exists. The cncf provider's ``generic_api_retry`` counts
+  409 as transient, which suits its own calls but would make an ensure retry a create that can
+  only conflict again; so backends map 409 to a non-transient error and handle it themselves.
+- anything else surfaces at once.
+
+``RetryingClusterBackend`` and ``RetryingCloudBackend`` apply the rule to every method of the
+two protocols, written out one by one so the wrapper is typed like what it wraps; ``inner`` is
+the wrapped backend. Tests pass a ``RetryPolicy`` whose ``sleep`` records the waits.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import tenacity
+
+from gpufleet.backends.base import (
+    CloudBackend,
+    ClusterBackend,
+    FilesystemInfo,
+    NodeInfo,
+    NodePoolInfo,
+    PodInfo,
+    ReservationInfo,
+    Taint,
+    WorkloadStatus,
+)
+from gpufleet.errors import TransientBackendError
+
+log = logging.getLogger(__name__)
+
+
+def is_transient_status(status: int) -> bool:
+    """True for the HTTP statuses a retry may fix: 429 (throttled) and 5xx (server error)."""
+    return status == 429 or 500 <= status <= 599
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP-date (RFC 9110
+    section 10.2.3); None when absent or unreadable. A date in the past means 0."""
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return max(float(int(text)), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many attempts and how long between them.
+
+    The wait after attempt n is ``first_delay * 2**(n-1)`` capped at ``max_delay`` (0.2, 0.4,
+    0.8, 1.6 s with the defaults), or the server's Retry-After if that is longer, capped at
+    ``max_retry_after``.
+    """
+
+    attempts: int = 5
+    first_delay: float = 0.2
+    max_delay: float = 10.0
+    max_retry_after: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+
+
+class wait_backoff_or_retry_after(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
+    """Exponential backoff, lengthened to the server's Retry-After (capped) when it sent one."""
+
+    def __init__(self, backoff: tenacity.wait.wait_base, max_retry_after: float) -> None:
+        self.backoff = backoff
+        self.max_retry_after = max_retry_after
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        wait = self.backoff(retry_state)
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        if isinstance(exc, TransientBackendError) and exc.retry_after is not None:
+            wait = max(wait, min(float(exc.retry_after), self.max_retry_after))
+        return wait
+
+
+def retrying(policy: RetryPolicy) -> tenacity.Retrying:
+    """A tenacity ``Retrying`` that follows the rule: call it as ``retrying(fn, *args)``."""
+
+    def log_retry(state: tenacity.RetryCallState) -> None:
+        outcome, action = state.outcome, state.next_action
+        log.warning(
+            "%s failed (%s); retry %d of %d in %.1f s",
+            getattr(state.fn, "__name__", "call"),
+            outcome.exception() if outcome is not None else "?",
+            state.attempt_number,
+            policy.attempts - 1,
+            action.sleep if action is not None else 0.0,
+        )
+
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(TransientBackendError),
+        stop=tenacity.stop_after_attempt(policy.attempts),
+        wait=wait_backoff_or_retry_after(
+            tenacity.wait_exponential(multiplier=policy.first_delay, max=policy.max_delay),
+            policy.max_retry_after,
+        ),
+        sleep=policy.sleep,
+        before_sleep=log_retry,
+        reraise=True,  # the last TransientBackendError, not tenacity's RetryError
+    )
+
+
+class RetryingClusterBackend:
+    """A ``ClusterBackend`` whose every call follows the retry rule."""
+
+    def __init__(self, inner: ClusterBackend, policy: RetryPolicy | None = None) -> None:
+        self.inner = inner
+        self._retry = retrying(policy or RetryPolicy())
+
+    def __repr__(self) -> str:
+        return f"RetryingClusterBackend({self.inner!r})"
+
+    def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return self._retry(self.inner.apply, manifest)
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        return self._retry(self.inner.delete, kind, name, namespace)
+
+    def list_nodes(self, pool: str | None = None) -> list[NodeInfo]:
+        return self._retry(self.inner.list_nodes, pool)
+
+    def set_unschedulable(self, node: str, unschedulable: bool) -> None:
+        self._retry(self.inner.set_unschedulable, node, unschedulable)
+
+    def add_taint(self, node: str, taint: Taint) -> None:
+        self._retry(self.inner.add_taint, node, taint)
+
+    def remove_taint(self, node: str, key: str) -> None:
+        self._retry(self.inner.remove_taint, node, key)
+
+    def set_labels(self, node: str, labels: dict[str, str | None]) -> None:
+        self._retry(self.inner.set_labels, node, labels)
+
+    def list_pods(self, namespace: str | None, selector: str) -> list[PodInfo]:
+        return self._retry(self.inner.list_pods, namespace, selector)
+
+    def evict(self, pod: str, namespace: str) -> bool:
+        return self._retry(self.inner.evict, pod, namespace)
+
+    def workload_status(self, kind: str, name: str, namespace: str) -> WorkloadStatus:
+        return self._retry(self.inner.workload_status, kind, name, namespace)
+
+    def pod_logs(self, pod: str, namespace: str, container: str | None = None) -> str:
+        return self._retry(self.inner.pod_logs, pod, namespace, container)
+
+
+class RetryingCloudBackend:
+    """A ``CloudBackend`` whose every call follows the retry rule."""
+
+    def __init__(self, inner: CloudBackend, policy: RetryPolicy | None = None) -> None:
+        self.inner = inner
+        self._retry = retrying(policy or RetryPolicy())
+
+    def __repr__(self) -> str:
+        return f"RetryingCloudBackend({self.inner!r})"
+
+    def get_reservation(self, name: str) -> ReservationInfo:
+        return self._retry(self.inner.get_reservation, name)
+
+    def ensure_network(self) -> dict[str, Any]:
+        return self._retry(self.inner.ensure_network)
+
+    def ensure_cluster(self) -> dict[str, Any]:
+        return self._retry(self.inner.ensure_cluster)
+
+    def ensure_node_pool(self, pool: str) -> NodePoolInfo:
+        return self._retry(self.inner.ensure_node_pool, pool)
+
+    def get_node_pool(self, pool: str) -> NodePoolInfo:
+        return self._retry(self.inner.get_node_pool, pool)
+
+    def delete_node_pool(self, pool: str) -> bool:
+        return self._retry(self.inner.delete_node_pool, pool)
+
+    def ensure_filesystem(self, name: str) -> FilesystemInfo:
+        return self._retry(self.inner.ensure_filesystem, name)
+
+    def get_filesystem(self, name: str) -> FilesystemInfo:
+        return self._retry(self.inner.get_filesystem, name)
