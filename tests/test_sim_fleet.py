@@ -11,8 +11,9 @@ import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import Taint
-from gpufleet.backends.sim.state import SimState, parse_fault
+from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.faults import Fault, FaultError, parse_fault
 from gpufleet.domain.workloads import QUARANTINE_KEY
 from gpufleet.errors import BackendError, GpufleetError, TransientBackendError
 
@@ -92,18 +93,22 @@ def test_apply_is_idempotent_and_delete_reports(a3u):
 @pytest.mark.parametrize(
     "text,expected",
     [
-        ("fabric-down", ("fabric-down", None)),
-        ("fabric-down:busbw=340", ("fabric-down", "busbw=340")),
-        ("bad-node:n1", ("bad-node", "n1")),
-        ("bad-node:n1:nic", ("bad-node", "n1:nic")),
-        ("lustre-slow", ("lustre-slow", None)),
-        ("lustre-slow:0.25", ("lustre-slow", "0.25")),
-        ("capacity-short:2", ("capacity-short", "2")),
-        ("api-errors:0.5", ("api-errors", "0.5")),
+        ("fabric-down", Fault("fabric-down")),
+        ("fabric-down:busbw=340", Fault("fabric-down", busbw_gbps=340.0)),
+        ("bad-node:n1", Fault("bad-node", node="n1")),
+        ("bad-node:n1:nic", Fault("bad-node", node="n1", nic=True)),
+        ("lustre-slow", Fault("lustre-slow")),
+        ("lustre-slow:0.25", Fault("lustre-slow", factor=0.25)),
+        ("capacity-short", Fault("capacity-short")),
+        ("capacity-short:2", Fault("capacity-short", machines=2)),
+        ("api-errors:0.5", Fault("api-errors", rate=0.5)),
+        ("  api-errors:1 ", Fault("api-errors", rate=1.0)),
     ],
 )
 def test_fault_grammar(text, expected):
-    assert parse_fault(text) == expected
+    fault = parse_fault(text)
+    assert fault == expected
+    assert parse_fault(fault.text) == fault  # the written form reads back the same
 
 
 @pytest.mark.parametrize(
@@ -111,15 +116,102 @@ def test_fault_grammar(text, expected):
     [
         ("meteor", "unknown fault"),
         ("bad-node", "needs a node"),
+        ("bad-node:", "empty argument"),
+        ("bad-node:Node_1", "not a node name"),
+        ("bad-node:n1:cpu", "only ':nic'"),
+        ("api-errors", "needs a rate"),
         ("api-errors:2", "within"),
-        ("api-errors:x", "rate"),
+        ("api-errors:0", "within"),
+        ("api-errors:x", "must be a number"),
+        ("api-errors:nan", "finite"),
         ("lustre-slow:3", "within"),
+        ("lustre-slow:-0.5", "within"),
+        ("lustre-slow:inf", "finite"),
+        ("lustre-slow:0.3:0.4", "must be a number"),
         ("fabric-down:fast", "busbw="),
+        ("fabric-down:busbw=", "must be a number"),
+        ("fabric-down:busbw=abc", "must be a number"),
+        ("fabric-down:busbw=-1", "above 0"),
+        ("fabric-down:busbw=0", "above 0"),
+        ("fabric-down:busbw=nan", "finite"),
+        ("fabric-down:busbw=inf", "finite"),
+        ("fabric-down:busbw=1e400", "finite"),
+        ("capacity-short:-1", "at least 1"),
+        ("capacity-short:0", "at least 1"),
+        ("capacity-short:1.5", "at least 1"),
     ],
 )
-def test_bad_faults_are_refused(text, match):
-    with pytest.raises(GpufleetError, match=match):
+def test_bad_faults_are_refused_in_one_line(text, match):
+    with pytest.raises(FaultError, match=match) as err:
         parse_fault(text)
+    assert "\n" not in str(err.value) and repr(text.strip()) in str(err.value)
+
+
+def test_the_param_pattern_admits_the_grammar_and_refuses_words_signs_nan_inf():
+    """The nightly DAG's ``sim_faults`` Param can validate with ``PARAM_PATTERN`` in the form."""
+    import re
+
+    from gpufleet.domain.faults import PARAM_PATTERN
+
+    pattern = re.compile(PARAM_PATTERN)
+    for text in (
+        "fabric-down",
+        "fabric-down:busbw=340",
+        "fabric-down:busbw=22.5",
+        "bad-node:a3u-sim-h200-a-1",
+        "bad-node:a3u-sim-h200-a-1:nic",
+        "lustre-slow",
+        "lustre-slow:0.25",
+        "capacity-short:2",
+        "api-errors:0.5",
+        "api-errors:1",
+    ):
+        assert pattern.match(f"a3u-sim/h200-a={text}"), text
+        parse_fault(text)  # and the parser reads every one of them
+    for text in (
+        "meteor",
+        "fabric-down:busbw=nan",
+        "fabric-down:busbw=inf",
+        "fabric-down:busbw=abc",
+        "fabric-down:busbw=-1",
+        "bad-node:",
+        "bad-node:n1:gpu",
+        "lustre-slow:-0.5",
+        "lustre-slow:2",
+        "capacity-short:x",
+        "api-errors:nan",
+        "api-errors:1.5",
+    ):
+        assert not pattern.match(f"a3u-sim/h200-a={text}"), text
+
+
+def test_the_catalog_check_uses_the_same_parser(tmp_path):
+    """A standing fault the grammar refuses is a catalog problem, with the parser's words."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / "include" / "fleet" / "sim.yaml").read_text())
+    data["regions"][0]["clusters"][0]["sim"]["faults"] = {"h200-a": ["lustre-slow:nan"]}
+    (tmp_path / "sim.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(GpufleetError, match=r"sim\.faults\.h200-a.*lustre-slow:nan.*finite"):
+        load_catalog(tmp_path)
+
+
+def test_nightly_fault_specs_use_the_same_parser(catalog):
+    from gpufleet.services.nightly import parse_fault_specs
+
+    [(ref, fault)] = parse_fault_specs(catalog, ["a3u-sim/h200-a=bad-node:a3u-sim-h200-a-1:nic"])
+    assert ref.key == "a3u-sim/h200-a"
+    assert fault == Fault("bad-node", node="a3u-sim-h200-a-1", nic=True)
+    with pytest.raises(FaultError, match="finite"):
+        parse_fault_specs(catalog, ["a3u-sim/h200-a=fabric-down:busbw=inf"])
+
+
+def test_faults_reach_only_sim_clusters():
+    from gpufleet.backends.faults import fault_injection
+
+    real = load_catalog(ROOT / "include" / "fleet-examples").cluster("train-usc1")
+    with pytest.raises(BackendError, match="only be injected into sim clusters"):
+        fault_injection(real)
 
 
 def test_api_errors_fault(a3u, fleet_state, caplog):
@@ -127,7 +219,10 @@ def test_api_errors_fault(a3u, fleet_state, caplog):
     with pytest.raises(TransientBackendError, match="injected api-errors"):
         a3u.list_nodes()  # every attempt fails: the last error goes through
     assert caplog.text.count("list_nodes failed") == 4  # retried 4 times before giving up
-    assert len(a3u.nodes()) == 10  # `sim show` still sees the fleet
+    from gpufleet.backends.faults import fault_injection
+
+    # `sim show` still sees the fleet: the injector reads nodes without injected API errors
+    assert len(fault_injection(load_catalog().cluster("a3u-sim")).nodes()) == 10
     SimState().clear()
     assert len(a3u.list_nodes()) == 10
 

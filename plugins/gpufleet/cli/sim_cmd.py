@@ -1,11 +1,15 @@
-"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults."""
+"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults.
+
+Faults are read with the fault grammar's one parser (``gpufleet.domain.faults``) and reach the
+fleet through ``gpufleet.backends.faults``; nothing here knows the sim backend's internals.
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from gpufleet.config.catalog import load_catalog
-from gpufleet.domain.faults import FAULT_KINDS
+from gpufleet.domain.faults import FAULT_KINDS, SYNTAX, parse_fault
 from gpufleet.domain.fleet import Catalog, PoolRef
 from gpufleet.errors import GpufleetError
 
@@ -23,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     inj = s.add_parser(
         "inject",
         help="inject a fault into a pool",
-        description="Faults: fabric-down[:busbw=GBPS], bad-node:<node>[:nic], "
-        "lustre-slow[:FACTOR], capacity-short[:N], api-errors:<rate>",
+        description=f"Faults: {SYNTAX}",
     )
     inj.add_argument("--pool", required=True, help="pool as cluster/pool (or a unique pool name)")
     inj.add_argument(
@@ -75,17 +78,15 @@ def _sim_clusters(catalog: Catalog, only: str | None):
 
 
 def show_cmd(args) -> int:
-    from gpufleet.backends.sim.cluster import SimClusterBackend
-    from gpufleet.backends.sim.state import SimState
+    from gpufleet.backends.faults import fault_injection
 
     catalog = load_catalog()
-    state = SimState()
-    clusters = _sim_clusters(catalog, args.cluster)
-    for cluster in clusters:
-        backend = SimClusterBackend(cluster, state)
+    faults = []
+    for cluster in _sim_clusters(catalog, args.cluster):
+        injection = fault_injection(cluster)
         print(f"cluster {cluster.name} (sim, mimics {cluster.shape}, {cluster.location})")
         print(f"  {'node':<24} {'pool':<10} {'ready':<6} {'sched':<6} {'taints / jobs'}")
-        for node in backend.nodes():
+        for node in injection.nodes():
             extra = [
                 f"{t.key}={t.value}:{t.effect}" for t in node.taints if t.key != "nvidia.com/gpu"
             ]
@@ -94,7 +95,7 @@ def show_cmd(args) -> int:
                 f"  {node.name:<24} {node.pool or '-':<10} {'yes' if node.ready else 'no':<6} "
                 f"{'yes' if node.schedulable else 'no':<6} {', '.join(extra) or '-'}"
             )
-    faults = state.faults(catalog)
+        faults += injection.active()
     print("faults:" if faults else "faults: none")
     for f in faults:
         print(f"  {f.cluster}/{f.pool}: {f.text} ({f.scope})")
@@ -102,39 +103,32 @@ def show_cmd(args) -> int:
 
 
 def inject_cmd(args) -> int:
-    from gpufleet.backends.sim.state import SimState, parse_fault
+    from gpufleet.backends.faults import fault_injection
 
     catalog = load_catalog()
     ref = resolve_pool(catalog, args.pool)
-    kind, arg = parse_fault(args.fault)
-    if kind == "bad-node":
-        node = arg.split(":", 1)[0]
-        from gpufleet.backends.sim.cluster import SimClusterBackend
-
-        names = [n.name for n in SimClusterBackend(ref.cluster).nodes(ref.pool.name)]
-        if node not in names:
-            raise GpufleetError(f"{ref.key} has no node {node!r} (nodes: {', '.join(names)})")
-    added = SimState().inject(ref.cluster.name, ref.pool.name, args.fault)
-    print(f"{'injected' if added else 'already active'}: {args.fault} on {ref.key}")
+    fault = parse_fault(args.fault)
+    added = fault_injection(ref.cluster).inject(ref.pool.name, fault)
+    print(f"{'injected' if added else 'already active'}: {fault.text} on {ref.key}")
     return 0
 
 
 def clear_cmd(args) -> int:
-    from gpufleet.backends.sim.state import SimState
+    from gpufleet.backends.faults import fault_injection
 
-    state = SimState()
-    if args.pool:
-        ref = resolve_pool(load_catalog(), args.pool)
-        n = state.clear(ref.cluster.name, ref.pool.name)
+    catalog = load_catalog()
+    if args.pool is not None:
+        ref = resolve_pool(catalog, args.pool)
+        n = fault_injection(ref.cluster).clear(ref.pool.name)
     else:
-        n = state.clear()
+        n = sum(fault_injection(c).clear() for c in _sim_clusters(catalog, None))
     print(f"cleared {n} fault(s)")
     return 0
 
 
 def reset_cmd(args) -> int:
-    from gpufleet.backends.sim.state import SimState
+    from gpufleet.backends.faults import reset_simulated_fleet
 
-    SimState().reset()
+    reset_simulated_fleet()
     print("simulated fleet reset: nodes are re-created from the catalog on next use")
     return 0

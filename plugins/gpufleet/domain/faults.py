@@ -1,9 +1,184 @@
-"""The simulated fleet's fault vocabulary: what can be injected, and how a fault is written.
+"""The simulated fleet's fault vocabulary: what can be injected, how a fault is written, and the
+one parser that reads it. Pure: no I/O.
 
-Pure: the catalog (``sim.faults``), the CLI (``gpufleet sim inject``) and the DAG Param
-(``sim_faults``) all speak it; the sim backend acts on it.
+The catalog check (``sim.faults``), the CLI (``gpufleet sim inject``), the nightly DAG's
+``sim_faults`` Param and the sim backend all read a fault through ``parse_fault``, which
+returns a typed ``Fault`` or raises a ``FaultError`` whose message is one line saying what is
+wrong and how to write it. Grammar (arguments in brackets are optional):
+
+==============================  ===============================================================
+``fabric-down[:busbw=GBPS]``    the pool's RDMA fabric is down: pods get TCP sockets; ``busbw``
+                                (> 0) sets the socket bus bandwidth the sim then reports
+``bad-node:<node>[:nic]``       a degraded node drags its pairs' bandwidth down; with ``:nic``
+                                its RDMA NIC is down, so its pods fall back to sockets
+``lustre-slow[:FACTOR]``        the filesystem delivers FACTOR (0 < FACTOR < 1) of its tier
+``capacity-short[:N]``          the pool's reservation has N (>= 1) fewer machines (half if
+                                no N is given)
+``api-errors:RATE``             that share (0 < RATE <= 1) of API calls fail with a 503
+==============================  ===============================================================
+
+Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass
+
+from gpufleet.domain.names import DNS1123_LABEL_BODY, DNS1123_SUBDOMAIN
+from gpufleet.errors import GpufleetError
+
 FAULT_KINDS = ("fabric-down", "bad-node", "lustre-slow", "capacity-short", "api-errors")
+SYNTAX = (
+    "fabric-down[:busbw=GBPS], bad-node:<node>[:nic], lustre-slow[:FACTOR], "
+    "capacity-short[:N], api-errors:RATE"
+)
+_INTEGER = re.compile(r"^[0-9]+$")
+_NUMBER = r"[0-9]+(\.[0-9]+)?"
+_FRACTION = r"(0?\.[0-9]+|0)"
+# ``cluster/pool=fault`` for a JSON-schema ``pattern`` (the nightly DAG's ``sim_faults`` Param),
+# so Airflow's own form validation refuses what the grammar cannot read: unknown kinds, words,
+# signs, nan and inf. Bounds it cannot express (a zero rate or count) are refused by
+# ``parse_fault`` when the run starts.
+PARAM_PATTERN = (
+    r"^" + DNS1123_LABEL_BODY + "/" + DNS1123_LABEL_BODY + "="
+    r"(fabric-down(:busbw=" + _NUMBER + r")?"
+    r"|bad-node:[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:nic)?"
+    r"|lustre-slow(:" + _FRACTION + r")?"
+    r"|capacity-short(:[0-9]+)?"
+    r"|api-errors:(" + _FRACTION + r"|1(\.0+)?))$"
+)
+
+
+class FaultError(GpufleetError):
+    """A fault is not written in the fault grammar, or its argument is out of bounds."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault, typed. Only the fields of its kind are set."""
+
+    kind: str
+    busbw_gbps: float | None = None  # fabric-down: socket bandwidth while the fabric is down
+    node: str | None = None  # bad-node
+    nic: bool = False  # bad-node:<node>:nic
+    factor: float | None = None  # lustre-slow (None: the sim's default)
+    machines: int | None = None  # capacity-short (None: half the reservation)
+    rate: float | None = None  # api-errors
+
+    @property
+    def text(self) -> str:
+        """The fault written in the grammar (``parse_fault(f.text) == f``)."""
+        if self.kind == "fabric-down" and self.busbw_gbps is not None:
+            return f"fabric-down:busbw={self.busbw_gbps:g}"
+        if self.kind == "bad-node":
+            return f"bad-node:{self.node}" + (":nic" if self.nic else "")
+        if self.kind == "lustre-slow" and self.factor is not None:
+            return f"lustre-slow:{self.factor:g}"
+        if self.kind == "capacity-short" and self.machines is not None:
+            return f"capacity-short:{self.machines}"
+        if self.kind == "api-errors":
+            return f"api-errors:{self.rate:g}"
+        return self.kind
+
+
+@dataclass(frozen=True)
+class ActiveFault:
+    """A fault in force on one pool: where, which, and who put it there (``cli``,
+    ``catalog``, or ``run:<run id>`` for a nightly run's ``sim_faults``)."""
+
+    cluster: str
+    pool: str
+    fault: Fault
+    scope: str
+
+    @property
+    def text(self) -> str:
+        return self.fault.text
+
+
+def _number(text: str, spec: str, what: str, example: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise FaultError(f"fault {spec!r}: {what} must be a number, e.g. {example}") from None
+    if not math.isfinite(value):
+        raise FaultError(f"fault {spec!r}: {what} must be a finite number, e.g. {example}")
+    return value
+
+
+def parse_fault(text: str) -> Fault:
+    """Read one fault (``bad-node:n1:nic``, ``lustre-slow:0.3`` ...) into a ``Fault``.
+
+    Raises ``FaultError`` (one line) for an unknown kind, a missing or malformed argument, or
+    a number that is not finite or out of bounds.
+    """
+    if not isinstance(text, str):
+        raise FaultError(f"fault {text!r} is not text: write one of {SYNTAX}")
+    spec = text.strip()
+    kind, sep, arg = spec.partition(":")
+    if kind not in FAULT_KINDS:
+        raise FaultError(f"unknown fault {spec!r}: use one of {SYNTAX}")
+    if sep and not arg:
+        raise FaultError(f"fault {spec!r} has an empty argument after ':'")
+    if kind == "fabric-down":
+        if not arg:
+            return Fault(kind)
+        key, eq, value = arg.partition("=")
+        if key != "busbw" or not eq:
+            raise FaultError(
+                f"fault {spec!r}: fabric-down takes an optional socket bandwidth: "
+                "fabric-down:busbw=340"
+            )
+        busbw = _number(value, spec, "busbw (GB/s)", "fabric-down:busbw=340")
+        if busbw <= 0:
+            raise FaultError(f"fault {spec!r}: busbw must be above 0 GB/s")
+        return Fault(kind, busbw_gbps=busbw)
+    if kind == "bad-node":
+        node, _, how = arg.partition(":")
+        if not node:
+            raise FaultError(f"fault {spec!r}: bad-node needs a node name: bad-node:<node>[:nic]")
+        if len(node) > 253 or not DNS1123_SUBDOMAIN.match(node):
+            raise FaultError(f"fault {spec!r}: {node!r} is not a node name")
+        if how not in ("", "nic"):
+            raise FaultError(
+                f"fault {spec!r}: after the node only ':nic' may follow (bad-node:<node>:nic)"
+            )
+        return Fault(kind, node=node, nic=how == "nic")
+    if kind == "lustre-slow":
+        if not arg:
+            return Fault(kind)
+        factor = _number(arg, spec, "the factor", "lustre-slow:0.3")
+        if not 0 < factor < 1:
+            raise FaultError(f"fault {spec!r}: lustre-slow factor {arg} is not within (0, 1)")
+        return Fault(kind, factor=factor)
+    if kind == "capacity-short":
+        if not arg:
+            return Fault(kind)
+        if not _INTEGER.match(arg) or int(arg) < 1:
+            raise FaultError(
+                f"fault {spec!r}: capacity-short takes an optional machine count of at least 1: "
+                "capacity-short:2"
+            )
+        return Fault(kind, machines=int(arg))
+    # api-errors
+    if not arg:
+        raise FaultError(f"fault {spec!r}: api-errors needs a rate between 0 and 1: api-errors:0.3")
+    rate = _number(arg, spec, "the api-errors rate", "api-errors:0.3")
+    if not 0 < rate <= 1:
+        raise FaultError(f"fault {spec!r}: api-errors rate {arg} is not within (0, 1]")
+    return Fault(kind, rate=rate)
+
+
+_POOL_FAULT = re.compile(
+    rf"^(?P<cluster>{DNS1123_LABEL_BODY})/(?P<pool>{DNS1123_LABEL_BODY})=(?P<fault>\S+)$"
+)
+
+
+def parse_pool_fault(text: str) -> tuple[str, str, Fault]:
+    """``cluster/pool=fault`` (the nightly DAG's ``sim_faults`` Param) -> (cluster, pool, fault)."""
+    m = _POOL_FAULT.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise FaultError(f"fault {text!r} is not of the form cluster/pool=fault")
+    return m["cluster"], m["pool"], parse_fault(m["fault"])

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpufleet.domain.faults import FAULT_KINDS
+from gpufleet.domain.faults import FaultError, parse_fault
 from gpufleet.domain.names import DNS1123_LABEL
 from gpufleet.errors import CatalogError
 
@@ -377,10 +377,8 @@ def region_problems(region: Region, base: str = "") -> list[tuple[str, str]]:
                 if pool_name not in pool_names:
                     problem(f"{cbase}.sim.faults.{pool_name}", "no such node pool")
                 for fault in faults:
-                    kind = fault.split(":", 1)[0]
-                    if kind not in FAULT_KINDS:
-                        problem(
-                            f"{cbase}.sim.faults.{pool_name}",
-                            f"unknown fault {fault!r} (known: {', '.join(FAULT_KINDS)})",
-                        )
+                    try:
+                        parse_fault(fault)
+                    except FaultError as exc:
+                        problem(f"{cbase}.sim.faults.{pool_name}", str(exc))
     return problems

@@ -1,8 +1,11 @@
 """RDMA, NCCL and storage plumbing that the platform injects into pods. Pure domain code.
 
-One place says what a pod needs on each provider shape, and the same place answers the inverse
-question the simulated fleet (and reviewers) ask of a rendered pod: "would this pod get the
-fabric?". Users never write any of this by hand.
+One place says what a pod needs on each provider shape (``pod_plumbing``, ``apply_plumbing``),
+and the same place reads a rendered pod back (``inspect_pod``): its GPU request, whether the
+RDMA NICs or EFA devices are attached, which NCCL net plugin NCCL could load (the host path a
+plugin volume comes from, not only where it is mounted), ``NCCL_NET``, ``NCCL_DEBUG`` and the
+log sidecar. The simulated fleet decides from those facts what NCCL would do. Users never write
+any of this by hand.
 
 - ``gke`` (A3 Ultra / A4, gIB): one network-interface annotation per RDMA subnet
   (``networking.gke.io/interfaces``), the gIB NCCL plugin mounted from the host at
@@ -213,56 +216,173 @@ def apply_plumbing(
     return pod_template
 
 
-# --- the inverse: would this pod get the fabric? ----------------------------------------------
+# --- the inverse: what does a rendered pod carry for NCCL? ------------------------------------
+
+# Library folders of the image that the nccl-tests launcher appends to LD_LIBRARY_PATH
+# (include/manifests/nccl-validation.yaml.j2): a net plugin found there is loaded as well.
+IMAGE_LIBS_ENV = "GPUFLEET_IMAGE_LIBS"
+# Where aws-ofi-nccl is found: the EFA installer's copy (OFI_LIB), and the prefix the AWS
+# nccl-tests image builds it into (aws-samples/awsome-distributed-training,
+# micro-benchmarks/nccl-tests/nccl-tests.Dockerfile: ./configure
+# --prefix=/opt/aws-ofi-nccl/install --enable-platform-aws).
+OFI_PLUGIN_DIRS = (OFI_LIB, "/opt/aws-ofi-nccl/install/lib")
+GPU_RESOURCE = "nvidia.com/gpu"
+RDMA_TRANSPORTS = ("gib", "ib", "roce", "ofi-efa", "tcpxo")
 
 
 @dataclass(frozen=True)
 class PodFabric:
-    """What a rendered pod spec carries, as a cluster would see it."""
+    """What a rendered pod carries for NCCL, as the node and NCCL would find it.
 
-    rdma_attached: bool  # NIC attachments / EFA devices present
-    plugin_present: bool  # the NCCL net plugin is mounted and on the library path
-    pinned_net: str | None  # NCCL_NET if set
-    missing: tuple[str, ...]  # what is missing, in words
+    Facts, not a verdict: which network NCCL then picks is the simulated fleet's model of NCCL
+    (``gpufleet.backends.sim.nccl``). ``missing`` lists, in words, what the pool's transport
+    needs and the pod lacks; an empty tuple means the plumbing is complete.
+    """
+
+    gpus: int  # nvidia.com/gpu requested by the main container
+    rdma_attached: bool  # GKE: every RDMA subnet attached by annotation; EKS: EFA devices
+    plugin: str | None  # the net plugin NCCL can load, by the name it reports (gIB, Libfabric)
+    ofi_provider: str | None  # FI_PROVIDER as the pod sets it (None: the plugin chooses)
+    pinned_net: str | None  # NCCL_NET as the pod sets it
+    nccl_debug: str | None  # NCCL_DEBUG, upper-cased
+    log_sidecar: bool  # the nccl-log sidecar streams NCCL's debug files out
+    missing: tuple[str, ...]
+
+    @property
+    def writes_nccl_info(self) -> bool:
+        """NCCL INFO lines reach the ``nccl-log`` sidecar: NCCL_DEBUG=INFO (or TRACE, which
+        includes INFO) and the sidecar present."""
+        return self.nccl_debug in ("INFO", "TRACE") and self.log_sidecar
 
 
 def _env_of(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: str(e.get("value", "")) for e in container.get("env") or () if "name" in e}
 
 
+def _count(quantity: Any) -> int:
+    text = str(quantity if quantity is not None else "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _dirs(value: str) -> list[str]:
+    return [p.rstrip("/") or "/" for p in value.split(":") if p]
+
+
+def _gib_plugin(spec: dict[str, Any], main: dict[str, Any], library_path: list[str]) -> list[str]:
+    """Why the gIB plugin cannot be loaded (empty: it can). NCCL dlopens the plugin from the
+    library path; on GKE it lives on the host, so the pod must mount the host's folder."""
+    problems = []
+    mount = next(
+        (
+            m
+            for m in main.get("volumeMounts") or ()
+            if str(m.get("mountPath", "")).rstrip("/") == GIB_MOUNT
+        ),
+        None,
+    )
+    volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
+    if mount is None:
+        problems.append(f"the gIB NCCL plugin (nothing is mounted at {GIB_MOUNT})")
+    else:
+        volume = volumes.get(mount.get("name")) or {}
+        host = str((volume.get("hostPath") or {}).get("path") or "").rstrip("/")
+        if host != GIB_HOST_PATH:
+            source = f"host path {host}" if host else "a volume that is not a host path"
+            problems.append(
+                f"the gIB NCCL plugin ({GIB_MOUNT} is mounted from {source}, not the host's "
+                f"{GIB_HOST_PATH})"
+            )
+    if f"{GIB_MOUNT}/lib64" not in library_path:
+        problems.append(f"the gIB NCCL plugin on LD_LIBRARY_PATH ({GIB_MOUNT}/lib64)")
+    return problems
+
+
 def inspect_pod(cluster: Cluster, pool: NodePool, pod_template: dict[str, Any]) -> PodFabric:
-    """Judge a pod template (``{"metadata":..., "spec":...}``) against the pool's plumbing."""
-    meta = pod_template.get("metadata") or {}
+    """Read a pod template (``{"metadata":..., "spec":...}``) the way the node and NCCL would:
+    its GPU request, RDMA attachment, loadable net plugin, NCCL_NET, NCCL_DEBUG and log
+    sidecar. The main container is the first one (the one ``apply_plumbing`` plumbs).
+
+    - GKE: the RDMA NICs are attached when ``networking.gke.io/interfaces`` names every RDMA
+      subnet of the cluster; the gIB plugin loads when the host's ``/home/kubernetes/bin/gib``
+      is mounted at ``/usr/local/gib`` (a hostPath volume: the mount path alone is not enough)
+      and ``/usr/local/gib/lib64`` is on ``LD_LIBRARY_PATH``.
+    - EKS: EFA is attached when the pod requests ``vpc.amazonaws.com/efa`` devices;
+      aws-ofi-nccl loads when its folder is on the library path (``LD_LIBRARY_PATH``, plus the
+      image folders the nccl-tests launcher appends from ``GPUFLEET_IMAGE_LIBS``).
+      ``FI_PROVIDER`` is not required: aws-ofi-nccl's AWS platform code sets FI_PROVIDER=efa
+      unless the pod overrides it (aws-ofi-nccl doc/plugin-initialization.md), so only a
+      different provider is reported.
+    - ``NCCL_NET_PLUGIN=none`` stops NCCL loading any net plugin (NCCL environment docs).
+    """
     spec = pod_template.get("spec") or {}
     containers = spec.get("containers") or []
     main = containers[0] if containers else {}
     env = _env_of(main)
-    mounts = {m.get("mountPath") for m in main.get("volumeMounts") or ()}
     limits = (main.get("resources") or {}).get("limits") or {}
-    missing: list[str] = []
-    if pool.transport not in ("gib", "ib", "roce", "ofi-efa", "tcpxo"):
-        return PodFabric(False, False, env.get("NCCL_NET"), ())
+    library_path = _dirs(env.get("LD_LIBRARY_PATH", "")) + _dirs(env.get(IMAGE_LIBS_ENV, ""))
+    no_plugins = env.get("NCCL_NET_PLUGIN", "").strip().lower() == "none"
+    gpus = _count(limits.get(GPU_RESOURCE))
+    ofi_provider = env.get("FI_PROVIDER") or None
+    missing: list[str] = [] if gpus > 0 else [f"a GPU request ({GPU_RESOURCE} limit)"]
     if cluster.shape == "gke":
-        try:
-            nics = json.loads((meta.get("annotations") or {}).get(GKE_INTERFACES_ANNOTATION, "[]"))
-        except ValueError:
-            nics = []
-        attached = {n.get("network") for n in nics if isinstance(n, dict)}
-        wanted = {s.name for s in cluster.network.subnets[: cluster.network.rdma_nics]}
-        rdma = bool(wanted) and wanted <= attached
-        if not rdma:
-            missing.append(
-                f"RDMA NIC attachments ({GKE_INTERFACES_ANNOTATION} lacks "
-                f"{', '.join(sorted(wanted - attached)) or 'networks'})"
-            )
-        plugin = GIB_MOUNT in mounts and f"{GIB_MOUNT}/lib64" in env.get("LD_LIBRARY_PATH", "")
-        if not plugin:
-            missing.append(f"the gIB NCCL plugin ({GIB_MOUNT} mount on LD_LIBRARY_PATH)")
+        rdma, plugin, problems = _gke_fabric(cluster, pool, pod_template, library_path)
     else:
-        rdma = str(limits.get(EFA_RESOURCE, "0")) not in ("0", "")
-        if not rdma:
-            missing.append(f"EFA devices ({EFA_RESOURCE} limit)")
-        plugin = OFI_LIB in env.get("LD_LIBRARY_PATH", "") and env.get("FI_PROVIDER") == "efa"
-        if not plugin:
-            missing.append("aws-ofi-nccl on the efa provider (LD_LIBRARY_PATH, FI_PROVIDER=efa)")
-    return PodFabric(rdma, plugin, env.get("NCCL_NET"), tuple(missing))
+        rdma, plugin, problems = _eks_fabric(pool, limits, library_path, ofi_provider)
+    missing += problems
+    if no_plugins and pool.transport in ("gib", "ofi-efa", "tcpxo"):
+        missing.append("NCCL_NET_PLUGIN=none stops NCCL loading the net plugin")
+    sidecars = [*(spec.get("initContainers") or ()), *containers[1:]]
+    return PodFabric(
+        gpus=gpus,
+        rdma_attached=rdma,
+        plugin=None if no_plugins else plugin,
+        ofi_provider=ofi_provider,
+        pinned_net=env.get("NCCL_NET") or None,
+        nccl_debug=(env.get("NCCL_DEBUG") or "").strip().upper() or None,
+        log_sidecar=any(c.get("name") == NCCL_LOG_CONTAINER for c in sidecars),
+        missing=tuple(missing),
+    )
+
+
+def _gke_fabric(
+    cluster: Cluster, pool: NodePool, pod_template: dict[str, Any], library_path: list[str]
+) -> tuple[bool, str | None, list[str]]:
+    """(RDMA NICs attached, the plugin NCCL can load, what the pool needs and the pod lacks)."""
+    meta = pod_template.get("metadata") or {}
+    spec = pod_template.get("spec") or {}
+    main = (spec.get("containers") or [{}])[0]
+    problems: list[str] = []
+    try:
+        nics = json.loads((meta.get("annotations") or {}).get(GKE_INTERFACES_ANNOTATION, "[]"))
+    except ValueError:
+        nics = []
+    nics = nics if isinstance(nics, list) else []
+    attached = {n.get("network") for n in nics if isinstance(n, dict)}
+    wanted = {s.name for s in cluster.network.subnets[: cluster.network.rdma_nics]}
+    rdma = bool(wanted) and wanted <= attached
+    if not rdma and pool.transport in RDMA_TRANSPORTS:
+        problems.append(
+            f"RDMA NIC attachments ({GKE_INTERFACES_ANNOTATION} lacks "
+            f"{', '.join(sorted(wanted - attached)) or 'networks'})"
+        )
+    plugin_problems = _gib_plugin(spec, main, library_path)
+    if pool.transport == "gib":
+        problems += plugin_problems
+    return rdma, None if plugin_problems else "gIB", problems
+
+
+def _eks_fabric(
+    pool: NodePool, limits: dict[str, Any], library_path: list[str], ofi_provider: str | None
+) -> tuple[bool, str | None, list[str]]:
+    """(EFA devices attached, the plugin NCCL can load, what the pool needs and the pod lacks)."""
+    problems: list[str] = []
+    rdma = _count(limits.get(EFA_RESOURCE)) > 0
+    if not rdma and pool.transport in RDMA_TRANSPORTS:
+        problems.append(f"EFA devices ({EFA_RESOURCE} limit)")
+    found = any(d in library_path for d in OFI_PLUGIN_DIRS)
+    if pool.transport == "ofi-efa":
+        if not found:
+            problems.append(f"aws-ofi-nccl on the library path ({OFI_LIB} on LD_LIBRARY_PATH)")
+        if ofi_provider and ofi_provider != "efa":
+            problems.append(f"FI_PROVIDER={ofi_provider} selects a libfabric provider, not efa")
+    return rdma, "Libfabric" if found else None, problems

@@ -1,4 +1,9 @@
-"""Nightly validation around the per-pool work: scope planning, run-scoped sim faults, report."""
+"""Nightly validation around the per-pool work: scope planning, run-scoped faults, report.
+
+Faults for one run (the DAG's ``sim_faults`` Param) are read with the fault grammar's one
+parser and injected through ``gpufleet.backends.faults`` (the simulated fleet takes them; a
+real cluster is refused), then cleared when the run reports.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,10 @@ import logging
 import re
 from typing import Any
 
+from gpufleet.backends.faults import clear_faults, fault_injection
 from gpufleet.config.paths import state_dir
-from gpufleet.domain.fleet import Catalog
+from gpufleet.domain.faults import Fault, parse_pool_fault
+from gpufleet.domain.fleet import Catalog, PoolRef
 from gpufleet.errors import GpufleetError
 from gpufleet.services.report import html_report, markdown, prometheus, write_reports
 from gpufleet.store import Ledger
@@ -15,7 +22,6 @@ from gpufleet.store import Ledger
 log = logging.getLogger(__name__)
 
 MODES = ("both", "fabric", "storage")
-_FAULT_SPEC = re.compile(r"^(?P<cluster>[a-z0-9-]+)/(?P<pool>[a-z0-9-]+)=(?P<fault>\S+)$")
 
 
 def plan_scope(
@@ -40,46 +46,34 @@ def plan_scope(
     }
 
 
-def parse_fault_specs(catalog: Catalog, specs: list[str]) -> list[tuple[str, str, str]]:
-    """``cluster/pool=fault`` strings -> (cluster, pool, fault); refuses non-sim targets."""
-    from gpufleet.backends.sim.state import parse_fault
-
+def parse_fault_specs(catalog: Catalog, specs: list[str]) -> list[tuple[PoolRef, Fault]]:
+    """``cluster/pool=fault`` strings -> (pool, typed fault); refuses non-sim targets and any
+    fault the grammar refuses, before anything is injected."""
     out = []
     for spec in specs or ():
-        m = _FAULT_SPEC.match(spec.strip())
-        if not m:
-            raise GpufleetError(f"fault {spec!r} is not of the form cluster/pool=fault")
-        ref = catalog.pool(m["cluster"], m["pool"])
+        cluster, pool, fault = parse_pool_fault(spec)
+        ref = catalog.pool(cluster, pool)
         if ref.cluster.provider != "sim":
             raise GpufleetError(
                 f"faults can only be injected into sim clusters, not "
                 f"{ref.cluster.provider} cluster {ref.cluster.name!r}"
             )
-        parse_fault(m["fault"])
-        out.append((m["cluster"], m["pool"], m["fault"]))
+        out.append((ref, fault))
     return out
 
 
 def inject_run_faults(catalog: Catalog, specs: list[str], run_id: str) -> int:
     """Inject faults for this run only (cleared by ``clear_run_faults``)."""
     parsed = parse_fault_specs(catalog, specs)
-    if not parsed:
-        return 0
-    from gpufleet.backends.sim.state import SimState
-
-    state = SimState()
-    for cluster, pool, fault in parsed:
-        state.inject(cluster, pool, fault, scope=f"run:{run_id}")
-        log.warning("injected sim fault %s into %s/%s for run %s", fault, cluster, pool, run_id)
+    for ref, fault in parsed:
+        fault_injection(ref.cluster).inject(ref.pool.name, fault, scope=f"run:{run_id}")
+        log.warning("injected sim fault %s into %s for run %s", fault.text, ref.key, run_id)
     return len(parsed)
 
 
 def clear_run_faults(run_id: str) -> int:
-    from gpufleet.backends.sim.state import SimState, db_path
-
-    if not db_path().exists():
-        return 0
-    return SimState().clear(scope=f"run:{run_id}")
+    """Remove the faults ``inject_run_faults`` put in for this run."""
+    return clear_faults(f"run:{run_id}")
 
 
 def _safe(run_id: str) -> str:

@@ -1,6 +1,19 @@
 """The simulated fleet (``provider: sim``): a fabric model behind the two backend protocols.
 
-It judges the manifests it is given as a real cluster would (placement, gang admission, the
-RDMA plumbing, ``NCCL_NET``) and writes what the real programs print (nccl-tests, NCCL INFO
-logs, fio JSON). State lives in a SQLite file because every Airflow task is its own process.
+It judges the manifests it is given as a real cluster would and writes what the real programs
+print, so the same parsers and verdicts run on it. One module per concept:
+
+- ``cluster`` (``SimClusterBackend``) and ``cloud`` (``SimCloudBackend``), over ``base`` (the
+  catalog cluster, state and injected API errors they share);
+- ``state``: the SQLite file every Airflow task process shares (nodes, faults, objects, pods);
+- ``placement``: where pods go (selectors, affinity, taints, one GPU pod per node) and Kueue
+  gang admission;
+- ``programs``: what nccl-tests, fio and a training job do in the pods placed;
+- ``nccl``: what NCCL would do with a pod as rendered (network choice, ``NCCL_NET``,
+  ``NCCL_DEBUG``), from ``gpufleet.domain.plumbing.inspect_pod``;
+- ``performance``: healthy figures per machine shape and Lustre tier, from ``include/sim``
+  (never from the baselines the verdicts use);
+- ``faults`` (the effect of the faults in force on a pool) and ``injection`` (the sim's side
+  of ``gpufleet.backends.faults``);
+- ``output``: nccl-tests text, NCCL INFO lines and fio JSON in the real formats.
 """

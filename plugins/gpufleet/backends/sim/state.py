@@ -1,7 +1,9 @@
 """The simulated fleet's state: one SQLite file shared by every Airflow task process.
 
-Tables: nodes, faults, objects (applied manifests), pods (with their logs), cloud resources.
-Writes take an immediate transaction so concurrent task processes serialise cleanly.
+Tables: nodes, faults (injected, with their scope), objects (applied manifests), pods (with
+each container's log), cloud resources. Writes take an immediate transaction so concurrent
+task processes serialise cleanly. Faults are stored as written and read back through the one
+parser, ``gpufleet.domain.faults.parse_fault``.
 """
 
 from __future__ import annotations
@@ -11,14 +13,12 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.config.paths import state_dir
-from gpufleet.domain.faults import FAULT_KINDS
+from gpufleet.domain.faults import ActiveFault, Fault, parse_fault
 from gpufleet.domain.fleet import Catalog, Cluster
 from gpufleet.domain.workloads import HOSTNAME_LABEL, POOL_LABEL, pool_label_key
-from gpufleet.errors import GpufleetError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -42,47 +42,6 @@ CREATE TABLE IF NOT EXISTS cloud (
     cluster TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (cluster, kind, name));
 """
-
-
-@dataclass(frozen=True)
-class Fault:
-    cluster: str
-    pool: str
-    kind: str
-    arg: str | None
-    scope: str
-
-    @property
-    def text(self) -> str:
-        return f"{self.kind}:{self.arg}" if self.arg else self.kind
-
-
-def parse_fault(text: str) -> tuple[str, str | None]:
-    """``bad-node:<node>`` -> (``bad-node``, ``<node>``); refuses what the sim cannot do."""
-    kind, _, arg = text.strip().partition(":")
-    if kind not in FAULT_KINDS:
-        raise GpufleetError(f"unknown fault {text!r}: use one of {', '.join(FAULT_KINDS)}")
-    if kind in ("bad-node",) and not arg:
-        raise GpufleetError(f"{kind} needs a node name: {kind}:<node>[:nic]")
-    if kind == "api-errors":
-        try:
-            rate = float(arg)
-        except ValueError:
-            raise GpufleetError("api-errors needs a rate between 0 and 1: api-errors:0.3") from None
-        if not 0 < rate <= 1:
-            raise GpufleetError(f"api-errors rate {arg} is not within (0, 1]")
-    if kind == "lustre-slow" and arg:
-        try:
-            factor = float(arg)
-        except ValueError:
-            raise GpufleetError("lustre-slow takes an optional factor: lustre-slow:0.3") from None
-        if not 0 < factor < 1:
-            raise GpufleetError(f"lustre-slow factor {arg} is not within (0, 1)")
-    if kind == "fabric-down" and arg and not arg.startswith("busbw="):
-        raise GpufleetError("fabric-down takes an optional socket bandwidth: fabric-down:busbw=340")
-    if kind == "capacity-short" and arg and not arg.isdigit():
-        raise GpufleetError("capacity-short takes an optional machine count: capacity-short:2")
-    return kind, (arg or None)
 
 
 def db_path() -> Path:
@@ -185,13 +144,14 @@ class SimState:
 
     # --- faults --------------------------------------------------------------------------------
 
-    def inject(self, cluster: str, pool: str, fault: str, scope: str = "cli") -> bool:
-        parse_fault(fault)
+    def inject(self, cluster: str, pool: str, fault: str | Fault, scope: str = "cli") -> bool:
+        """Record a fault (text in the fault grammar, or parsed); False if already in force."""
+        parsed = fault if isinstance(fault, Fault) else parse_fault(fault)
         with self.tx() as conn:
             cur = conn.execute(
                 "INSERT OR IGNORE INTO faults (cluster, pool, fault, scope, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (cluster, pool, fault, scope, time.time()),
+                (cluster, pool, parsed.text, scope, time.time()),
             )
             return cur.rowcount > 0
 
@@ -206,23 +166,24 @@ class SimState:
         with self.tx() as conn:
             return conn.execute(sql, args).rowcount
 
-    def faults(self, catalog: Catalog | None = None, cluster: str | None = None) -> list[Fault]:
+    def faults(
+        self, catalog: Catalog | None = None, cluster: str | None = None
+    ) -> list[ActiveFault]:
         """Injected faults plus the standing faults a sim cluster declares in the catalog."""
-        out: list[Fault] = []
+        out: list[ActiveFault] = []
         with self.read() as conn:
             for r in conn.execute("SELECT * FROM faults ORDER BY id"):
                 if cluster and r["cluster"] != cluster:
                     continue
-                kind, arg = parse_fault(r["fault"])
-                out.append(Fault(r["cluster"], r["pool"], kind, arg, r["scope"]))
+                out.append(
+                    ActiveFault(r["cluster"], r["pool"], parse_fault(r["fault"]), r["scope"])
+                )
         if catalog:
             for _, cl in catalog.clusters.values():
                 if cl.sim is None or (cluster and cl.name != cluster):
                     continue
                 for pool, texts in cl.sim.faults.items():
-                    for text in texts:
-                        kind, arg = parse_fault(text)
-                        out.append(Fault(cl.name, pool, kind, arg, "catalog"))
+                    out += [ActiveFault(cl.name, pool, parse_fault(t), "catalog") for t in texts]
         return out
 
     def reset(self) -> None:

@@ -1,0 +1,43 @@
+"""What both simulated backends share: the catalog cluster they serve, the state file, the
+faults in force, and the cloud/cluster API errors an ``api-errors`` fault injects."""
+
+from __future__ import annotations
+
+import random
+
+from gpufleet.backends.sim.faults import PoolFaults
+from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.fleet import Catalog, Cluster
+from gpufleet.errors import BackendError, TransientBackendError
+
+
+class SimBackendBase:
+    """A backend bound to one ``provider: sim`` cluster of the catalog."""
+
+    def __init__(self, cluster: Cluster, state: SimState | None = None):
+        if cluster.provider != "sim":
+            raise BackendError(f"cluster {cluster.name!r} is {cluster.provider}, not sim")
+        self.cluster = cluster
+        self.state = state or SimState()
+        self.state.ensure_seeded(cluster)
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog, read once per backend (its standing faults and reservations)."""
+        if self._catalog is None:
+            self._catalog = load_catalog()
+        return self._catalog
+
+    def faults(self, pool: str | None = None) -> PoolFaults:
+        """The faults in force on ``pool`` (on any pool of the cluster when None)."""
+        return PoolFaults.of(self.state.faults(self.catalog, cluster=self.cluster.name), pool)
+
+    def _api_call(self, what: str) -> None:
+        """Injected cloud/cluster API errors: fail this call with the configured probability."""
+        rate = self.faults().api_error_rate
+        if rate and random.random() < rate:
+            raise TransientBackendError(
+                f"sim {self.cluster.name}: {what}: 503 Service Unavailable (injected api-errors)"
+            )

@@ -1,0 +1,70 @@
+"""The simulated fleet's fault model: what the faults in force mean for one pool.
+
+The fault grammar and its parser live in ``gpufleet.domain.faults``; the faults in force are
+stored by ``state.SimState`` (injected) or declared in the catalog (standing). This module
+folds them into ``PoolFaults``, the effect on one pool, which the NCCL model, the programs and
+the cloud backend read. The figures a fault applies are engineering choices of the simulator,
+not measurements: they only have to be unmistakable to the verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpufleet.domain.faults import ActiveFault
+
+DEGRADED_BUSBW_FACTOR = 0.42  # a node with a flapping NIC drags its pairs down to this share
+DEGRADED_LATENCY_FACTOR = 1.6
+SLOW_LUSTRE_FACTOR = 0.3  # lustre-slow without a factor
+
+
+@dataclass(frozen=True)
+class PoolFaults:
+    """The faults in force on one pool (or on a whole cluster, for API errors)."""
+
+    fabric_down: bool = False
+    socket_busbw_gbps: float | None = None  # fabric-down:busbw=...
+    degraded_nodes: frozenset[str] = frozenset()
+    nic_down_nodes: frozenset[str] = frozenset()
+    lustre_factor: float = 1.0
+    capacity_short: int | None = None  # machines missing; -1: half the reservation
+    api_error_rate: float = 0.0
+
+    @classmethod
+    def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:
+        """Fold the faults of ``pool`` (every pool of the list when ``pool`` is None)."""
+        fabric_down, busbw = False, None
+        degraded: set[str] = set()
+        nic: set[str] = set()
+        lustre, short, rate = 1.0, None, 0.0
+        for active in faults:
+            if pool is not None and active.pool != pool:
+                continue
+            f = active.fault
+            if f.kind == "fabric-down":
+                fabric_down = True
+                busbw = f.busbw_gbps if f.busbw_gbps is not None else busbw
+            elif f.kind == "bad-node":
+                (nic if f.nic else degraded).add(f.node or "")
+            elif f.kind == "lustre-slow":
+                lustre = min(lustre, f.factor if f.factor is not None else SLOW_LUSTRE_FACTOR)
+            elif f.kind == "capacity-short":
+                short = f.machines if f.machines is not None else -1
+            elif f.kind == "api-errors":
+                rate = max(rate, f.rate or 0.0)
+        return cls(
+            fabric_down=fabric_down,
+            socket_busbw_gbps=busbw,
+            degraded_nodes=frozenset(degraded),
+            nic_down_nodes=frozenset(nic),
+            lustre_factor=lustre,
+            capacity_short=short,
+            api_error_rate=rate,
+        )
+
+    def rdma_lost(self, nodes: Iterable[str]) -> list[str]:
+        """Why RDMA is unusable for ranks on ``nodes`` (empty: it is usable)."""
+        reasons = ["the pool's RDMA fabric is down"] if self.fabric_down else []
+        reasons += [f"the RDMA NIC of {n} is down" for n in nodes if n in self.nic_down_nodes]
+        return reasons

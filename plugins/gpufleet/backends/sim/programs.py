@@ -1,0 +1,278 @@
+"""The programs the simulated fleet runs in a workload's pods, and what each pod ends with.
+
+The main container's command says which program it is: ``<collective>_perf`` (nccl-tests),
+``fio``, or anything else (a training job). Each group of pods (a pair, a Job) runs together:
+
+- nccl-tests and training need GPUs: a pod that requests none sees no CUDA device and fails
+  before NCCL starts (no figure, no NCCL log). Otherwise NCCL's choice comes from
+  ``nccl.nccl_outcome``; a pinned network that is unavailable fails the pods with NCCL's
+  warning. Healthy figures come from ``performance`` (include/sim), degraded by the faults.
+- fio needs the pool's Lustre PVC mounted at the filesystem's mount path; it delivers what the
+  filesystem model says for the tier, slowed by ``lustre-slow``.
+- Every pod's logs are kept per container: the main container's output, and the ``nccl-log``
+  sidecar's stream of NCCL's debug file when the pod carries the sidecar (at the pod's
+  ``NCCL_DEBUG`` level).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import random
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.backends.sim.faults import DEGRADED_BUSBW_FACTOR, DEGRADED_LATENCY_FACTOR, PoolFaults
+from gpufleet.backends.sim.nccl import NcclOutcome, debug_lines, nccl_outcome
+from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_tests_text
+from gpufleet.backends.sim.performance import filesystem_tier, rdma_link, socket_link
+from gpufleet.domain.fleet import Cluster, NodePool
+from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, inspect_pod
+
+# Delays in seconds before GPUFLEET_SIM_SPEED scaling: scheduling + image pull, one nccl-tests
+# pair, one fio pass, a training job's life.
+START_DELAY_S = 0.5
+NCCL_RUN_S = 1.5
+FIO_RUN_S = 1.5
+TRAINING_RUN_S = 45.0
+# Qwen2.5-14B FSDP on 16 H200: median step over RDMA vs after a silent TCP fallback
+# (shared/FACTS.md "Anchor figures")
+STEP_S_RDMA = 6.07
+STEP_S_SOCKETS = 12.36
+NO_GPU = "no CUDA-capable device is detected"
+_SIZE = re.compile(r"^(\d+)([KMGT]?)B?$", re.I)
+
+
+@dataclass(frozen=True)
+class PodRun:
+    """How one pod ends: its phase, when, its logs per container, and the reason shown."""
+
+    outcome: str  # Succeeded | Failed
+    end_at: float
+    logs: dict[str, str] = field(default_factory=dict)  # container -> log, main container first
+    message: str | None = None
+
+
+def speed() -> float:
+    """``GPUFLEET_SIM_SPEED``: the factor on every simulated delay (default 1.0)."""
+    try:
+        return max(float(os.environ.get("GPUFLEET_SIM_SPEED", "1")), 0.0)
+    except ValueError:
+        return 1.0
+
+
+def seed(*parts: Any) -> int:
+    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:12], 16)
+
+
+def _size(text: str) -> int:
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " ")
+
+
+def program_of(template: dict[str, Any]) -> dict[str, Any]:
+    """Which program the main container runs: nccl-tests (with its collective and message
+    sizes), fio, or a training job."""
+    containers = (template.get("spec") or {}).get("containers") or [{}]
+    main = containers[0]
+    words = " ".join([*(main.get("command") or ()), *(main.get("args") or ())])
+    m = re.search(r"\b(\w+)_perf\b", words)
+    if m:
+        tokens = shlex.split(words.replace("\n", " "), posix=True) if words else []
+        sizes = {"-b": 8, "-e": 8 * 2**30}
+        for flag in sizes:
+            if flag in tokens and tokens.index(flag) + 1 < len(tokens):
+                with contextlib.suppress(ValueError):
+                    sizes[flag] = _size(tokens[tokens.index(flag) + 1])
+        return {
+            "kind": "nccl-tests",
+            "collective": m.group(1),
+            "min_bytes": sizes["-b"],
+            "max_bytes": sizes["-e"],
+        }
+    if re.search(r"\bfio\b", words):
+        return {"kind": "fio"}
+    return {"kind": "training"}
+
+
+def _main_name(template: dict[str, Any]) -> str:
+    containers = (template.get("spec") or {}).get("containers") or [{}]
+    return containers[0].get("name") or "main"
+
+
+class GroupRun:
+    """One group of pods (a pair, a Job's pods) of a workload, placed on ``nodes``."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        pool: NodePool,
+        faults: PoolFaults,
+        workload: str,
+        group: str,
+        template: dict[str, Any],
+        nodes: list[str],
+        now: float,
+    ):
+        self.cluster, self.pool, self.faults = cluster, pool, faults
+        self.workload, self.group, self.template, self.nodes = workload, group, template, nodes
+        self.now = now
+        self.speed = speed()
+        self.start = now + START_DELAY_S * self.speed
+        self.main = _main_name(template)
+        self.fabric = inspect_pod(cluster, pool, template)
+
+    def run(self) -> list[PodRun]:
+        program = program_of(self.template)
+        if program["kind"] == "fio":
+            return self._fio()
+        if self.fabric.gpus < 1:
+            return self._no_gpu(program["kind"])
+        outcome = nccl_outcome(
+            self.cluster, self.pool, self.fabric, self.faults.rdma_lost(self.nodes)
+        )
+        logs = self._nccl_logs(outcome)
+        if program["kind"] == "nccl-tests":
+            return self._nccl_tests(program, outcome, logs)
+        return self._training(outcome, logs)
+
+    # --- NCCL programs --------------------------------------------------------------------
+
+    def _logs(self, main: str, nccl_log: str) -> dict[str, str]:
+        """A pod's logs: the main container's, and the sidecar's if the pod carries one."""
+        logs = {self.main: main}
+        if self.fabric.log_sidecar:
+            logs[NCCL_LOG_CONTAINER] = nccl_log
+        return logs
+
+    def _nccl_logs(self, outcome: NcclOutcome) -> list[str]:
+        """Per pod: what NCCL writes to its debug file at the pod's NCCL_DEBUG level."""
+        gpn = self.pool.gpu.count
+        return [
+            debug_lines(
+                outcome,
+                self.fabric.nccl_debug,
+                host=node,
+                first_rank=i * gpn,
+                gpus_per_node=gpn,
+                nranks=len(self.nodes) * gpn,
+                seed=seed(self.workload, node, self.now),
+            )
+            for i, node in enumerate(self.nodes)
+        ]
+
+    def _no_gpu(self, kind: str) -> list[PodRun]:
+        end = self.start + START_DELAY_S * self.speed
+        if kind == "nccl-tests":
+            main = f"{self.nodes[0]}: Test CUDA failure common.cu:1001 '{NO_GPU}'\n"
+        else:
+            main = "RuntimeError: No CUDA GPUs are available\n"
+        message = f"exit code 1: {NO_GPU} (the pod requests no nvidia.com/gpu)"
+        return [PodRun("Failed", end, self._logs(main, ""), message) for _ in self.nodes]
+
+    def _failed_init(
+        self, outcome: NcclOutcome, logs: list[str], main: str, end: float
+    ) -> list[PodRun]:
+        message = (
+            f"NCCL failed to initialise the network: {outcome.failure} ({'; '.join(outcome.why)})"
+        )
+        return [PodRun("Failed", end, self._logs(main, log), message) for log in logs]
+
+    def _link(self, outcome: NcclOutcome) -> LinkModel:
+        if not outcome.rdma:
+            tcp = socket_link()
+            return LinkModel(self.faults.socket_busbw_gbps or tcp.busbw_gbps, tcp.latency_us)
+        healthy = rdma_link(self.pool, outcome.transport or self.pool.transport)
+        rng = random.Random(seed(self.workload, self.group, *self.nodes))
+        link = LinkModel(healthy.busbw_gbps * rng.uniform(0.985, 1.025), healthy.latency_us)
+        if any(n in self.faults.degraded_nodes for n in self.nodes):
+            link = LinkModel(
+                link.busbw_gbps * DEGRADED_BUSBW_FACTOR, link.latency_us * DEGRADED_LATENCY_FACTOR
+            )
+        return link
+
+    def _nccl_tests(self, program, outcome: NcclOutcome, logs: list[str]) -> list[PodRun]:
+        end = self.start + NCCL_RUN_S * self.speed
+        if outcome.failure:
+            return self._failed_init(outcome, logs, "", end)
+        text = nccl_tests_text(
+            collective=program["collective"],
+            hosts=self.nodes,
+            gpus_per_node=self.pool.gpu.count,
+            gpu_model=self.pool.gpu.model,
+            link=self._link(outcome),
+            min_bytes=program["min_bytes"],
+            max_bytes=program["max_bytes"],
+            seed=seed(self.workload, self.group),
+        )
+        return [
+            PodRun(
+                "Succeeded",
+                end,
+                self._logs(text if i == 0 else "waiting for the launcher\n", log),
+            )
+            for i, log in enumerate(logs)
+        ]
+
+    def _training(self, outcome: NcclOutcome, logs: list[str]) -> list[PodRun]:
+        if outcome.failure:
+            end = self.start + 2 * START_DELAY_S * self.speed
+            main = "torch.distributed.DistBackendError: NCCL error: invalid usage\n"
+            return self._failed_init(outcome, logs, main, end)
+        step_s = STEP_S_RDMA if outcome.rdma else STEP_S_SOCKETS
+        end = self.start + TRAINING_RUN_S * self.speed
+        steps = "".join(
+            f"step {i} loss {2.5 - i * 0.01:.3f} step_time {step_s:.2f}s\n" for i in range(1, 6)
+        )
+        return [PodRun("Succeeded", end, self._logs(steps, log)) for log in logs]
+
+    # --- fio --------------------------------------------------------------------------------
+
+    def _fio(self) -> list[PodRun]:
+        fs = self.cluster.filesystem(self.pool.filesystem) if self.pool.filesystem else None
+        end = self.start + FIO_RUN_S * self.speed
+        if fs is None or not _mounts_pvc(self.template, fs.mount_path):
+            msg = (
+                f"fio: {fs.mount_path if fs else 'the Lustre mount'}: No such file or "
+                "directory (the Lustre PVC is not mounted)"
+            )
+            return [PodRun("Failed", end, {self.main: msg + "\n"}, msg) for _ in self.nodes]
+        tier = filesystem_tier(fs)
+        rng = random.Random(seed(self.workload, self.group))
+        draw = rng.random()
+        factor = self.faults.lustre_factor
+        aggregate_mib = fs.expected_mb_s * 1e6 / 2**20 * factor
+        read = aggregate_mib * (tier.read[0] + draw * (tier.read[1] - tier.read[0]))
+        write = aggregate_mib * (tier.write[0] + draw * (tier.write[1] - tier.write[0]))
+        n = len(self.nodes)
+        return [
+            PodRun(
+                "Succeeded",
+                end,
+                {
+                    self.main: fio_json(
+                        host=node,
+                        write_mib_s=write / n,
+                        read_mib_s=read / n,
+                        seed=seed(self.workload, node),
+                    )
+                },
+            )
+            for node in self.nodes
+        ]
+
+
+def _mounts_pvc(template: dict[str, Any], mount_path: str | None) -> bool:
+    """The main container mounts a PersistentVolumeClaim volume at ``mount_path``."""
+    spec = template.get("spec") or {}
+    pvc_volumes = {v["name"] for v in spec.get("volumes") or () if "persistentVolumeClaim" in v}
+    main = (spec.get("containers") or [{}])[0]
+    return any(
+        m.get("name") in pvc_volumes and m.get("mountPath") == mount_path
+        for m in main.get("volumeMounts") or ()
+    )
