@@ -41,7 +41,7 @@ up: setup
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	cd plugins && $(BIN)/lint-imports --config ../pyproject.toml
+	cd plugins && $(BIN)/lint-imports --no-cache ../pyproject.toml
 
 test: setup lint
 	$(BIN)/pytest

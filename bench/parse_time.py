@@ -104,7 +104,7 @@ def main() -> int:
         from gpufleet.config.catalog import load_catalog
 
         n_pools = sum(1 for _ in load_catalog(work / "fleet").pools())
-        from gpufleet import catalog as catalog_module
+        from gpufleet.config import catalog as catalog_module
 
         catalog_module._loaded.clear()  # the children must not inherit a parsed catalog
         files = [trivial, *sorted((ROOT / "dags").glob("*.py"))]

@@ -31,7 +31,7 @@ from datetime import datetime
 from airflow.sdk import dag
 
 from gpufleet.airflow.assets import JOB_CONFIRMED
-from gpufleet.airflow.dagkit import default_args, index, param
+from gpufleet.airflow.dagkit import default_args, index, launch_param
 from gpufleet.airflow.operators.launch import (
     ConfirmTransportOperator,
     LaunchGateOperator,
@@ -39,7 +39,6 @@ from gpufleet.airflow.operators.launch import (
 )
 
 fleet = index()
-DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 @dag(
@@ -53,93 +52,55 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
     tags=["gpufleet", "training", "launch"],
     default_args=default_args("gated training launch failed"),
     params={
-        "cluster": param(
+        "cluster": launch_param(
+            "cluster",
             fleet["clusters"][0] if fleet["clusters"] else None,
-            type="string",
-            enum=fleet["clusters"],
             title="Cluster",
             section="Placement",
         ),
-        "pools": param(
+        "pools": launch_param(
+            "pools",
             [],
-            type="array",
-            minItems=1,
-            uniqueItems=True,
-            items={"type": "string", "enum": fleet["pool_names"]},
             title="Node pools",
             section="Placement",
             description="Target pools in that cluster; the job runs on the first "
             "with enough free nodes",
         ),
-        "nodes": param(
-            2,
-            type="integer",
-            minimum=1,
-            maximum=fleet["max_nodes"],
-            title="Nodes",
-            section="Placement",
+        "nodes": launch_param("nodes", 2, title="Nodes", section="Placement"),
+        "gpus_per_node": launch_param(
+            "gpus_per_node", fleet["max_gpus"], title="GPUs per node", section="Placement"
         ),
-        "gpus_per_node": param(
-            fleet["max_gpus"],
-            type="integer",
-            minimum=1,
-            maximum=fleet["max_gpus"],
-            title="GPUs per node",
-            section="Placement",
-        ),
-        "job_name": param(
+        "job_name": launch_param(
+            "job_name",
             "",
-            type="string",
-            pattern=DNS_LABEL,
-            maxLength=40,
             title="Job name",
             description="JobSet name: lowercase letters, digits, '-'",
             section="Job",
         ),
-        "namespace": param(
-            "default",
-            type="string",
-            pattern=DNS_LABEL,
-            maxLength=63,
-            title="Namespace",
-            section="Job",
-        ),
-        "image": param(
-            "", type="string", minLength=1, pattern=r"^\S+$", title="Image", section="Job"
-        ),
-        "command": param(
+        "namespace": launch_param("namespace", "default", title="Namespace", section="Job"),
+        "image": launch_param("image", "", title="Image", section="Job"),
+        "command": launch_param(
+            "command",
             [],
-            type="array",
-            minItems=1,
-            items={"type": "string"},
             title="Command",
             section="Job",
             description='The container command, e.g. ["torchrun", "train.py"]',
         ),
-        "env": param(
-            {},
-            type="object",
-            additionalProperties={"type": "string"},
+        "env": launch_param(
+            "env",
             title="Environment",
             section="Job",
             description="Extra variables (the platform's NCCL/EFA/library keys are refused)",
         ),
-        "priority_class": param(
-            None, type=["null", "string"], title="Priority class", section="Job"
-        ),
-        "transport_policy": param(
-            "fail",
-            type="string",
-            enum=["fail", "warn"],
+        "priority_class": launch_param("priority_class", title="Priority class", section="Job"),
+        "transport_policy": launch_param(
+            "transport_policy",
             title="On a transport mismatch",
             section="Policy",
             description="fail: stop the job and flag the pool; warn: alert and let it run",
         ),
-        "max_validation_age_hours": param(
-            26,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=168,
+        "max_validation_age_hours": launch_param(
+            "max_validation_age_hours",
             title="Max validation age (hours)",
             section="Policy",
         ),
@@ -147,7 +108,7 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 )
 def gated_training_launch():
     gate = LaunchGateOperator(task_id="gate", retries=0)
-    submit = SubmitTrainingJobOperator(task_id="submit")
+    submit = SubmitTrainingJobOperator(task_id="submit", decision=gate.output)
     confirm = ConfirmTransportOperator(
         task_id="confirm_transport", job=submit.output, outlets=[JOB_CONFIRMED], retries=0
     )

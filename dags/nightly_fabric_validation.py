@@ -29,12 +29,18 @@ from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
 from gpufleet.airflow.assets import POOL_VALIDATED, REGION_READY
-from gpufleet.airflow.dagkit import default_args, index, name_list_param, param
+from gpufleet.airflow.dagkit import (
+    SIM_FAULT_PATTERN,
+    default_args,
+    index,
+    name_list_param,
+    param,
+)
 from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
 from gpufleet.airflow.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
+from gpufleet.domain.names import POOL_KEY
 
 fleet = index()
-POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 @dag(
@@ -62,7 +68,7 @@ POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
             uniqueItems=True,
             title="Node pools",
             section="Scope",
-            items={"type": "string", "pattern": POOL_KEY},
+            items={"type": "string", "pattern": POOL_KEY.pattern},
             description="Only these pools, as cluster/pool (empty: all); checked against the "
             "fleet catalog when the run starts",
         ),
@@ -97,11 +103,7 @@ POOL_KEY = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
         "sim_faults": param(
             [],
             type="array",
-            items={
-                "type": "string",
-                "pattern": r"^[a-z0-9-]+/[a-z0-9-]+=(fabric-down|bad-node|lustre-slow|"
-                r"capacity-short|api-errors)(:\S+)?$",
-            },
+            items={"type": "string", "pattern": SIM_FAULT_PATTERN},
             title="Simulated faults (sim clusters only)",
             description="cluster/pool=fault for this run only, e.g. a3u-sim/h200-a=fabric-down",
             section="Simulation",

@@ -1,10 +1,12 @@
-"""The launch gate is fail-closed: no combination of missing or stale facts launches."""
+"""The launch gate is fail-closed: no combination of missing or stale facts launches, and a bad
+request is refused with every problem named."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,3 +174,58 @@ def test_removing_any_fact_never_turns_refuse_into_launch(pools, data):
     assert not (after.launch and not before.launch)
     if field != "storage" or pools[i].has_filesystem is not False:
         assert not after.launch
+
+
+# --- the launch request: one check, every problem named, refusals recorded ------------------
+
+REQUEST = {
+    "cluster": "a3u-sim",
+    "pools": ["h200-a"],
+    "nodes": 2,
+    "gpus_per_node": 8,
+    "job_name": "train-a",
+    "namespace": "ml-team",
+    "image": "example/train:1",
+    "command": ["torchrun", "train.py"],
+}
+
+
+def test_a_launch_request_names_every_problem():
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.launch_request import LaunchRequest, request_problems
+
+    catalog = load_catalog()
+    req = LaunchRequest.from_params(REQUEST, catalog)
+    assert (req.nodes, req.transport_policy, req.env) == (2, "fail", {})
+    cases = {
+        "cluster is missing": {k: v for k, v in REQUEST.items() if k != "cluster"},
+        "unknown cluster 'nope'": {**REQUEST, "cluster": "nope"},
+        "cluster 'a3u-sim' has no node pool 'h100-a'": {**REQUEST, "pools": ["h100-a"]},
+        "a3u-sim/h200-a has 6 nodes; the job asks 7": {**REQUEST, "nodes": 7},
+        "nodes have 8 GPUs; the job asks 9 per node": {**REQUEST, "gpus_per_node": 9},
+        "nodes: '2' is not of type 'integer'": {**REQUEST, "nodes": "2"},
+        "nodes: True is not of type 'integer'": {**REQUEST, "nodes": True},
+        "job_name 'Train' is not a DNS-1035 label": {**REQUEST, "job_name": "Train"},
+        "transport_policy: 'maybe' is not one of": {**REQUEST, "transport_policy": "maybe"},
+        "env: 1 is not of type 'string'": {**REQUEST, "env": {"A": 1}},
+        "is a mapping of fields, not list": [REQUEST],
+    }
+    for expected, params in cases.items():
+        problems = request_problems(params, catalog)
+        assert any(expected in p for p in problems), (expected, problems)
+    both = request_problems({**REQUEST, "nodes": 0, "image": ""}, catalog)
+    assert len(both) == 2  # every problem at once, not the first only
+
+
+def test_a_malformed_request_is_a_recorded_refusal(fleet_state):
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.launch import LaunchRefused, TrainingLaunch
+    from gpufleet.store import Ledger
+
+    launch = TrainingLaunch(load_catalog(), Ledger)
+    with pytest.raises(LaunchRefused, match="nothing was submitted: cluster is missing"):
+        launch.gate({"job_name": "j", "nodes": "many"}, run_id="r1")
+    (decision,) = Ledger().gate_decisions()
+    assert decision["launch"] is False and decision["run_id"] == "r1"
+    assert (decision["job"], decision["nodes"]) == ("j", 0)
+    assert "nodes: 'many' is not of type 'integer'" in decision["reasons"]

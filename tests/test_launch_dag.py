@@ -56,7 +56,9 @@ def test_launch_onto_a_freshly_validated_pool_confirms_the_transport(fleet):
     assert launch["confirmed_transport"] == "gib" and launch["expected_transport"] == "gib"
     assert {r["transport"] for r in launch["ranks"].values()} == {"gib"}
     assert len(launch["ranks"]) == 2 and all(r["gdrdma"] for r in launch["ranks"].values())
-    assert ledger.gate_decisions()[0]["launch"] is True
+    (decision,) = ledger.gate_decisions()
+    assert decision["launch"] is True and launch["gate_decision_id"] == decision["id"]
+    assert decision["run_id"] == launch["run_id"] == dr.run_id
     assert jobsets() == ["finetune-a"]
     (event,) = asset_events("x-gpufleet://fleet/job-transport-confirmed", dr.run_id)
     assert event == {
@@ -135,9 +137,8 @@ def test_fabric_breaking_after_validation_stops_the_job_at_confirmation(fleet):
     ledger = Ledger()
     launch = ledger.launches()[0]
     assert launch["state"] == "stopped"
-    assert any(
-        "expected gib" in r and "NCCL_NET=gIB forbids falling back" in r for r in launch["reasons"]
-    )
+    # each rank's reason names what NCCL said about the pinned network (NCCL_NET=gIB)
+    assert any("expected gib" in r and "gIB" in r for r in launch["reasons"]), launch["reasons"]
     assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "suspect"
     assert jobsets() == []  # the job was stopped
     # a suspect pool is refused until the next nightly validation clears it
@@ -153,18 +154,51 @@ def test_warn_policy_alerts_and_lets_the_job_run(fleet):
     assert launch["state"] == "running-unconfirmed" and launch["reasons"]
 
 
-def test_form_refuses_bad_input_before_a_run(fleet):
+def test_form_refuses_bad_input_before_a_run_as_the_gate_would(fleet):
     from airflow.sdk.exceptions import ParamValidationError
 
+    from gpufleet.services.launch_request import request_problems
+
+    catalog = load_catalog()
+    assert request_problems(job("ok"), catalog) == []
     for bad in (
         job("Bad_Name"),
+        job("x" * 41),
         job("ok", nodes=0),
         job("ok", nodes=99),
         {**job("ok"), "cluster": "nope"},
         job("ok", transport_policy="maybe"),
+        job("ok", namespace="Team"),
+        job("ok", image="two words"),
+        job("ok", command=[]),
     ):
         with pytest.raises(ParamValidationError):
             run_dag(DAG, bad)
+        assert request_problems(bad, catalog), bad  # one definition: the gate refuses it too
+
+
+def test_the_form_is_the_request_schema(fleet):
+    """Each launch Param's JSON schema is the request's own (plus the fleet's names)."""
+    from gpufleet.airflow.dagkit import index
+    from gpufleet.services.launch_request import REQUEST_FIELDS, field_schema
+    from tests.support.fleet import get_dag
+
+    params = get_dag(DAG).params
+    assert set(params) == set(REQUEST_FIELDS)
+    for name in REQUEST_FIELDS:
+        expected = field_schema(name, index())
+        schema = params.get_param(name).schema
+        assert {k: v for k, v in schema.items() if k in expected} == expected, name
+
+
+def test_a_job_the_renderer_refuses_fails_submit_for_good(fleet):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    validate("a3u-sim", "h200-a")
+    _, submit, context = _gate_and_submit(job("sneaky", env={"NCCL_NET": "Socket"}), "manual__s")
+    with pytest.raises(AirflowFailException, match="NCCL_NET is platform-owned"):
+        submit.execute(context)
+    assert jobsets() == [] and Ledger().launches() == []
 
 
 def test_platform_env_cannot_be_overridden(fleet):
@@ -173,3 +207,81 @@ def test_platform_env_cannot_be_overridden(fleet):
     states = task_states(dr)
     assert states["submit"] == "failed"
     assert jobsets() == []
+
+
+# --- submit converges: the operators as a task retry runs them (same run, same inputs) -------
+
+
+def _gate_and_submit(request: dict, run_id: str):
+    from gpufleet.airflow.operators.launch import LaunchGateOperator, SubmitTrainingJobOperator
+
+    context = {"run_id": run_id}
+    decision = LaunchGateOperator(task_id="gate", request=request).execute(context)
+    submit = SubmitTrainingJobOperator(task_id="submit", request=request, decision=decision)
+    return decision, submit, context
+
+
+def test_a_retried_submit_finds_its_jobset_and_records_one_launch(fleet):
+    validate("a3u-sim", "h200-a")
+    validate("a3u-sim", "h200-b")
+    request = {**job("retried"), "pools": ["h200-a", "h200-b"]}
+    decision, submit, context = _gate_and_submit(request, "manual__retried")
+    first = submit.execute(context)
+    assert first["pool"] == "h200-a"  # the first target pool with room
+    # before the retry, h200-a fills up: choosing again would now pick h200-b
+    backend = cluster_backend(load_catalog().cluster("a3u-sim"))
+    for node in backend.list_nodes("h200-a"):
+        if node.idle:
+            backend.set_unschedulable(node.name, True)
+    second = submit.execute(context)  # the retry
+    assert second == first
+    assert jobsets() == ["retried"]
+    on = {n.pool for n in backend.list_nodes() if n.workloads == ("retried",)}
+    assert on == {"h200-a"}
+    ledger = Ledger()
+    (launch,) = ledger.launches()
+    assert (launch["id"], launch["pool"], launch["state"]) == (
+        first["launch_id"],
+        "h200-a",
+        "submitted",
+    )
+    (recorded,) = ledger.gate_decisions()
+    assert recorded["launch"] is True
+    assert launch["gate_decision_id"] == recorded["id"] == decision["decision_id"]
+
+
+def test_a_job_name_another_run_launched_is_refused_not_adopted(fleet):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    validate("a3u-sim", "h200-a")
+    _, submit, context = _gate_and_submit(job("shared"), "manual__first")
+    submit.execute(context)
+    _, submit, context = _gate_and_submit(job("shared"), "manual__second")
+    with pytest.raises(AirflowFailException, match="already exists and another launch created it"):
+        submit.execute(context)
+    second, first = Ledger().launches()
+    assert (first["run_id"], first["state"]) == ("manual__first", "submitted")
+    assert (second["run_id"], second["state"]) == ("manual__second", "refused")
+    assert "another launch created it" in second["reasons"][0]
+    assert jobsets() == ["shared"]
+    node_jobs = {
+        n.workloads for n in cluster_backend(load_catalog().cluster("a3u-sim")).list_nodes()
+    }
+    assert node_jobs == {(), ("shared",)}  # the first run's job, untouched
+
+
+def test_submit_needs_this_runs_decision_to_launch(fleet):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from gpufleet.airflow.operators.launch import SubmitTrainingJobOperator
+
+    validate("a3u-sim", "h200-a")
+    decision, _, _ = _gate_and_submit(job("gated"), "manual__gated")
+    for run_id, given in (
+        ("manual__gated", {}),  # no decision at all
+        ("manual__other", decision),  # another run's decision
+    ):
+        submit = SubmitTrainingJobOperator(task_id="submit", request=job("gated"), decision=given)
+        with pytest.raises(AirflowFailException, match="no gate decision to launch"):
+            submit.execute({"run_id": run_id})
+    assert jobsets() == [] and Ledger().launches() == []

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from gpufleet.errors import LedgerError
 from gpufleet.store import Ledger, connection_to_url, default_ledger_url
@@ -39,7 +40,7 @@ def ledger_url(request, tmp_path):
     try:
         yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
     finally:
-        from gpufleet.store import ledger as module
+        from gpufleet.store import database as module
 
         engine = module._engines.pop(f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}", None)
         if engine is not None:
@@ -166,23 +167,104 @@ def test_transitions_gate_decisions_and_launches(ledger_url):
     ledger.finish_transition(tid, "done")
     assert ledger.transitions_in_flight("c") == []
     gid = ledger.record_gate_decision(
-        cluster="c", pools=["p"], nodes=2, launch=True, reasons=["fresh"], job="j"
+        cluster="c", pools=["p"], nodes=2, launch=True, reasons=["fresh"], job="j", run_id="r1"
     )
-    lid = ledger.record_launch(
+    row, created = ledger.ensure_launch(
         cluster="c",
-        pool="p",
         namespace="ns",
         job="j",
+        run_id="r1",
+        pool="p",
         gate_decision_id=gid,
         state="submitted",
         expected_transport="gib",
     )
+    assert created and row["gate_decision_id"] == gid
     ledger.update_launch(
-        lid, state="confirmed", confirmed_transport="gib", ranks={"0": "gib", "1": "gib"}
+        row["id"], state="confirmed", confirmed_transport="gib", ranks={"0": "gib", "1": "gib"}
     )
-    launch = ledger.launch(lid)
+    launch = ledger.launch(row["id"])
     assert launch["state"] == "confirmed" and launch["ranks"] == {"0": "gib", "1": "gib"}
     assert ledger.gate_decisions()[0]["reasons"] == ["fresh"]
+    assert ledger.gate_decision(gid)["run_id"] == "r1" and ledger.gate_decision(gid + 1) is None
+
+
+LAUNCH = {"cluster": "c", "namespace": "ns", "job": "j"}
+
+
+def test_a_launch_is_recorded_once_per_run(ledger_url):
+    ledger = Ledger(ledger_url)
+    first, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="a", state="submitting")
+    assert created
+    again, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="b", state="submitted")
+    assert not created and again == first  # the recorded row, whatever the retry passed
+    assert ledger.find_launch(**LAUNCH, run_id="r1") == first
+    other, created = ledger.ensure_launch(**LAUNCH, run_id="r2", pool="b", state="submitting")
+    assert created and other["id"] != first["id"] and ledger.count("gf_launches") == 2
+    with pytest.raises(LedgerError, match="run_id is required"):
+        ledger.ensure_launch(**LAUNCH, run_id="", pool="a", state="submitting")
+
+
+def test_the_launch_key_holds_below_the_api(ledger_url):
+    """The database itself refuses a second row for a launch (the unique index)."""
+    ledger = Ledger(ledger_url)
+    ledger.ensure_launch(**LAUNCH, run_id="r1", pool="a", state="submitting")
+    now = datetime.now(UTC)
+    row = {**LAUNCH, "run_id": "r1", "pool": "a", "state": "x", "created_at": now}
+    with pytest.raises(IntegrityError), ledger.engine.begin() as conn:
+        conn.execute(s.launches.insert().values(**row, updated_at=now))
+
+
+def _ensure(url: str, barrier, worker: int) -> None:
+    barrier.wait(30)
+    Ledger(url).ensure_launch(**LAUNCH, run_id="r1", pool=f"p{worker}", state="submitting")
+
+
+def test_racing_submits_record_one_launch(ledger_url):
+    Ledger(ledger_url)  # the schema exists; the race is on the row
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_ensure, args=(ledger_url, barrier, w)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert Ledger(ledger_url).count("gf_launches") == 1
+
+
+def test_upgrade_to_v2_keys_launches_by_run(ledger_url):
+    """A version-1 ledger (version 2 less the launch key) with what retried submits left in it:
+    the upgrade keeps the newest row of each launch, names rows without a run, adds the key."""
+    ledger = Ledger(ledger_url)
+    now = datetime.now(UTC)
+    with ledger.engine.begin() as conn:
+        conn.execute(text("DROP INDEX uq_gf_launches_run"))
+        conn.execute(s.schema_version.delete())
+        conn.execute(s.schema_version.insert().values(version=1, applied_at=now))
+        rows = [
+            {**LAUNCH, "run_id": "r1", "pool": "a", "state": "submitted"},  # first try
+            {**LAUNCH, "run_id": "r1", "pool": "b", "state": "confirmed"},  # the retry
+            {**LAUNCH, "run_id": "r2", "pool": "a", "state": "confirmed"},
+            {**LAUNCH, "run_id": None, "pool": "a", "state": "stopped"},
+            {**LAUNCH, "run_id": None, "pool": "a", "state": "confirmed"},
+        ]
+        for row in rows:
+            conn.execute(s.launches.insert().values(**row, created_at=now, updated_at=now))
+    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 2
+    with ledger.engine.connect() as conn:
+        versions = conn.execute(text("SELECT version FROM gf_schema_version")).scalars().all()
+    assert sorted(versions) == [1, 2]
+    kept = sorted(ledger.launches(), key=lambda r: r["id"])
+    assert [(r["run_id"], r["pool"], r["state"]) for r in kept] == [
+        ("r1", "b", "confirmed"),
+        ("r2", "a", "confirmed"),
+        (f"legacy-{kept[2]['id']}", "a", "stopped"),
+        (f"legacy-{kept[3]['id']}", "a", "confirmed"),
+    ]
+    assert s.ensure_schema(ledger.engine) == 2  # idempotent
+    found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
+    assert not created and found["pool"] == "b"
 
 
 def _writer(url: str, worker: int) -> None:

@@ -190,7 +190,7 @@ def test_unknown_pool_fails_at_the_start_naming_the_known_ones(fleet):
 
 
 def test_nodes_running_training_jobs_are_not_disturbed(fleet):
-    from gpufleet.manifests.render import TrainingJobSpec, render_training_job
+    from gpufleet.manifests.training import TrainingJobSpec, render_training_job
 
     ref = load_catalog().pool("a3u-sim", "h200-a")
     backend = cluster_backend(ref.cluster)

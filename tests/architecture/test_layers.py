@@ -19,7 +19,7 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 def _lint(plugins: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(LINT), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        [str(LINT), str(ROOT / "pyproject.toml"), "--no-cache"],
         cwd=plugins,
         capture_output=True,
         text=True,
@@ -74,8 +74,6 @@ def test_the_tree_keeps_every_contract():
     ],
 )
 def test_a_violating_import_breaks_its_contract(scratch, module, line, contract):
-    if not (scratch / Path(*module.split("."))).with_suffix(".py").exists():
-        module = module.rsplit(".", 1)[0] + ".render"  # before the manifests split lands
     _plant(scratch, module, line)
     done = _lint(scratch)
     assert done.returncode != 0, done.stdout

@@ -13,8 +13,13 @@ from airflow.sdk import Param
 
 from gpufleet.airflow.notifiers import FleetAlertNotifier
 from gpufleet.config.catalog_index import catalog_index
+from gpufleet.domain.faults import PARAM_PATTERN
 
 OWNER = "gpufleet-platform"
+
+# A run-scoped sim fault as a DAG Param writes it: ``<cluster>/<pool>=<fault>[:<argument>]``
+# (the argument is checked by ``gpufleet.domain.faults.parse_fault`` when the run starts).
+SIM_FAULT_PATTERN = PARAM_PATTERN  # the fault grammar, as a JSON-schema pattern
 
 
 def default_args(summary: str, retries: int = 2) -> dict[str, Any]:
@@ -44,6 +49,23 @@ SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
 def param(default: Any, **schema: Any) -> Param:
     """A DAG Param whose JSON schema declares its dialect (draft-07)."""
     return Param(default, **{"$schema": SCHEMA_DIALECT}, **schema)
+
+
+_REQUEST_DEFAULT = object()
+
+
+def launch_param(name: str, default: Any = _REQUEST_DEFAULT, **form: Any) -> Param:
+    """A launch DAG Param whose schema is the launch request's own for ``name``
+    (``gpufleet.services.launch_request``, the one the gate checks), with the fleet's names and
+    bounds. ``default``: the request's own default for an optional field, else required here;
+    ``form`` adds title, section and description."""
+    from copy import deepcopy
+
+    from gpufleet.services.launch_request import DEFAULTS, field_schema
+
+    if default is _REQUEST_DEFAULT:
+        default = deepcopy(DEFAULTS[name])
+    return param(default, **field_schema(name, index()), **form)
 
 
 def name_list_param(

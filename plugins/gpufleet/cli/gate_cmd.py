@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
+from gpufleet.domain.gate import DEFAULT_MAX_AGE
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="decide whether a job may launch (exit 0 only on launch)")
@@ -20,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-age-hours",
         type=float,
-        default=26.0,
-        help="freshest acceptable validation age (default 26)",
+        default=DEFAULT_MAX_AGE.total_seconds() / 3600,
+        help="oldest acceptable validation, in hours (default %(default)g)",
     )
     p.add_argument("--job", help="job name to record with the decision")
     p.set_defaults(func=run)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.cli.args import bounded_float
 from gpufleet.errors import GpufleetError
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 DEFAULT_URL = "http://localhost:8080"
 DEFAULT_USER = "admin"
+HOUR_S = 3600.0
+WEEK_S = 7 * 24 * 3600.0
 
 
 def register(subparsers: Any) -> None:
@@ -50,14 +53,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--wait", action="store_true", help="wait until the run succeeds or fails")
     parser.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=bounded_float(0, WEEK_S, "a number of seconds"),
         default=3600.0,
         metavar="S",
         help="with --wait: give up after S seconds (exit 2; the run keeps going). Default 3600",
     )
     parser.add_argument(
         "--poll",
-        type=_positive_float,
+        type=bounded_float(0, HOUR_S, "a number of seconds"),
         default=5.0,
         metavar="S",
         help="with --wait: seconds between state checks. Default 5",
@@ -85,22 +88,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--http-timeout",
-        type=_positive_float,
+        type=bounded_float(0, HOUR_S, "a number of seconds"),
         default=30.0,
         metavar="S",
         help="seconds to wait for each API answer. Default 30",
     )
     parser.set_defaults(func=run)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
 
 
 def load_conf(text: str) -> dict[str, Any]:

@@ -115,6 +115,8 @@ def _read_file(path: Path) -> Any:
         raise CatalogError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise CatalogError(f"{path}: not valid YAML: nested too deeply") from None
+    except ValueError:  # Python refuses to read an integer of more than 4300 digits
+        raise CatalogError(f"{path}: not valid YAML: a number too large to read") from None
 
 
 def catalog_problems(path: Path) -> tuple[list[Region], list[tuple[str, str]]]:

@@ -1,11 +1,22 @@
-"""Kubernetes name and label syntax, one definition for the catalog, manifests and schemas."""
+"""Kubernetes name and label syntax, one definition for the catalog, manifests, schemas and the
+DAG Params (whose JSON schemas use these patterns' ``.pattern`` strings). Pure."""
 
 from __future__ import annotations
 
 import re
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # <= 63 chars
+# unanchored, to compose: a DNS-1123 label (lowercase letters, digits, '-', alphanumeric ends)
+DNS1123_LABEL_BODY = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+DNS1123_LABEL = re.compile(rf"^{DNS1123_LABEL_BODY}$")  # <= 63 chars
 DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # <= 63 chars
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")  # <= 63 chars
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")  # <= 63 chars
+
+# A node pool as people write it: ``<cluster>/<pool>`` (catalog names are DNS-1123 labels).
+POOL_KEY = re.compile(rf"^{DNS1123_LABEL_BODY}/{DNS1123_LABEL_BODY}$")
+
+# A JobSet's pods are named <jobset>-<replicatedJob>-<job index>-<pod index>-<5 random>, and a
+# pod name is at most 63 characters: a JobSet name of at most 40 leaves room for the rest.
+MAX_JOBSET_NAME = 40

@@ -19,12 +19,12 @@ from gpufleet.domain.pairing import Localizer, plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
 from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL
+from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.collect import read_nccl_pair
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "gpufleet-validation"
 COLLECTIVE = "all_reduce"
 
 
@@ -45,7 +45,7 @@ class FabricValidation:
         *,
         max_quarantine_share: float = 0.2,
         tolerance: float | None = None,
-        namespace: str = NAMESPACE,
+        namespace: str = VALIDATION_NAMESPACE,
         image: str | None = None,
     ):
         self.ref = ref
@@ -64,7 +64,7 @@ class FabricValidation:
     def begin(self, run_id: str) -> dict[str, Any]:
         """Plan pass 1 over the pool's idle nodes and submit it. Returns the state."""
         nodes = self.backend.list_nodes(self.ref.pool.name)
-        idle = [n.name for n in nodes if n.idle and not n.quarantined]
+        idle = [n.name for n in nodes if n.free]
         busy = [n.name for n in nodes if n.workloads]
         quarantined = [n.name for n in nodes if n.quarantined]
         pairs, odd = plan_pass1(idle)
@@ -99,7 +99,7 @@ class FabricValidation:
     def _prepare_namespace(self) -> None:
         """The validation namespace and the ssh Secret mpirun uses to reach a pair's second
         pod. Both are created once and left in place (apply is create-if-absent)."""
-        from gpufleet.manifests.render import render_ssh_secret
+        from gpufleet.manifests.addons import render_ssh_secret
 
         self.backend.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
@@ -107,7 +107,7 @@ class FabricValidation:
         self.backend.apply(render_ssh_secret(self.namespace))
 
     def _submit(self, state: dict[str, Any], pairs: list[tuple[str, str]]) -> dict[str, Any]:
-        from gpufleet.manifests.render import render_nccl_validation
+        from gpufleet.manifests.nccl_validation import render_nccl_validation
 
         kwargs = {"namespace": self.namespace, "collective": COLLECTIVE}
         if self.image:

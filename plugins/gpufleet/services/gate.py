@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.domain.fleet import Catalog
@@ -12,6 +14,22 @@ from gpufleet.errors import GpufleetError
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecordedDecision(GateDecision):
+    """A gate decision as the ledger holds it: ``decision_id`` is its row in the ledger (None
+    when it could not be recorded, and then the decision is a refusal)."""
+
+    decision_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (an XCom)."""
+        return {
+            "launch": self.launch,
+            "reasons": list(self.reasons),
+            "decision_id": self.decision_id,
+        }
 
 
 def _fact(row) -> ValidationFact | None:
@@ -66,7 +84,7 @@ def gather_facts(
         free = None
         if backend is not None:
             try:
-                free = sum(1 for n in backend.list_nodes(name) if n.idle and not n.quarantined)
+                free = sum(1 for n in backend.list_nodes(name) if n.free)
             except GpufleetError as exc:
                 nodes_error = str(exc)
         out.append(
@@ -98,11 +116,12 @@ def check_gate(
     run_id: str | None = None,
     now: datetime | None = None,
     refusals: list[str] | None = None,
-) -> GateDecision:
+) -> RecordedDecision:
     """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses).
 
     ``refusals`` are problems the caller found before asking (a bad request): the decision is
-    then a refusal with those reasons, recorded like any other, and no facts are gathered."""
+    then a refusal with those reasons, recorded like any other, and no facts are gathered.
+    A decision that could not be recorded refuses: a launch needs its recorded decision."""
     now = now or datetime.now(UTC)
     try:
         ledger = ledger_factory()
@@ -113,19 +132,22 @@ def check_gate(
         decision = GateDecision(False, list(refusals))
     else:
         decision = decide(gather_facts(catalog, ledger, cluster, pools), nodes, now, max_age)
-    if ledger is not None:
-        try:
-            ledger.record_gate_decision(
-                cluster=cluster,
-                pools=pools,
-                nodes=nodes,
-                launch=decision.launch,
-                reasons=decision.reasons,
-                job=job,
-                run_id=run_id,
-            )
-        except Exception as exc:  # noqa: BLE001 - an unrecorded decision must not launch
-            decision = GateDecision(
-                False, [*decision.reasons, f"the decision could not be recorded: {exc}"]
-            )
-    return decision
+    if ledger is None:
+        return RecordedDecision(False, decision.reasons, decision.schedulable_nodes)
+    try:
+        decision_id = ledger.record_gate_decision(
+            cluster=cluster,
+            pools=pools,
+            nodes=nodes,
+            launch=decision.launch,
+            reasons=decision.reasons,
+            job=job,
+            run_id=run_id,
+        )
+    except Exception as exc:  # noqa: BLE001 - an unrecorded decision must not launch
+        return RecordedDecision(
+            False, [*decision.reasons, f"the decision could not be recorded: {exc}"]
+        )
+    return RecordedDecision(
+        decision.launch, decision.reasons, decision.schedulable_nodes, decision_id
+    )

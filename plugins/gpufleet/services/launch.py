@@ -1,102 +1,124 @@
 """Launch a training job onto proven capacity, then confirm every rank's transport.
 
-1. ``gate``: the fail-closed launch gate (``gpufleet.domain.gate``), decision recorded in the
-   ledger.
+1. ``gate``: check the request (``gpufleet.services.launch_request``) and run the fail-closed
+   launch gate (``gpufleet.domain.gate``); the decision is recorded in the ledger.
 2. ``submit``: render the JobSet (Kueue gang label, pinned to the pool, RDMA + Lustre + NCCL
-   plumbing injected, ``NCCL_NET`` pinned) and apply it; record the launch.
+   plumbing injected, ``NCCL_NET`` pinned) and apply it; record the launch, linked to its gate
+   decision. A retried submit converges: one JobSet, one launch row (see ``submit``).
 3. ``confirm``: once the job runs, read every rank's NCCL INFO log and check the transport
    and GPUDirect RDMA. On a mismatch, policy ``fail`` stops the job and marks the pool
    ``suspect`` (the next nightly run re-validates it); ``warn`` alerts and lets it run.
+
+What travels between the steps is typed: ``RecordedDecision`` (gate), ``SubmittedJob``
+(submit), ``TransportCheck`` (confirm); each has a ``to_dict`` for XCom.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any
 
 from gpufleet.backends import ClusterBackend, cluster_backend
 from gpufleet.domain.fleet import Catalog, PoolRef
-from gpufleet.domain.gate import DEFAULT_MAX_AGE, GateDecision
+from gpufleet.domain.gate import DEFAULT_MAX_AGE
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import GpufleetError, ParseError
 from gpufleet.services.collect import pod_index
-from gpufleet.services.gate import check_gate
+from gpufleet.services.gate import RecordedDecision, check_gate
+from gpufleet.services.launch_request import InvalidLaunchRequest, LaunchRequest
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("fail", "warn")
+# launch states in the ledger: submitting -> submitted -> confirmed | running-unconfirmed |
+# stopped; refused when the job name belongs to another run's JobSet
+RESUMABLE = ("submitting", "submitted")
 
 
 class LaunchRefused(GpufleetError):
-    """The gate refused: nothing was submitted."""
+    """The launch may not go ahead (the gate refused, or it may not be resubmitted); nothing
+    was submitted. Retrying will not change that."""
 
 
 @dataclass(frozen=True)
-class LaunchRequest:
+class SubmittedJob:
+    """A submitted training job, as submit hands it to confirm (``to_dict`` is the XCom)."""
+
+    launch_id: int
     cluster: str
-    pools: list[str]
-    nodes: int
-    gpus_per_node: int
-    image: str
-    command: list[str]
+    pool: str
+    kind: str
+    name: str
     namespace: str
-    job_name: str
-    priority_class: str | None = None
-    transport_policy: str = "fail"
-    env: dict[str, str] = field(default_factory=dict)
-    max_validation_age_hours: float = DEFAULT_MAX_AGE.total_seconds() / 3600
+    expected_transport: str
+    gdrdma: bool
+    policy: str
+    nodes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> LaunchRequest:
-        try:
-            return cls(
-                cluster=params["cluster"],
-                pools=list(params["pools"]),
-                nodes=int(params["nodes"]),
-                gpus_per_node=int(params["gpus_per_node"]),
-                image=params["image"],
-                command=list(params["command"]),
-                namespace=params["namespace"],
-                job_name=params["job_name"],
-                priority_class=params.get("priority_class") or None,
-                transport_policy=params.get("transport_policy") or "fail",
-                env=dict(params.get("env") or {}),
-                max_validation_age_hours=float(params.get("max_validation_age_hours") or 26),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise GpufleetError(f"launch request is incomplete or malformed: {exc}") from None
+    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
-def _problems(catalog: Catalog, req: LaunchRequest) -> list[str]:
-    """What the Params schema cannot express, checked before any cloud call."""
-    problems = []
-    if req.transport_policy not in POLICIES:
-        problems.append(f"transport_policy {req.transport_policy!r} is not one of fail, warn")
-    if not req.pools:
-        problems.append("no target pool given")
-    try:
-        cluster = catalog.cluster(req.cluster)
-    except GpufleetError as exc:
-        return [*problems, str(exc)]
-    for name in req.pools:
-        try:
-            pool = cluster.pool(name)
-        except GpufleetError as exc:
-            problems.append(str(exc))
-            continue
-        if req.nodes > pool.nodes:
-            problems.append(
-                f"{req.cluster}/{name} has {pool.nodes} nodes; the job asks {req.nodes}"
-            )
-        if req.gpus_per_node > pool.gpu.count:
-            problems.append(
-                f"{req.cluster}/{name} nodes have {pool.gpu.count} GPUs; the job asks "
-                f"{req.gpus_per_node} per node"
-            )
-    return problems
+@dataclass(frozen=True)
+class RankTransport:
+    """What one node rank's NCCL log says about the transport it runs on."""
+
+    pod: str
+    node: str | None
+    transport: str
+    gdrdma: bool | None
+    ranks: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TransportCheck:
+    """Every rank's transport against the pool's; confirmed when nothing is wrong."""
+
+    problems: list[str]
+    ranks: dict[str, RankTransport]  # node rank (as text: JSON keys) -> what its log says
+
+    @property
+    def confirmed(self) -> bool:
+        return not self.problems
+
+    @property
+    def transport(self) -> str:
+        """The transport every rank uses, or the distinct ones joined with ','."""
+        return ",".join(sorted({r.transport for r in self.ranks.values()}))
+
+    def ranks_dict(self) -> dict[str, dict[str, Any]]:
+        return {rank: info.to_dict() for rank, info in self.ranks.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "confirmed": self.confirmed,
+            "problems": list(self.problems),
+            "transport": self.transport,
+            "ranks": self.ranks_dict(),
+        }
+
+
+def _recorded_as(params: Any) -> dict[str, Any]:
+    """What the ledger can record of a request that may be malformed."""
+    m = params if isinstance(params, Mapping) else {}
+    pools = m.get("pools")
+    nodes = m.get("nodes")
+    return {
+        "cluster": m.get("cluster") if isinstance(m.get("cluster"), str) else "",
+        "pools": [p for p in pools if isinstance(p, str)] if isinstance(pools, list) else [],
+        "nodes": nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else 0,
+        "job": m.get("job_name") if isinstance(m.get("job_name"), str) else None,
+    }
 
 
 class TrainingLaunch:
@@ -110,26 +132,36 @@ class TrainingLaunch:
             self._backend = cluster_backend(self.catalog.cluster(cluster))
         return self._backend
 
+    def request(self, params: Any) -> LaunchRequest:
+        """The parsed request, or InvalidLaunchRequest naming every problem."""
+        return LaunchRequest.from_params(params, self.catalog)
+
     # --- 1. the gate ---------------------------------------------------------------------------
 
-    def gate(self, req: LaunchRequest, run_id: str | None = None) -> GateDecision:
-        """Decide; raise LaunchRefused (with the reasons) when the job may not launch."""
+    def gate(self, params: Any, run_id: str | None = None) -> RecordedDecision:
+        """Check the request and decide; raise LaunchRefused (with the reasons) when the job
+        may not launch. A bad request is a refusal, recorded like any other decision."""
+        try:
+            req, refusals = self.request(params), []
+        except InvalidLaunchRequest as exc:
+            req, refusals = None, exc.problems
+        asked = _recorded_as(params)
         decision = check_gate(
             self.catalog,
             self.ledger_factory,
-            req.cluster,
-            req.pools,
-            req.nodes,
-            max_age=timedelta(hours=req.max_validation_age_hours),
-            job=req.job_name,
+            asked["cluster"],
+            asked["pools"],
+            asked["nodes"],
+            max_age=timedelta(hours=req.max_validation_age_hours) if req else DEFAULT_MAX_AGE,
+            job=asked["job"],
             run_id=run_id,
-            refusals=_problems(self.catalog, req),
+            refusals=refusals,
         )
         for reason in decision.reasons:
             log.info("gate: %s", reason)
         if not decision.launch:
             raise LaunchRefused(
-                f"launch of {req.job_name!r} refused; nothing was submitted: "
+                f"launch of {asked['job']!r} refused; nothing was submitted: "
                 + "; ".join(decision.reasons)
             )
         return decision
@@ -141,7 +173,7 @@ class TrainingLaunch:
         Kueue queue, so the job runs within one pool."""
         backend = self.backend(req.cluster)
         for name in req.pools:
-            free = sum(1 for n in backend.list_nodes(name) if n.idle and not n.quarantined)
+            free = sum(1 for n in backend.list_nodes(name) if n.free)
             if free >= req.nodes:
                 return self.catalog.pool(req.cluster, name)
         raise LaunchRefused(
@@ -149,12 +181,22 @@ class TrainingLaunch:
             "one pool's queue); nothing was submitted"
         )
 
-    def submit(
-        self, req: LaunchRequest, run_id: str | None = None, gate_decision_id: int | None = None
-    ) -> dict[str, Any]:
-        from gpufleet.manifests.render import TrainingJobSpec, render_training_job
+    def _check_decision(self, ledger, decision_id: int | None, req: LaunchRequest, run_id: str):
+        """Fail closed: submit only under this run's recorded decision to launch this job."""
+        row = ledger.gate_decision(decision_id) if decision_id is not None else None
+        if (
+            row is None
+            or not row["launch"]
+            or (row["cluster"], row["job"], row["run_id"]) != (req.cluster, req.job_name, run_id)
+        ):
+            raise LaunchRefused(
+                f"no gate decision to launch {req.job_name!r} in run {run_id} (decision "
+                f"{decision_id}): a job is submitted only after the gate let it through"
+            )
 
-        ref = self.choose_pool(req)
+    def _render(self, ref: PoolRef, req: LaunchRequest, run_id: str) -> dict[str, Any]:
+        from gpufleet.manifests.training import TrainingJobSpec, render_training_job
+
         spec = TrainingJobSpec(
             name=req.job_name,
             namespace=req.namespace,
@@ -167,66 +209,114 @@ class TrainingLaunch:
             run_id=run_id,
         )
         try:
-            manifest = render_training_job(ref, spec)
-        except ValueError as exc:
-            raise GpufleetError(str(exc)) from None
+            return render_training_job(ref, spec)
+        except ValueError as exc:  # the renderer lists every problem with the job
+            raise InvalidLaunchRequest([str(exc)], req.job_name, message=str(exc)) from None
+
+    def submit(self, req: LaunchRequest, run_id: str, gate_decision_id: int | None) -> SubmittedJob:
+        """Render and apply the JobSet and record the launch, linked to its gate decision.
+
+        Converges when retried, as the providers' operators reattach to what a previous try
+        created: the launch is keyed by (cluster, namespace, job, run). A retry finds the row
+        its first attempt recorded and resubmits onto the pool recorded there, never a pool
+        chosen again; the JobSet is applied create-if-absent, so the first attempt's JobSet is
+        found, not duplicated. The row is recorded (``submitting``) before the JobSet is
+        applied; the JobSet the cluster holds under that name is ours only if it carries this
+        run's id (the ``gpufleet.io/run-id`` annotation): another launch's JobSet is refused
+        (the launch row says ``refused``, and why), never adopted."""
+        ledger = self.ledger_factory()
+        self._check_decision(ledger, gate_decision_id, req, run_id)
+        key = {
+            "cluster": req.cluster,
+            "namespace": req.namespace,
+            "job": req.job_name,
+            "run_id": run_id,
+        }
         backend = self.backend(req.cluster)
+        prior = ledger.find_launch(**key)
+        if prior is None:
+            ref = self.choose_pool(req)
+        elif prior["state"] in RESUMABLE:
+            ref = self.catalog.pool(req.cluster, prior["pool"])
+            log.info("retry: launch %s was recorded on %s; reattaching", prior["id"], ref.key)
+        else:
+            raise LaunchRefused(
+                f"{req.namespace}/{req.job_name} of run {run_id} is already {prior['state']}: "
+                "a launch is submitted once per run; trigger a new run to launch again"
+            )
+        manifest = self._render(ref, req, run_id)
+        kind = manifest["kind"]
+        row, _ = ledger.ensure_launch(
+            **key,
+            pool=ref.pool.name,
+            state="submitting",
+            gate_decision_id=gate_decision_id,
+            expected_transport=ref.pool.transport,
+        )
         backend.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": req.namespace}}
         )
-        backend.apply(manifest)
-        launch_id = self.ledger_factory().record_launch(
-            cluster=req.cluster,
-            pool=ref.pool.name,
-            namespace=req.namespace,
-            job=req.job_name,
-            gate_decision_id=gate_decision_id,
-            state="submitted",
-            expected_transport=ref.pool.transport,
-            run_id=run_id,
-        )
+        stored = backend.apply(manifest)  # create-if-absent: returns what the cluster holds
+        if self._run_of(stored) != run_id:  # not ours: another launch created it
+            ledger.update_launch(row["id"], state="refused", reasons=[self._taken(kind, req)])
+            raise LaunchRefused(self._taken(kind, req))
+        if row["state"] == "submitting":
+            ledger.update_launch(row["id"], state="submitted")
         log.info(
-            "submitted JobSet %s/%s to %s (queue %s, NCCL_NET pinned to the %s network)",
+            "submitted %s %s/%s to %s (queue %s, NCCL_NET pinned to the %s network)",
+            kind,
             req.namespace,
             req.job_name,
             ref.key,
             ref.pool.queue_name,
             ref.pool.transport,
         )
-        return {
-            "launch_id": launch_id,
-            "cluster": req.cluster,
-            "pool": ref.pool.name,
-            "kind": manifest["kind"],
-            "name": req.job_name,
-            "namespace": req.namespace,
-            "expected_transport": ref.pool.transport,
-            "gdrdma": ref.pool.gdrdma,
-            "policy": req.transport_policy,
-            "nodes": req.nodes,
-        }
+        return SubmittedJob(
+            launch_id=row["id"],
+            cluster=req.cluster,
+            pool=ref.pool.name,
+            kind=kind,
+            name=req.job_name,
+            namespace=req.namespace,
+            expected_transport=ref.pool.transport,
+            gdrdma=ref.pool.gdrdma,
+            policy=req.transport_policy,
+            nodes=req.nodes,
+        )
+
+    @staticmethod
+    def _run_of(obj: Mapping[str, Any]) -> str | None:
+        from gpufleet.manifests.labels import RUN_ID_ANNOTATION
+
+        return ((obj.get("metadata") or {}).get("annotations") or {}).get(RUN_ID_ANNOTATION)
+
+    @staticmethod
+    def _taken(kind: str, req: LaunchRequest) -> str:
+        return (
+            f"a {kind} named {req.namespace}/{req.job_name} already exists and another launch "
+            "created it; nothing was submitted: choose another job_name"
+        )
 
     # --- 3. confirm ----------------------------------------------------------------------------
 
-    def confirm(self, job: dict[str, Any]) -> dict[str, Any]:
+    def confirm(self, job: SubmittedJob) -> TransportCheck:
         """Read every rank's NCCL log; compare transport and GDRDMA with the pool's."""
         from gpufleet.parsing import classify_nccl_log
 
-        backend = self.backend(job["cluster"])
+        backend = self.backend(job.cluster)
         pods = sorted(
-            backend.list_pods(job["namespace"], workload_selector(job["kind"], job["name"])),
-            key=pod_index,
+            backend.list_pods(job.namespace, workload_selector(job.kind, job.name)), key=pod_index
         )
-        ranks: dict[str, dict[str, Any]] = {}
+        ranks: dict[str, RankTransport] = {}
         problems: list[str] = []
-        if len(pods) < job["nodes"]:
-            problems.append(f"{len(pods)} of {job['nodes']} pods exist")
+        if len(pods) < job.nodes:
+            problems.append(f"{len(pods)} of {job.nodes} pods exist")
         for pod in pods:
             where = f"node rank {pod_index(pod)} ({pod.node or 'unscheduled'})"
             if pod.phase == "Failed":
                 problems.append(f"{where}: pod failed: {pod.message or 'no message'}")
             try:
-                text = backend.pod_logs(pod.name, job["namespace"], NCCL_LOG_CONTAINER)
+                text = backend.pod_logs(pod.name, job.namespace, NCCL_LOG_CONTAINER)
             except GpufleetError as exc:
                 problems.append(f"{where}: NCCL log unreadable: {exc}")
                 continue
@@ -243,64 +333,43 @@ class TrainingLaunch:
                 ),
                 None,
             )
-            ranks[str(pod_index(pod))] = {
-                "pod": pod.name,
-                "node": pod.node,
-                "transport": info.transport,
-                "gdrdma": info.gdrdma,
-                "ranks": info.ranks,
-            }
-            if info.transport != job["expected_transport"]:
+            ranks[str(pod_index(pod))] = RankTransport(
+                pod=pod.name,
+                node=pod.node,
+                transport=info.transport,
+                gdrdma=info.gdrdma,
+                ranks=info.ranks,
+            )
+            if info.transport != job.expected_transport:
                 problems.append(
                     f"{where}: transport {info.transport}"
                     + (f" ({warn})" if warn else "")
-                    + f", expected {job['expected_transport']}"
+                    + f", expected {job.expected_transport}"
                 )
-            elif job["gdrdma"] and info.gdrdma is not True:
+            elif job.gdrdma and info.gdrdma is not True:
                 problems.append(
                     f"{where}: GPUDirect RDMA "
                     + ("not used" if info.gdrdma is False else "not shown in the log")
                 )
-        transports = sorted({r["transport"] for r in ranks.values()})
-        return {
-            "confirmed": not problems,
-            "problems": problems,
-            "ranks": ranks,
-            "transport": transports[0] if len(transports) == 1 else ",".join(transports),
-        }
+        return TransportCheck(problems=problems, ranks=ranks)
 
-    def settle(self, job: dict[str, Any], result: dict[str, Any]) -> str:
+    def settle(self, job: SubmittedJob, check: TransportCheck) -> str:
         """Record the outcome; on a mismatch apply the policy. Returns the launch state."""
         ledger = self.ledger_factory()
-        if result["confirmed"]:
-            ledger.update_launch(
-                job["launch_id"],
-                state="confirmed",
-                confirmed_transport=result["transport"],
-                ranks=result["ranks"],
-            )
+        seen = {"confirmed_transport": check.transport, "ranks": check.ranks_dict()}
+        if check.confirmed:
+            ledger.update_launch(job.launch_id, state="confirmed", **seen)
             return "confirmed"
-        if job["policy"] == "warn":
-            ledger.update_launch(
-                job["launch_id"],
-                state="running-unconfirmed",
-                confirmed_transport=result["transport"],
-                ranks=result["ranks"],
-                reasons=result["problems"],
-            )
-            return "running-unconfirmed"
-        self.backend(job["cluster"]).delete(job["kind"], job["name"], job["namespace"])
-        ledger.update_launch(
-            job["launch_id"],
-            state="stopped",
-            confirmed_transport=result["transport"],
-            ranks=result["ranks"],
-            reasons=result["problems"],
-        )
+        if job.policy == "warn":
+            state = "running-unconfirmed"
+            ledger.update_launch(job.launch_id, state=state, reasons=check.problems, **seen)
+            return state
+        self.backend(job.cluster).delete(job.kind, job.name, job.namespace)
+        ledger.update_launch(job.launch_id, state="stopped", reasons=check.problems, **seen)
         ledger.set_pool_state(
-            job["cluster"],
-            job["pool"],
+            job.cluster,
+            job.pool,
             "suspect",
-            f"job {job['namespace']}/{job['name']}: " + "; ".join(result["problems"][:2]),
+            f"job {job.namespace}/{job.name}: " + "; ".join(check.problems[:2]),
         )
         return "stopped"

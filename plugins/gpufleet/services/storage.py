@@ -12,9 +12,9 @@ from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.verdicts import judge_storage
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
+from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
 from gpufleet.services.collect import pod_index
-from gpufleet.services.fabric import NAMESPACE
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class StorageValidation:
         ledger: Ledger,
         backend: ClusterBackend | None = None,
         *,
-        namespace: str = NAMESPACE,
+        namespace: str = VALIDATION_NAMESPACE,
         clients: int = MAX_CLIENTS,
     ):
         self.ref = ref
@@ -39,7 +39,7 @@ class StorageValidation:
         self.clients = clients
 
     def begin(self, run_id: str) -> dict[str, Any]:
-        from gpufleet.manifests.render import render_storage_validation
+        from gpufleet.manifests.storage_validation import render_storage_validation
 
         fs = self.ref.filesystem
         state: dict[str, Any] = {
@@ -52,11 +52,7 @@ class StorageValidation:
         if fs is None:
             state["skipped"] = f"{self.ref.key} has no filesystem in the catalog"
             return state
-        idle = [
-            n.name
-            for n in self.backend.list_nodes(self.ref.pool.name)
-            if n.idle and not n.quarantined
-        ]
+        idle = [n.name for n in self.backend.list_nodes(self.ref.pool.name) if n.free]
         if not idle:
             state["skipped"] = f"{self.ref.key}: no idle node to run fio from"
             return state

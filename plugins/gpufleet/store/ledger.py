@@ -2,108 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
-from sqlalchemy import Engine, and_, create_engine, event, func, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from gpufleet.config.paths import state_dir
 from gpufleet.errors import LedgerError
 from gpufleet.store import schema as s
+from gpufleet.store.database import (
+    LEDGER_CONN_ID,
+    default_ledger_url,
+    engine_for,
+    normalise_url,
+)
 
-LEDGER_CONN_ID = "gpufleet_ledger"
+__all__ = ["LEDGER_CONN_ID", "Ledger"]
 
-_engines: dict[str, Engine] = {}
-_ready: set[str] = set()
-_lock = threading.Lock()
+_ready: set[str] = set()  # URLs whose schema this process has prepared
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def connection_to_url(conn: Any) -> str:
-    """An Airflow Connection (or anything with its attributes) as an SQLAlchemy URL."""
-    conn_type = (getattr(conn, "conn_type", None) or "").lower()
-    extra = getattr(conn, "extra_dejson", None) or {}
-    if extra.get("sqlalchemy_url"):
-        return extra["sqlalchemy_url"]
-    if conn_type in ("sqlite",):
-        path = getattr(conn, "host", None) or getattr(conn, "schema", None)
-        if not path:
-            raise LedgerError("the ledger connection is sqlite but names no file (put it in host)")
-        return f"sqlite:///{path}"
-    if conn_type in ("postgres", "postgresql"):
-        login = quote(conn.login or "", safe="")
-        auth = login + (f":{quote(conn.password, safe='')}" if conn.password else "")
-        host = conn.host or "localhost"
-        port = f":{conn.port}" if conn.port else ""
-        return f"postgresql+psycopg2://{auth}{'@' if auth else ''}{host}{port}/{conn.schema or ''}"
-    raise LedgerError(
-        f"the ledger connection has type {conn_type!r}: use postgres or sqlite "
-        "(or set extra.sqlalchemy_url)"
-    )
-
-
-def _normalise(url: str) -> str:
-    if url.startswith("postgres://"):
-        return "postgresql+psycopg2://" + url[len("postgres://") :]
-    if url.startswith("postgresql://"):
-        return "postgresql+psycopg2://" + url[len("postgresql://") :]
-    return url
-
-
-def default_ledger_url() -> str:
-    """``GPUFLEET_LEDGER_URL``, else ``AIRFLOW_CONN_GPUFLEET_LEDGER``, else a local SQLite file."""
-    url = os.environ.get("GPUFLEET_LEDGER_URL")
-    if url:
-        return _normalise(url)
-    env = os.environ.get(f"AIRFLOW_CONN_{LEDGER_CONN_ID.upper()}")
-    if env:
-        env = env.strip()
-        if env.startswith("{"):
-            data = json.loads(env)
-
-            class _C:  # the JSON form of an Airflow connection
-                conn_type = data.get("conn_type")
-                host = data.get("host")
-                login = data.get("login")
-                password = data.get("password")
-                schema = data.get("schema")
-                port = data.get("port")
-                extra_dejson = data.get("extra") or {}
-
-            return connection_to_url(_C)
-        return _normalise(env)
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'ledger.db'}"
-
-
-def _engine(url: str) -> Engine:
-    with _lock:
-        engine = _engines.get(url)
-        if engine is None:
-            if url.startswith("sqlite"):
-                engine = create_engine(url, connect_args={"timeout": 60})
-
-                @event.listens_for(engine, "connect")
-                def _pragmas(dbapi_conn, _record):  # many task processes share the file
-                    cur = dbapi_conn.cursor()
-                    cur.execute("PRAGMA journal_mode=WAL")
-                    cur.execute("PRAGMA foreign_keys=ON")
-                    cur.execute("PRAGMA busy_timeout=60000")
-                    cur.close()
-            else:
-                engine = create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
-            _engines[url] = engine
-        return engine
 
 
 def _row(r: Any) -> dict[str, Any] | None:
@@ -114,8 +35,8 @@ class Ledger:
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
 
     def __init__(self, url: str | None = None):
-        self.url = _normalise(url) if url else default_ledger_url()
-        self.engine = _engine(self.url)
+        self.url = normalise_url(url) if url else default_ledger_url()
+        self.engine = engine_for(self.url)
         if self.url not in _ready:
             self._ensure_schema()
             _ready.add(self.url)
@@ -376,20 +297,71 @@ class Ledger:
                 ).inserted_primary_key[0]
             )
 
+    def gate_decision(self, decision_id: int) -> dict[str, Any] | None:
+        g = s.gate_decisions
+        with self.engine.connect() as conn:
+            return _row(conn.execute(select(g).where(g.c.id == decision_id)).first())
+
     def gate_decisions(self, limit: int = 20) -> list[dict[str, Any]]:
         g = s.gate_decisions
         with self.engine.connect() as conn:
             rows = conn.execute(select(g).order_by(g.c.id.desc()).limit(limit)).all()
             return [dict(r._mapping) for r in rows]
 
-    def record_launch(self, **values: Any) -> int:
+    def find_launch(
+        self, *, cluster: str, namespace: str, job: str, run_id: str
+    ) -> dict[str, Any] | None:
+        """The launch of ``namespace/job`` on ``cluster`` in run ``run_id``, if recorded."""
+        t = s.launches
+        key = (t.c.cluster == cluster, t.c.namespace == namespace, t.c.job == job)
+        with self.engine.connect() as conn:
+            return _row(conn.execute(select(t).where(*key, t.c.run_id == run_id)).first())
+
+    def ensure_launch(
+        self,
+        *,
+        cluster: str,
+        namespace: str,
+        job: str,
+        run_id: str,
+        pool: str,
+        state: str,
+        gate_decision_id: int | None = None,
+        expected_transport: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The launch row of this job in this run: ``(row, True)`` when this call recorded it,
+        ``(row, False)`` when it was already there (the row as recorded, whatever was passed).
+        One row per (cluster, namespace, job, run), also when two processes race."""
+        if not run_id:
+            raise LedgerError("a launch is recorded under its run id: run_id is required")
+        key = {"cluster": cluster, "namespace": namespace, "job": job, "run_id": run_id}
+        found = self.find_launch(**key)
+        if found is not None:
+            return found, False
         now = _now()
-        with self.engine.begin() as conn:
-            return int(
-                conn.execute(
-                    insert(s.launches).values(created_at=now, updated_at=now, **values)
-                ).inserted_primary_key[0]
-            )
+        values = {
+            **key,
+            "pool": pool,
+            "state": state,
+            "gate_decision_id": gate_decision_id,
+            "expected_transport": expected_transport,
+            "created_at": now,
+            "updated_at": now,
+        }
+        error: IntegrityError | None = None
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(s.launches).values(**values))
+            created = True
+        except IntegrityError as exc:  # another process recorded it first, or a bad reference
+            created, error = False, exc
+        row = self.find_launch(**key)
+        if row is None:
+            why = error.orig if error is not None else "the row vanished"
+            raise LedgerError(
+                f"cannot record the launch of {namespace}/{job} in run {run_id}: {why}"
+            ) from error
+        return row, created
 
     def update_launch(self, launch_id: int, **values: Any) -> None:
         t = s.launches

@@ -1,6 +1,9 @@
 """Ledger tables (SQLAlchemy 2 Core). Versioned: ``ensure_schema`` creates or upgrades idempotently.
 
 Times are timezone-aware UTC. JSON columns hold reasons (lists of sentences) and raw figures.
+
+Versions: 1 the tables; 2 one launch per (cluster, namespace, job, run) (``uq_gf_launches_run``),
+so a retried submit finds its launch instead of recording a second one.
 """
 
 from __future__ import annotations
@@ -25,11 +28,16 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    cast,
+    delete,
+    func,
     insert,
+    literal,
     select,
+    update,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -228,9 +236,30 @@ launches = Table(
     _ts("created_at", nullable=False, default=_now),
     _ts("updated_at", nullable=False, default=_now),
 )
+# One launch per job per run: a retried submit finds the row its first attempt recorded. A
+# unique index rather than a constraint, because SQLite can add an index to an existing table.
+LAUNCH_KEY = (launches.c.cluster, launches.c.namespace, launches.c.job, launches.c.run_id)
+launches_run_key = Index("uq_gf_launches_run", *LAUNCH_KEY, unique=True)
 
-# Upgrades from version N-1 to N; each must be idempotent. Version 1 is create_all.
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+def _v2_one_launch_per_run(conn: Connection) -> None:
+    """Version 2: the launch key. Rows without a run id get ``legacy-<id>`` (SQL's NULLs are
+    never equal, so they would escape the key); where earlier retries recorded one launch
+    several times, the newest row (the one the confirm step updated) is kept."""
+    t = launches
+    conn.execute(
+        update(t)
+        .where(t.c.run_id.is_(None))
+        .values(run_id=literal("legacy-") + cast(t.c.id, String))
+    )
+    newest = select(func.max(t.c.id)).group_by(*LAUNCH_KEY)
+    conn.execute(delete(t).where(t.c.id.not_in(newest)))
+    launches_run_key.create(conn, checkfirst=True)
+
+
+# Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
+# SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2_one_launch_per_run}
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 
 

@@ -9,15 +9,15 @@ if TYPE_CHECKING:  # DAG files import operators at parse time: keep heavy import
     from gpufleet.domain.fleet import Catalog, Cluster
     from gpufleet.store import Ledger
 
-LEDGER_CONN_ID = "gpufleet_ledger"
-
 SIM_POLL_S = 0.5
 REAL_POLL_S = 30.0
 
 
-def ledger(conn_id: str = LEDGER_CONN_ID) -> Ledger:
-    """The ledger named by the Airflow connection, else the local default (SQLite)."""
-    from gpufleet.store import Ledger, connection_to_url
+def ledger(conn_id: str | None = None) -> Ledger:
+    """The ledger named by the Airflow connection ``conn_id`` (None: ``gpufleet_ledger``,
+    ``gpufleet.store.LEDGER_CONN_ID``), else the local default (SQLite).
+    ``GPUFLEET_LEDGER_URL`` wins over both."""
+    from gpufleet.store import LEDGER_CONN_ID, Ledger, connection_to_url
 
     if os.environ.get("GPUFLEET_LEDGER_URL"):
         return Ledger()
@@ -25,7 +25,7 @@ def ledger(conn_id: str = LEDGER_CONN_ID) -> Ledger:
     from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
-        conn = BaseHook.get_connection(conn_id)
+        conn = BaseHook.get_connection(conn_id or LEDGER_CONN_ID)
     except AirflowNotFoundException:
         return Ledger()
     return Ledger(connection_to_url(conn))

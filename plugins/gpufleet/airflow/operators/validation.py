@@ -14,7 +14,14 @@ from gpufleet.airflow.triggers import WorkloadTrigger
 
 
 class _WorkloadDeferring(BaseOperator):
-    """Submit a workload through a service, defer until it is done, resume in a method."""
+    """Submit a workload through a service, defer until it is done, resume in
+    ``execute_complete``. ``ledger_conn_id`` names the ledger's Airflow connection (default
+    ``gpufleet_ledger``).
+
+    The WorkloadTrigger's event: ``done`` goes on to the verdict; ``error`` (the workload could
+    not be watched) and ``timeout`` (not done within ``timeout_s``) raise AirflowException, so
+    the task's retries take over (the services name workloads by run: a retry finds the same
+    workload). A failed verdict raises AirflowFailException."""
 
     template_fields: Sequence[str] = ("cluster", "node_pool")
     ui_color = "#d8f3dc"
@@ -25,7 +32,7 @@ class _WorkloadDeferring(BaseOperator):
         cluster: str,
         node_pool: str,
         timeout_s: float = 3600.0,
-        ledger_conn_id: str = "gpufleet_ledger",
+        ledger_conn_id: str | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -98,15 +105,15 @@ class FabricValidationOperator(_WorkloadDeferring):
         state = svc.begin(context["run_id"])
         if state["workload"] is None:
             return self._finish(context, svc, state)
-        self._defer_on(state, "resume")
+        self._defer_on(state, "execute_complete")
 
-    def resume(self, context, event: dict[str, Any]):
+    def execute_complete(self, context, event: dict[str, Any]):
         self._check_event(event)
         svc = self._service()
         state = svc.collect(event["carry"])
         if state["workload"] is not None:
             self.log.info("localizing: round %d", state["round"])
-            self._defer_on(state, "resume")
+            self._defer_on(state, "execute_complete")
         return self._finish(context, svc, state)
 
     def _finish(self, context, svc, state):
@@ -144,9 +151,9 @@ class StorageValidationOperator(_WorkloadDeferring):
         state = svc.begin(context["run_id"])
         if state["workload"] is None:
             return self._finish(svc, state)
-        self._defer_on(state, "resume")
+        self._defer_on(state, "execute_complete")
 
-    def resume(self, context, event: dict[str, Any]):
+    def execute_complete(self, context, event: dict[str, Any]):
         self._check_event(event)
         return self._finish(self._service(), event["carry"])
 

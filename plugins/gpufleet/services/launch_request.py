@@ -1,0 +1,187 @@
+"""A training launch request: its fields, the one check of them, and the parsed request.
+
+One definition serves every reader. ``REQUEST_FIELDS`` holds each field's JSON schema
+(draft-07); the DAG's Params are built from it (``field_schema`` adds the catalog's names and
+bounds for the form), and ``request_problems`` checks a request against the same schemas, then
+against the catalog for what a form cannot express (which pools that cluster has, how many
+nodes and GPUs they hold). ``LaunchRequest.from_params`` parses through that check, so the
+form, the gate and the submit step refuse the same requests with the same words.
+
+DAG files import this module at parse time: it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.domain.gate import DEFAULT_MAX_AGE
+from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, MAX_JOBSET_NAME
+from gpufleet.errors import CatalogError, GpufleetError
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Catalog
+
+POLICIES = ("fail", "warn")
+DEFAULT_MAX_AGE_HOURS = DEFAULT_MAX_AGE.total_seconds() / 3600
+
+REQUEST_FIELDS: dict[str, dict[str, Any]] = {
+    "cluster": {"type": "string", "minLength": 1},
+    "pools": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}},
+    "nodes": {"type": "integer", "minimum": 1},
+    "gpus_per_node": {"type": "integer", "minimum": 1},
+    "job_name": {"type": "string", "pattern": DNS1035_LABEL.pattern, "maxLength": MAX_JOBSET_NAME},
+    "namespace": {"type": "string", "pattern": DNS1123_LABEL.pattern, "maxLength": 63},
+    "image": {"type": "string", "minLength": 1, "pattern": r"^\S+$"},
+    "command": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+    "priority_class": {"type": ["null", "string"]},
+    "transport_policy": {"type": "string", "enum": list(POLICIES)},
+    "max_validation_age_hours": {"type": "number", "exclusiveMinimum": 0, "maximum": 168},
+}
+REQUIRED = (
+    "cluster",
+    "pools",
+    "nodes",
+    "gpus_per_node",
+    "job_name",
+    "namespace",
+    "image",
+    "command",
+)
+DEFAULTS: dict[str, Any] = {
+    "env": {},
+    "priority_class": None,
+    "transport_policy": "fail",
+    "max_validation_age_hours": DEFAULT_MAX_AGE_HOURS,
+}
+# what a value must be, for the fields whose schema failure message would only show a regex
+_RULES = {
+    "job_name": f"a DNS-1035 label of at most {MAX_JOBSET_NAME} characters (lowercase letters, "
+    "digits and '-', starting with a letter)",
+    "namespace": "a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-')",
+    "image": "an image reference without spaces",
+}
+
+
+class InvalidLaunchRequest(GpufleetError):
+    """The request cannot launch as asked; retrying will not change that. ``problems`` lists
+    every problem found, each a sentence."""
+
+    def __init__(self, problems: list[str], job: str | None = None, message: str | None = None):
+        self.problems = list(problems)
+        what = f"launch request {job!r}" if job else "launch request"
+        super().__init__(message or f"{what} is not valid: " + "; ".join(self.problems))
+
+
+def field_schema(name: str, index: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``name``'s JSON schema; with the catalog ``index`` (``catalog_index()``), also the fleet's
+    clusters and pool names as enums and its largest pool and node as maxima (for the form)."""
+    schema = dict(REQUEST_FIELDS[name])
+    if index is not None:
+        if name == "cluster":
+            schema["enum"] = index["clusters"]
+        elif name == "pools":
+            schema["items"] = {**schema["items"], "enum": index["pool_names"]}
+        elif name == "nodes":
+            schema["maximum"] = index["max_nodes"]
+        elif name == "gpus_per_node":
+            schema["maximum"] = index["max_gpus"]
+    return schema
+
+
+@cache
+def _validator():
+    from jsonschema import Draft7Validator
+
+    return Draft7Validator(
+        {"type": "object", "properties": REQUEST_FIELDS, "required": list(REQUIRED)}
+    )
+
+
+def _schema_problems(params: Mapping[str, Any]) -> dict[str, str]:
+    """Field -> its first problem against REQUEST_FIELDS."""
+    found: dict[str, str] = {}
+    for err in sorted(_validator().iter_errors(dict(params)), key=lambda e: e.json_path):
+        if err.validator == "required":
+            name = next((f for f in REQUIRED if f not in params), "?")
+            found.setdefault(name, f"{name} is missing")
+            continue
+        name = str(err.path[0]) if err.path else "?"
+        if name in _RULES:
+            message = f"{name} {params[name]!r} is not {_RULES[name]}"
+        else:
+            message = f"{name}: {err.message}"
+        found.setdefault(name, message)
+    return found
+
+
+def request_problems(params: Any, catalog: Catalog) -> list[str]:
+    """Every problem with a launch request, each a sentence; empty when it may go to the gate.
+
+    The field schemas first, then the catalog: the cluster exists, each target pool is in it
+    and holds ``nodes`` nodes of ``gpus_per_node`` GPUs (a job runs within one pool)."""
+    if not isinstance(params, Mapping):
+        return [f"a launch request is a mapping of fields, not {type(params).__name__}"]
+    bad = _schema_problems(params)
+    problems = list(bad.values())
+    if "cluster" in bad:
+        return problems
+    try:
+        cluster = catalog.cluster(params["cluster"])
+    except CatalogError as exc:
+        return [*problems, str(exc)]
+    for name in [] if "pools" in bad else params["pools"]:
+        try:
+            pool = cluster.pool(name)
+        except CatalogError as exc:
+            problems.append(str(exc))
+            continue
+        if "nodes" not in bad and params["nodes"] > pool.nodes:
+            problems.append(
+                f"{cluster.name}/{name} has {pool.nodes} nodes; the job asks {params['nodes']}"
+            )
+        if "gpus_per_node" not in bad and params["gpus_per_node"] > pool.gpu.count:
+            problems.append(
+                f"{cluster.name}/{name} nodes have {pool.gpu.count} GPUs; the job asks "
+                f"{params['gpus_per_node']} per node"
+            )
+    return problems
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """A launch request that passed ``request_problems``: build it with ``from_params``."""
+
+    cluster: str
+    pools: list[str]
+    nodes: int
+    gpus_per_node: int
+    image: str
+    command: list[str]
+    namespace: str
+    job_name: str
+    priority_class: str | None = None
+    transport_policy: str = "fail"
+    env: dict[str, str] = field(default_factory=dict)
+    max_validation_age_hours: float = DEFAULT_MAX_AGE_HOURS
+
+    @classmethod
+    def from_params(cls, params: Any, catalog: Catalog) -> LaunchRequest:
+        """The request, or InvalidLaunchRequest listing every problem (``request_problems``)."""
+        problems = request_problems(params, catalog)
+        if problems:
+            job = params.get("job_name") if isinstance(params, Mapping) else None
+            raise InvalidLaunchRequest(problems, job if isinstance(job, str) else None)
+        values = {**DEFAULTS, **{k: params[k] for k in REQUEST_FIELDS if k in params}}
+        return cls(
+            **{
+                **values,
+                "pools": list(values["pools"]),
+                "command": list(values["command"]),
+                "env": dict(values["env"]),
+                "max_validation_age_hours": float(values["max_validation_age_hours"]),
+            }
+        )

@@ -1,0 +1,101 @@
+"""Where the ledger lives: the Airflow connection id, connection -> SQLAlchemy URL, and one
+cached engine per URL (SQLite gets WAL and a busy timeout: many task processes share the file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Engine, create_engine, event
+
+from gpufleet.config.paths import state_dir
+from gpufleet.errors import LedgerError
+
+# The Airflow connection naming the ledger database (operators resolve it; without it the
+# ledger is a SQLite file in the state folder). The one definition of this id.
+LEDGER_CONN_ID = "gpufleet_ledger"
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def connection_to_url(conn: Any) -> str:
+    """An Airflow Connection (or anything with its attributes) as an SQLAlchemy URL."""
+    conn_type = (getattr(conn, "conn_type", None) or "").lower()
+    extra = getattr(conn, "extra_dejson", None) or {}
+    if extra.get("sqlalchemy_url"):
+        return extra["sqlalchemy_url"]
+    if conn_type in ("sqlite",):
+        path = getattr(conn, "host", None) or getattr(conn, "schema", None)
+        if not path:
+            raise LedgerError("the ledger connection is sqlite but names no file (put it in host)")
+        return f"sqlite:///{path}"
+    if conn_type in ("postgres", "postgresql"):
+        login = quote(conn.login or "", safe="")
+        auth = login + (f":{quote(conn.password, safe='')}" if conn.password else "")
+        host = conn.host or "localhost"
+        port = f":{conn.port}" if conn.port else ""
+        return f"postgresql+psycopg2://{auth}{'@' if auth else ''}{host}{port}/{conn.schema or ''}"
+    raise LedgerError(
+        f"the ledger connection has type {conn_type!r}: use postgres or sqlite "
+        "(or set extra.sqlalchemy_url)"
+    )
+
+
+def normalise_url(url: str) -> str:
+    if url.startswith("postgres://"):
+        return "postgresql+psycopg2://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg2://" + url[len("postgresql://") :]
+    return url
+
+
+def default_ledger_url() -> str:
+    """``GPUFLEET_LEDGER_URL``, else ``AIRFLOW_CONN_GPUFLEET_LEDGER``, else a local SQLite file."""
+    url = os.environ.get("GPUFLEET_LEDGER_URL")
+    if url:
+        return normalise_url(url)
+    env = os.environ.get(f"AIRFLOW_CONN_{LEDGER_CONN_ID.upper()}")
+    if env:
+        env = env.strip()
+        if env.startswith("{"):
+            data = json.loads(env)
+
+            class _C:  # the JSON form of an Airflow connection
+                conn_type = data.get("conn_type")
+                host = data.get("host")
+                login = data.get("login")
+                password = data.get("password")
+                schema = data.get("schema")
+                port = data.get("port")
+                extra_dejson = data.get("extra") or {}
+
+            return connection_to_url(_C)
+        return normalise_url(env)
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'ledger.db'}"
+
+
+def engine_for(url: str) -> Engine:
+    """The engine for ``url``, created once per process."""
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"timeout": 60})
+
+                @event.listens_for(engine, "connect")
+                def _pragmas(dbapi_conn, _record):  # many task processes share the file
+                    cur = dbapi_conn.cursor()
+                    cur.execute("PRAGMA journal_mode=WAL")
+                    cur.execute("PRAGMA foreign_keys=ON")
+                    cur.execute("PRAGMA busy_timeout=60000")
+                    cur.close()
+            else:
+                engine = create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+            _engines[url] = engine
+        return engine
