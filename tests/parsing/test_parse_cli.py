@@ -44,6 +44,8 @@ RUN_KEYS = {
     "wrong",
     "out_of_bounds",
     "truncated",
+    "invalid_rows",
+    "problems",
 }
 
 
@@ -73,7 +75,8 @@ def test_nccl_log():
     proc = gpufleet("nccl-log", str(DATA / "nccl_log_roce_no_gdr.log"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert {"transport", "gdrdma", "nccl_version", "ranks", "network_name"} <= set(out)
+    assert {"transport", "gdrdma", "nccl_version", "ranks", "network_name", "problems"} <= set(out)
+    assert out["problems"] == []
     assert out["transport"] == "roce"
     assert out["gdrdma"] is False
     assert out["nccl_version"] == "2.19.3+cuda12.3"
@@ -95,11 +98,12 @@ def test_fio_and_ior():
         "write_mib_s": None,
         "read_iops": 2508.0,
         "write_iops": None,
+        "problems": [],
     }
     proc = gpufleet("ior", str(DATA / "ior_easy_lustre.txt"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert set(out) == {"read_mib_s", "write_mib_s", "read_iops", "write_iops"}
+    assert set(out) == {"read_mib_s", "write_mib_s", "read_iops", "write_iops", "problems"}
     assert out["write_mib_s"] == pytest.approx(8450.12)
     assert out["read_mib_s"] == pytest.approx(12011.88)
 
@@ -136,3 +140,47 @@ def test_kind_is_required():
     assert proc.stderr.decode().strip().splitlines() == [
         "gpufleet parse: the following arguments are required: KIND (see gpufleet parse --help)"
     ]
+
+
+def test_invalid_rows_and_problems_are_shown(tmp_path):
+    header = (
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong\n"
+    )
+    rows = (
+        "     1048576        262144     float     sum      -1    43.52   24.09   45.17       0"
+        "    44.09   23.78   44.59       0\n"
+        "     2097152        524288     float     sum      -1    49.05   42.76  -80.17       0"
+        "    49.68   42.21   79.15      -3\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : nan\n"
+    )
+    path = tmp_path / "out.txt"
+    path.write_text(header + rows)
+    proc = gpufleet("nccl-tests", str(path))
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["truncated"] is True
+    assert run["max_busbw_gbps"] == pytest.approx(45.17)
+    assert run["wrong"] == 0
+    assert [r["size_bytes"] for r in run["invalid_rows"]] == [2097152]
+    assert any("busbw" in reason for reason in run["invalid_rows"][0]["reasons"])
+    assert any("#wrong" in reason for reason in run["invalid_rows"][0]["reasons"])
+    assert any("Avg bus bandwidth" in p for p in run["problems"])
+
+
+@pytest.mark.parametrize(
+    ("content", "word"),
+    [
+        ("[" * 200_000, "nested"),
+        ('{"results": [{"size": ' + "9" * 100_000 + "}]}", "digits"),
+        ('{"results": [{"size": 1e999999, "busbw": -1e999999}]}', "finite"),
+    ],
+)
+def test_hostile_json_is_one_line_naming_the_problem(tmp_path, content, word):
+    path = tmp_path / "x.json"
+    path.write_text(content)
+    proc = gpufleet("nccl-tests", str(path))
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert word in err.lower() and "unexpected" not in err, err

@@ -51,6 +51,7 @@ def test_current_format_h200_two_nodes():
     assert run.out_of_bounds == 0
     assert run.truncated is False
     assert run.notes == ()
+    assert run.problems == () and run.invalid_rows == ()
 
 
 def test_rows_keep_every_column():
@@ -173,8 +174,8 @@ def test_two_runs_second_truncated_mid_row():
     assert second.largest_size_bytes == GIB
     assert second.busbw_at_largest_gbps == pytest.approx(169.16)
     assert all(r.redop == "none" for r in second.rows)
-    assert any("footer" in n for n in second.notes)
-    assert any("incomplete" in n for n in second.notes)
+    assert any("footer" in p for p in second.problems)
+    assert any("incomplete" in p for p in second.problems)
 
 
 def test_new_column_header_after_rows_starts_a_new_run():
@@ -256,7 +257,7 @@ def test_no_footer_is_truncated_with_a_note():
     run = only_run(text)
     assert run.truncated is True
     assert len(run.rows) == 8
-    assert any("footer" in note for note in run.notes)
+    assert any("footer" in problem for problem in run.problems)
 
 
 def test_headerless_rows_are_inferred():
@@ -309,15 +310,14 @@ def test_wrong_counts_with_some_na_cells_sum_the_known_ones():
         "    44.09   23.78   44.59     N/A\n"
         "     2097152        524288     float     sum      -1    49.05   42.76   80.17  1e+06"
         "    49.68   42.21   79.15       0\n"
-        "     4194304       1048576     float     sum      -1    60.09     nan    -nan       0"
+        "     4194304       1048576     float     sum      -1    60.09   68.90  129.19       0"
         "    60.87   68.90  129.19       0\n"
     )
     header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
     run = only_run(header + rows)
-    assert [r.oop_wrong for r in run.rows] == [3, 1_000_000, 0]
+    assert [r.oop_wrong for r in run.rows] == [3, 1_000_000, 0]  # %g prints a million as 1e+06
     assert run.rows[0].ip_wrong is None
     assert run.wrong == 1_000_003
-    assert run.rows[2].oop_busbw_gbps is None and run.rows[2].best_busbw_gbps == 129.19
 
 
 def test_error_marked_with_star_and_type_tolerances():
@@ -364,7 +364,7 @@ def test_footer_needs_both_lines():
     ):
         run = only_run(head + footer)
         assert run.truncated is True
-        assert any(missing in note for note in run.notes)
+        assert any(missing in problem for problem in run.problems)
 
 
 def test_headerless_old_error_column_is_read_as_an_error_not_a_count():
@@ -431,10 +431,9 @@ def test_json_null_wrong_means_checking_was_off():
     for item in doc["results"]:
         item["out_of_place"]["nwrong"] = None
         item["in_place"]["nwrong"] = None
-    doc["results"][0]["in_place"]["bus_bw"] = "nan"
     run = parse_nccl_tests_json(json.dumps(doc)).runs[0]
     assert run.wrong is None
-    assert run.rows[0].ip_busbw_gbps is None
+    assert run.problems == ()  # null is "not checked", not an impossible value
 
 
 # ------------------------------------------------------------------------------- refusals

@@ -5,7 +5,11 @@
     gpufleet parse fio FILE          # fio --output-format=json
     gpufleet parse ior FILE          # IOR text report
 
-FILE may be ``-`` for stdin. Input holding nothing recognisable exits 2 with a one-line reason.
+FILE may be ``-`` for stdin. Each result carries ``problems`` (what was refused and why; empty
+for clean output), nccl-tests runs also ``invalid_rows`` (result lines refused, never counted as
+figures). Input holding nothing recognisable, JSON no benchmark writes (non-finite numbers, huge
+integers, deep nesting), binary, empty or unreadable input, a directory or a missing file exits
+2 with a one-line reason, never a traceback.
 """
 
 from __future__ import annotations
@@ -36,7 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=func)
 
 
+_SNIFF = 8192
+_TEXT_WORDS = ("nThread", "busbw", "NCCL", '"jobs"', "Max Write", "Max Read", "IOR")
+
+
 def _read_text(name: str) -> str:
+    """The input as text; a missing, unreadable, empty or binary input is a :class:`ParseError`
+    (text with a stray NUL byte but a benchmark's words is still read)."""
     if name == "-":
         data = sys.stdin.buffer.read()
     else:
@@ -49,7 +59,12 @@ def _read_text(name: str) -> str:
             raise ParseError("is a directory, not a file") from None
         except OSError as exc:
             raise ParseError(f"cannot read ({exc.strerror or exc})") from None
-    return data.decode("utf-8", errors="replace")
+    if not data.strip():
+        raise ParseError("is empty")
+    text = data.decode("utf-8", errors="replace")
+    if "\x00" in text[:_SNIFF] and not any(word in text[:_SNIFF] for word in _TEXT_WORDS):
+        raise ParseError("is binary, not benchmark output")
+    return text
 
 
 def _emit(payload: dict[str, Any]) -> int:
@@ -83,6 +98,11 @@ def run_nccl_tests(args: argparse.Namespace) -> int:
             "wrong": run.wrong,
             "out_of_bounds": run.out_of_bounds,
             "truncated": run.truncated,
+            "invalid_rows": [
+                {"size_bytes": bad.size_bytes, "reasons": list(bad.reasons), "line": bad.text}
+                for bad in run.invalid_rows
+            ],
+            "problems": list(run.problems),
         }
         for run in result.runs
     ]
@@ -101,6 +121,8 @@ def run_nccl_log(args: argparse.Namespace) -> int:
                 raise ParseError("no such file")
             if path.is_dir():
                 raise ParseError("is a directory, not a file")
+            if path.is_file() and path.stat().st_size == 0:  # a pipe's size says nothing
+                raise ParseError("is empty")
             info = classify_nccl_log_file(path)
     except ParseError as exc:
         raise _with_name(args.file, exc) from None
@@ -116,6 +138,7 @@ def run_nccl_log(args: argparse.Namespace) -> int:
             "link_layer": info.link_layer,
             "ofi_provider": info.ofi_provider,
             "evidence": list(info.evidence),
+            "problems": list(info.problems),
         }
     )
 
@@ -131,6 +154,7 @@ def _storage(args: argparse.Namespace, parse: Callable[[str], Any]) -> int:
             "write_mib_s": result.write_mib_s,
             "read_iops": result.read_iops,
             "write_iops": result.write_iops,
+            "problems": list(result.problems),
         }
     )
 

@@ -2,14 +2,16 @@
 
 - ``nccl_tests/``: nccl-tests results, the text table and the ``-J`` JSON report apart;
 - ``nccl_log/``: the transport NCCL used, read from ``NCCL_DEBUG=INFO`` output;
-- ``storage``: fio JSON and IOR text.
+- ``storage``: fio JSON and IOR text;
+- ``json_text``: decoding JSON, refusing what no benchmark writes (non-finite, huge, deep).
 
 Functions over the text and JSON the caller hands in: no I/O, except
 :func:`classify_nccl_log_file`, which opens the log file it is given. No Airflow, no clients,
 and nothing of ours but ``gpufleet.errors`` and ``gpufleet.parsing`` itself (the bottom layer, with
 ``gpufleet.domain``). Each parser raises :class:`gpufleet.errors.ParseError` with a one-line
 reason when its input holds nothing it recognises; fields the input does not show are ``None``,
-never guessed.
+never guessed. A figure that cannot be true (negative, non-finite, a fractional count) is never
+returned as a figure: it is refused, and the result says so in its ``problems``.
 """
 
 from gpufleet.errors import ParseError
@@ -21,6 +23,7 @@ from gpufleet.parsing.nccl_log import (
     classify_network_name,
 )
 from gpufleet.parsing.nccl_tests import (
+    InvalidRow,
     NcclRun,
     NcclTestsResult,
     SizeRow,
@@ -33,6 +36,7 @@ from gpufleet.parsing.storage import StorageResult, parse_fio_json, parse_ior
 
 __all__ = [
     "TRANSPORT_CLASSES",
+    "InvalidRow",
     "NcclLogInfo",
     "NcclRun",
     "NcclTestsResult",

@@ -2,19 +2,24 @@
 
 Functions over the text handed in: no Airflow, no I/O. Throughput is MiB/s (2**20 bytes per
 second); IOPS are operations per second. A direction the benchmark did not exercise is
-``None``, not ``0``.
+``None``, not ``0``. What was refused is named in ``problems`` (empty for a clean result); input
+holding no figure that can be counted is a :class:`ParseError`.
 
 fio: the job list is summed (with ``group_reporting`` it holds one aggregate per group); in
 client/server mode the ``All clients`` aggregate of ``client_stats`` is used when present.
 ``bw_bytes`` (bytes/s) is preferred; older fio only has ``bw`` (KiB/s). The JSON may be preceded
 by warnings (``fio: ...``, ``note: ...``) or followed by text; the first JSON object holding jobs
-is used.
+is used. A job that reported an error (``"error": <errno>`` other than 0), or shows a figure that
+cannot be true (negative or not a number), is not counted and is named. JSON no benchmark writes
+(non-finite numbers, huge integers, deep nesting) is refused (:mod:`gpufleet.parsing.json_text`).
 
 IOR: ``Max Write: 1234.56 MiB/sec (1294.51 MB/sec)`` / ``Max Read:`` lines (the best of all
 iterations; with several tests in one run, the best over tests). Without them, the ``Summary of
 all tests`` table (``Max(MiB)``, ``Max(OPs)``) and then the per-iteration results table
 (``access bw(MiB/s) IOPS ...``; the maximum over iterations) are used. IOPS come from the
-``Max(OPs)`` column or the results table's ``IOPS`` column.
+``Max(OPs)`` column or the results table's ``IOPS`` column. A table row with fewer columns than
+its header was cut off (the run was killed while printing it) and is not read; a value that
+cannot be true (negative, ``nan``, ``inf``) is refused.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.errors import ParseError
+from gpufleet.parsing.json_text import raw_decode
 
 __all__ = ["StorageResult", "parse_fio_json", "parse_ior"]
 
 MIB = float(2**20)
+_MAX_PROBLEMS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,16 +45,25 @@ class StorageResult:
     write_mib_s: float | None
     read_iops: float | None
     write_iops: float | None
+    problems: tuple[str, ...] = ()  # what was refused and why; empty for a clean result
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
+def _value(value: Any, name: str, problems: list[str]) -> float | None:
+    """A finite, non-negative number; ``None`` when absent; a problem when it cannot be true."""
+    if value is None:
         return None
+    shown = str(value)[:32]
     try:
-        number = float(value)
-    except (TypeError, ValueError):
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
+    if not math.isfinite(number):
+        problems.append(f"{name} {shown} is not a finite number")
         return None
-    return number if math.isfinite(number) else None
+    if number < 0:
+        problems.append(f"{name} {shown} is negative")
+        return None
+    return number
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,7 +73,6 @@ def _num(value: Any) -> float | None:
 
 def _fio_documents(text: str) -> list[dict[str, Any]]:
     """Every JSON object in ``text`` that starts at the beginning of a line."""
-    decoder = json.JSONDecoder()
     documents: list[dict[str, Any]] = []
     position = 0
     while True:
@@ -68,7 +83,7 @@ def _fio_documents(text: str) -> list[dict[str, Any]]:
             position = brace + 1
             continue
         try:
-            document, end = decoder.raw_decode(text, brace)
+            document, end = raw_decode(text, brace)
         except json.JSONDecodeError:
             position = brace + 1
             continue
@@ -78,32 +93,66 @@ def _fio_documents(text: str) -> list[dict[str, Any]]:
     return documents
 
 
-def _fio_direction(jobs: list[dict[str, Any]], direction: str) -> tuple[float | None, float | None]:
-    total_bw = 0.0
-    total_iops = 0.0
-    moved = False
-    seen = False
-    for job in jobs:
+def _job_name(job: dict[str, Any], index: int) -> str:
+    name = job.get("jobname")
+    label = f"{name}"[:64] if isinstance(name, str) and name else f"#{index}"
+    host = job.get("hostname")
+    return f"{label!r} on {host}" if isinstance(host, str) and host else repr(label)
+
+
+def _job_figures(job: dict[str, Any]) -> tuple[dict[str, tuple[float, float, bool]], list[str]]:
+    """Per direction ``(bytes/s, IOPS, moved any data)`` of one job, and why it cannot be
+    counted (an error it reported, a figure that cannot be true)."""
+    why: list[str] = []
+    error = job.get("error")
+    if error is not None and (isinstance(error, bool) or not isinstance(error, int)):
+        why.append(f"error {str(error)[:32]!r} is not an error number")
+    elif error:
+        why.append(f"reported error {error}")
+    figures: dict[str, tuple[float, float, bool]] = {}
+    for direction in ("read", "write"):
         stats = job.get(direction)
         if not isinstance(stats, dict):
             continue
-        seen = True
-        bw_bytes = _num(stats.get("bw_bytes"))
+        bw_bytes = _value(stats.get("bw_bytes"), f"{direction}.bw_bytes", why)
         if bw_bytes is None:
-            bw_kib = _num(stats.get("bw"))
+            bw_kib = _value(stats.get("bw"), f"{direction}.bw", why)
             bw_bytes = bw_kib * 1024.0 if bw_kib is not None else None
-        iops = _num(stats.get("iops"))
-        io_bytes = _num(stats.get("io_bytes"))
+        iops = _value(stats.get("iops"), f"{direction}.iops", why)
+        io_bytes = _value(stats.get("io_bytes"), f"{direction}.io_bytes", why)
         if io_bytes is None:
-            io_kib = _num(stats.get("io_kbytes"))
+            io_kib = _value(stats.get("io_kbytes"), f"{direction}.io_kbytes", why)
             io_bytes = io_kib * 1024.0 if io_kib is not None else None
-        if (io_bytes or 0) > 0 or (bw_bytes or 0) > 0 or (iops or 0) > 0:
-            moved = True
-        total_bw += bw_bytes or 0.0
-        total_iops += iops or 0.0
-    if not seen or not moved:
-        return None, None
-    return total_bw / MIB, total_iops
+        moved = (io_bytes or 0) > 0 or (bw_bytes or 0) > 0 or (iops or 0) > 0
+        figures[direction] = (bw_bytes or 0.0, iops or 0.0, moved)
+    return figures, why
+
+
+def _fio_sum(jobs: list[dict[str, Any]]) -> tuple[StorageResult, int]:
+    """Sum the jobs that can be counted; ``(result, jobs counted)``."""
+    totals = {"read": [0.0, 0.0, False], "write": [0.0, 0.0, False]}
+    problems: list[str] = []
+    counted = 0
+    for index, job in enumerate(jobs):
+        figures, why = _job_figures(job)
+        if why:
+            if len(problems) < _MAX_PROBLEMS:
+                problems.append(f"fio job {_job_name(job, index)} not counted: {'; '.join(why)}")
+            continue
+        counted += 1
+        for direction, (bw, iops, moved) in figures.items():
+            total = totals[direction]
+            total[0] += bw
+            total[1] += iops
+            total[2] = bool(total[2]) or moved
+
+    def mib_and_iops(direction: str) -> tuple[float | None, float | None]:
+        bw, iops, moved = totals[direction]
+        return (float(bw) / MIB, float(iops)) if moved else (None, None)
+
+    read_mib, read_iops = mib_and_iops("read")
+    write_mib, write_iops = mib_and_iops("write")
+    return StorageResult(read_mib, write_mib, read_iops, write_iops, tuple(problems)), counted
 
 
 def parse_fio_json(text: str) -> StorageResult:
@@ -128,16 +177,18 @@ def parse_fio_json(text: str) -> StorageResult:
         jobs = [j for j in raw_jobs if isinstance(j, dict)] if isinstance(raw_jobs, list) else []
     if not jobs:
         raise ParseError("fio JSON holds no jobs")
-    read_mib, read_iops = _fio_direction(jobs, "read")
-    write_mib, write_iops = _fio_direction(jobs, "write")
-    return StorageResult(read_mib, write_mib, read_iops, write_iops)
+    result, counted = _fio_sum(jobs)
+    if not counted:
+        raise ParseError("no fio job can be counted: " + " | ".join(result.problems))
+    return result
 
 
 # --------------------------------------------------------------------------------------------
 # IOR
 # --------------------------------------------------------------------------------------------
 
-_MAX_LINE = re.compile(r"^\s*Max (Write|Read):\s*([0-9.eE+-]+)\s*MiB/sec", re.MULTILINE)
+_MAX_LINE = re.compile(r"^\s*Max (Write|Read):\s*(\S+)\s*MiB/sec", re.MULTILINE)
+_TABLE_END = ("Max", "Summary", "Operation", "access", "Finished", "Test")
 
 
 def _table_rows(lines: list[str], header_index: int) -> tuple[list[str], list[list[str]]]:
@@ -151,7 +202,7 @@ def _table_rows(lines: list[str], header_index: int) -> tuple[list[str], list[li
         word = tokens[0]
         if word in ("write", "read"):
             rows.append(tokens)
-        elif word in ("Max", "Summary", "Operation", "access", "Finished", "Test"):
+        elif word in _TABLE_END:
             break
     return header, rows
 
@@ -164,59 +215,72 @@ def _column(header: list[str], *names: str) -> int | None:
     return None
 
 
+def _read_table(
+    lines: list[str],
+    index: int,
+    columns: tuple[int | None, int | None],
+    stores: tuple[dict[str, float], dict[str, float]],
+    problems: list[str],
+) -> None:
+    """Keep the best value of each column per operation; a row cut off (fewer columns than its
+    header) is not read, a value that cannot be true is refused."""
+    header, rows = _table_rows(lines, index)
+    for row in rows:
+        kind = row[0]
+        if len(row) < len(header):
+            problems.append(
+                f"IOR {kind} row cut off ({len(row)} of {len(header)} columns): "
+                f"{' '.join(row)[:80]!r} not read"
+            )
+            continue
+        for col, store in zip(columns, stores, strict=True):
+            if col is None:
+                continue
+            number = _value(row[col], f"IOR {kind} {header[col]}", problems)
+            if number is not None:
+                store[kind] = max(number, store.get(kind, number))
+
+
 def parse_ior(text: str) -> StorageResult:
     """Read and write MiB/s (and IOPS where shown) from IOR's text output."""
     if isinstance(text, bytes | bytearray):
         text = text.decode("utf-8", errors="replace")
+    problems: list[str] = []
     maxima: dict[str, float] = {}
     for kind, value in _MAX_LINE.findall(text):
-        number = _num(value)
+        number = _value(value, f"'Max {kind}:'", problems)
         if number is not None:
             key = kind.lower()
             maxima[key] = max(number, maxima.get(key, number))
 
     lines = text.splitlines()
-    summary_bw: dict[str, float] = {}
-    summary_ops: dict[str, float] = {}
-    result_bw: dict[str, float] = {}
-    result_ops: dict[str, float] = {}
+    summary: tuple[dict[str, float], dict[str, float]] = ({}, {})
+    results: tuple[dict[str, float], dict[str, float]] = ({}, {})
     for index, line in enumerate(lines):
         tokens = line.split()
         if not tokens:
             continue
         first = tokens[0].lower()
         if first == "operation" and "Max(MiB)" in line:
-            header, rows = _table_rows(lines, index)
-            bw_col = _column(header, "Max(MiB)")
-            ops_col = _column(header, "Max(OPs)")
-            for row in rows:
-                kind = row[0]
-                for col, store in ((bw_col, summary_bw), (ops_col, summary_ops)):
-                    if col is not None and col < len(row):
-                        number = _num(row[col])
-                        if number is not None:
-                            store[kind] = max(number, store.get(kind, number))
+            columns = (_column(tokens, "Max(MiB)"), _column(tokens, "Max(OPs)"))
+            _read_table(lines, index, columns, summary, problems)
         elif first == "access" and any(t.lower().startswith("bw(mib") for t in tokens):
-            header, rows = _table_rows(lines, index)
-            bw_col = next((i for i, h in enumerate(header) if h.lower().startswith("bw(mib")), None)
-            ops_col = _column(header, "IOPS")
-            for row in rows:
-                kind = row[0]
-                for col, store in ((bw_col, result_bw), (ops_col, result_ops)):
-                    if col is not None and col < len(row):
-                        number = _num(row[col])
-                        if number is not None:
-                            store[kind] = max(number, store.get(kind, number))
+            bw_col = next((i for i, t in enumerate(tokens) if t.lower().startswith("bw(mib")), None)
+            _read_table(lines, index, (bw_col, _column(tokens, "IOPS")), results, problems)
 
     def pick(kind: str) -> tuple[float | None, float | None]:
-        bw = maxima.get(kind, summary_bw.get(kind, result_bw.get(kind)))
-        ops = summary_ops.get(kind, result_ops.get(kind))
+        bw = maxima.get(kind, summary[0].get(kind, results[0].get(kind)))
+        ops = summary[1].get(kind, results[1].get(kind))
         return bw, ops
 
     read_bw, read_ops = pick("read")
     write_bw, write_ops = pick("write")
     if read_bw is None and write_bw is None:
+        if problems:
+            raise ParseError("no IOR result can be read: " + "; ".join(problems[:_MAX_PROBLEMS]))
         raise ParseError(
             "no IOR results found (expected 'Max Write:'/'Max Read:' lines or a results table)"
         )
-    return StorageResult(read_bw, write_bw, read_ops, write_ops)
+    return StorageResult(
+        read_bw, write_bw, read_ops, write_ops, tuple(dict.fromkeys(problems[:_MAX_PROBLEMS]))
+    )

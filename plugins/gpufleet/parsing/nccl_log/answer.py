@@ -6,9 +6,16 @@ What decides (wording checked against NVIDIA/nccl ``src/init.cc``, ``src/plugin/
 * ``NCCL INFO Using network <Name>`` (``INFO(NCCL_INIT, "Using network %s", ...)``; very old
   releases: ``Using internal Network <Name>``) names the network of a communicator; its class is
   :func:`~.transports.classify_network_name`'s. A ``Bootstrap : Using eth0`` or
-  ``NET/Socket : Using [0]eth0`` line is *not* the data path and never decides; nor does
-  ``NET/Plugin: Using internal network plugin.`` With no such line, the names in ``via NET/``
+  ``NET/Socket : Using [0]eth0`` line is *not* the data path and never decides next to it; nor
+  does ``NET/Plugin: Using internal network plugin.`` With no such line, the names in ``via NET/``
   channel lines decide.
+* With neither (NCCL 2.3-2.6 print no ``Using network`` line; a log cut before its channel
+  lines), what each process initialised decides, as those releases chose: the OFI plugin if it
+  selected a provider (network ``OFI``), else ``IB`` if ``NET/IB : Using`` listed devices, else
+  ``Socket`` (``NET/Socket : Using``; NCCL 2.4 words its bootstrap the same way, which is why a
+  process that also initialised IB is IB). Not when the log shows an NCCL version of 2.7 or
+  later: that release prints the line, so its absence means the log was cut, and the answer is
+  ``unknown``.
 * ``IB`` with no ``NET/IB : Using`` device line stays ``ib`` and ``link_layer`` is ``None``. An
   OFI network is ``ofi-efa`` only when ``NET/OFI Selected Provider is efa`` (or the newer
   ``Selected provider is efa, fabric is ...``) was seen.
@@ -19,21 +26,24 @@ What decides (wording checked against NVIDIA/nccl ``src/init.cc``, ``src/plugin/
 * GDRDMA, strongest evidence first: ``True`` when a channel line shows ``/GDRDMA`` or
   ``Connected all rings ... GDR 1``; ``False`` when ``via NET/`` channel lines exist without it
   or ``... GDR 0``; then the per-GPU topology lines ``GPU Direct RDMA Enabled/Disabled for GPU``;
-  ``False`` for plain sockets; then the HCA-level capability lines (``... for HCA``); ``None``
-  when the log does not show it, and always for ``none``. Near init, a partial use of GDRDMA is
-  named in ``evidence``.
+  ``False`` for TCP (``socket``, ``ofi-tcp``); then the HCA-level capability lines (``... for
+  HCA``); ``None`` when the log does not show it, and always for ``none``. Near init, a partial
+  use of GDRDMA is named in ``evidence``.
+* ``problems``: init lines that contradict themselves (see :mod:`.facts`), refused rather than
+  believed; empty for a clean log.
 * ``ranks``: the largest ``nranks`` of any communicator, or the number of distinct ranks seen in
   init lines when that is larger; ``ranks_seen`` is the number of distinct ranks of that
   communicator actually seen (with no init lines: the number of distinct ``host:pid [device]``
-  that logged a network choice).
+  that logged a network choice, or for NCCL < 2.7 that initialised a network).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from gpufleet.errors import ParseError
-from gpufleet.parsing.nccl_log.facts import LogFacts
+from gpufleet.parsing.nccl_log.facts import LEGACY_IB, LEGACY_OFI, LEGACY_SOCKET, LogFacts
 from gpufleet.parsing.nccl_log.lines import text
 from gpufleet.parsing.nccl_log.transports import classify_network_name, is_ofi, quality
 
@@ -53,6 +63,7 @@ class NcclLogInfo:
     ofi_provider: str | None
     evidence: tuple[str, ...]
     ranks_seen: int | None = None
+    problems: tuple[str, ...] = ()
 
 
 def decide(facts: LogFacts) -> NcclLogInfo:
@@ -72,6 +83,9 @@ def decide(facts: LogFacts) -> NcclLogInfo:
     ranks, ranks_seen = _ranks(facts)
     if facts.multi_node_line and transport != "none":
         evidence.append(facts.multi_node_line)
+    problems = tuple(f"{why}, not believed: {line}" for why, line in facts.refused.items())
+    if problems:
+        evidence.append(f"{len(problems)} contradictory init line(s) refused (see problems)")
     providers = list(facts.providers)
     return NcclLogInfo(
         transport=transport,
@@ -87,6 +101,7 @@ def decide(facts: LogFacts) -> NcclLogInfo:
         ),
         evidence=tuple(dict.fromkeys(e for e in evidence if e)),
         ranks_seen=ranks_seen,
+        problems=problems,
     )
 
 
@@ -130,29 +145,59 @@ def _single_node(facts: LogFacts, reason: str, evidence: list[str]) -> tuple[str
     return "none", network_name
 
 
+_LEGACY_NAMES = ((LEGACY_OFI, "OFI"), (LEGACY_IB, "IB"), (LEGACY_SOCKET, "Socket"))
+_VERSION_NUMBERS = re.compile(r"(\d+)\.(\d+)")
+
+
+def _legacy_networks(facts: LogFacts, evidence: list[str]) -> dict[str, int]:
+    """NCCL < 2.7: per process the network it would have chosen; name -> processes."""
+    if not facts.legacy:
+        return {}
+    versions = [_VERSION_NUMBERS.match(v) for v in facts.versions]
+    modern = [m.group(0) for m in versions if m and (int(m.group(1)), int(m.group(2))) >= (2, 7)]
+    if modern:
+        evidence.append(
+            f"NCCL {modern[0]} prints a 'Using network' line and this log has none: cut short? "
+            "The transport init lines alone do not say which network was used"
+        )
+        return {}
+    chosen: dict[str, int] = {}
+    for bits in facts.legacy.values():
+        name = next(name for bit, name in _LEGACY_NAMES if bits & bit)
+        chosen[name] = chosen.get(name, 0) + 1
+    return chosen
+
+
 def _worst_network(facts: LogFacts, evidence: list[str]) -> tuple[str, str | None]:
-    """The worst network any rank chose (from ``Using network``, else from channel lines)."""
+    """The worst network any rank chose (from ``Using network``, else from channel lines, else
+    from what each process initialised)."""
     layers = list(facts.link_layers)
     providers = list(facts.providers)
-    from_channels = not facts.networks and bool(facts.net_channel_names)
-    names = facts.net_channel_names if from_channels else facts.networks
-    classes = {name: classify_network_name(name, layers, providers) for name in names}
+    counts: dict[str, int] = facts.networks
+    lines: dict[str, str] = facts.network_lines
+    source = None
+    if not facts.networks and facts.net_channel_names:
+        counts, lines = {}, facts.net_channel_names
+        source = "no 'Using network' line; network taken from channel lines: "
+    elif not facts.networks:
+        counts = _legacy_networks(facts, evidence)
+        bit_of = {name: bit for bit, name in _LEGACY_NAMES}
+        lines = {name: facts.legacy_lines[bit_of[name]] for name in counts}
+        source = "no 'Using network' line (NCCL before 2.7 prints none); network taken from "
+        source += "what each process initialised: "
+    classes = {name: classify_network_name(name, layers, providers) for name in lines}
     if not classes:
         evidence.append("no 'Using network' line and no 'via NET/' channel line")
         return "unknown", None
     worst = min(classes, key=lambda n: (quality(classes[n]), classes[n], n))
     transport = classes[worst]
-    if from_channels:
-        evidence.append(
-            "no 'Using network' line; network taken from channel lines: "
-            + facts.net_channel_names[worst]
-        )
+    if source:
+        evidence.append(source + lines[worst])
     else:
-        evidence.extend(facts.network_lines[name] for name in classes)
+        evidence.extend(lines[name] for name in classes)
     if len(set(classes.values())) > 1 or len(classes) > 1:
         parts = ", ".join(
-            f"{name} ({classes[name]}, {facts.networks.get(name, 0)} line(s))"
-            for name in sorted(classes)
+            f"{name} ({classes[name]}, {counts.get(name, 0)} line(s))" for name in sorted(classes)
         )
         evidence.append(f"ranks disagree on the network: {parts}; reporting the worst: {transport}")
     return transport, worst
@@ -204,8 +249,8 @@ def _gdrdma(facts: LogFacts, transport: str, evidence: list[str]) -> bool | None
     if facts.gdr_disabled_gpu:
         evidence.append(facts.gdr_disabled_gpu)
         return False
-    if transport == "socket":
-        evidence.append("socket transport: no GPUDirect RDMA")
+    if transport in ("socket", "ofi-tcp"):
+        evidence.append(f"{transport} transport (TCP): no GPUDirect RDMA")
         return False
     if facts.gdr_enabled_hca:
         evidence.append(facts.gdr_enabled_hca)
@@ -235,4 +280,7 @@ def _ranks(facts: LogFacts) -> tuple[int | None, int | None]:
     if facts.anchor_keys:
         # no init lines: count the (host, pid, device) that logged a network choice
         return None, len(facts.anchor_keys)
+    if not facts.networks and any(facts.legacy):
+        # NCCL < 2.7: the processes that initialised a network
+        return None, sum(1 for key in facts.legacy if key)
     return None, None

@@ -1,9 +1,16 @@
 """What a scan of an NCCL INFO log has found so far: one recorder per kind of line.
 
 :class:`LogFacts` keeps the first line of each kind as evidence (clipped), counts network-selection
-lines per network name, and tracks the largest communicator's ranks. Memory is bounded: every
-set and dict is capped, so a log of any size keeps the same few facts. Which bytes are searched
-for these lines is :mod:`.scanner`'s business; what they mean is :mod:`.answer`'s.
+lines per network name, and tracks the largest communicator's ranks. For NCCL before 2.7, which
+prints no ``Using network`` line, it also records per process (``host:pid [device]``) which
+networks it initialised: ``NET/IB : Using``, ``NET/Socket : Using``, ``NET/OFI Selected
+Provider``. An init line that contradicts itself (a rank not below ``nranks``, ``nranks`` 0,
+``nNodes`` 0 or above ``nRanks``, ``localRanks`` 0 or above ``nRanks``, ``localRank`` not below
+``localRanks``) is not believed: it is kept in :attr:`LogFacts.refused` with the reason.
+
+Memory is bounded: every set and dict is capped, so a log of any size keeps the same few facts.
+Which bytes are searched for these lines is :mod:`.scanner`'s business; what they mean is
+:mod:`.answer`'s.
 """
 
 from __future__ import annotations
@@ -23,11 +30,26 @@ from gpufleet.parsing.nccl_log.lines import (
     clip,
     line_at,
     text,
+    value_after,
 )
 
-__all__ = ["MAX_DISTINCT", "LogFacts"]
+__all__ = ["LEGACY_IB", "LEGACY_OFI", "LEGACY_SOCKET", "MAX_DISTINCT", "LogFacts"]
 
 MAX_DISTINCT = 4096  # cap on distinct names/keys kept (memory stays bounded)
+MAX_REFUSED = 64
+
+# what a process initialised, NCCL < 2.7 (bits of LogFacts.legacy)
+LEGACY_IB = 1
+LEGACY_SOCKET = 2
+LEGACY_OFI = 4
+
+
+def _process_key(line: bytes, end: int | None = None) -> bytes:
+    """``host:pid/device`` from NCCL's own prefix (empty when the line has none)."""
+    match = PREFIX_RE.search(line, 0, len(line) if end is None else end)
+    if not match:
+        return b""
+    return match.group(1) + b":" + match.group(2) + b"/" + match.group(4)
 
 
 @dataclass(slots=True)
@@ -58,6 +80,9 @@ class LogFacts:
     window_net_lines: int = 0
     window_gdr_lines: int = 0
     nccl_seen: bool = False
+    legacy: dict[bytes, int] = field(default_factory=dict)  # process -> LEGACY_* bits
+    legacy_lines: dict[int, str] = field(default_factory=dict)  # LEGACY_* bit -> first line
+    refused: dict[str, str] = field(default_factory=dict)  # contradiction -> its line
     # the last network name decoded, so that the hot path does not decode it again
     last_anchor: bytes = b""
     last_name: str = ""
@@ -65,7 +90,7 @@ class LogFacts:
     # ---- network selection ("Using network X") ----------------------------------------------
     def anchor_line(self, line: bytes, needle: bytes) -> None:
         cut = line.find(needle)
-        self.network(line[cut + len(needle) :].strip(), line, cut)
+        self.network(value_after(line, cut + len(needle)), line, cut)
 
     def old_anchor_line(self, line: bytes) -> None:
         """``Using internal Network X`` (very old releases); ``... Network plugin`` is not one."""
@@ -90,9 +115,9 @@ class LogFacts:
             self.networks[name] = 0
         self.networks[name] += 1
         if line is not None and len(self.anchor_keys) < MAX_DISTINCT * 16:
-            match = PREFIX_RE.search(line, 0, max(cut, 0))
-            if match:
-                self.anchor_keys.add(match.group(1) + b":" + match.group(2) + b"/" + match.group(4))
+            key = _process_key(line, max(cut, 0))
+            if key:
+                self.anchor_keys.add(key)
 
     # ---- what the network runs on -----------------------------------------------------------
     def version(self, line: bytes) -> None:
@@ -103,15 +128,41 @@ class LogFacts:
     def ib_using(self, line: bytes) -> None:
         for layer in LINK_RE.findall(line):
             self.link_layers.setdefault(text(layer), clip(line))
+        self.initialised(line, LEGACY_IB)
+
+    def socket_using(self, line: bytes) -> None:
+        """``NET/Socket : Using [0]eth0:...``: the socket transport initialised (a choice only
+        in NCCL < 2.7, and only when the same process initialised nothing better)."""
+        self.initialised(line, LEGACY_SOCKET)
 
     def provider(self, line: bytes) -> None:
         match = PROVIDER_RE.search(line)
         if match and len(self.providers) < 64:
             self.providers.setdefault(text(match.group(1)), clip(line))
+        if match:
+            self.initialised(line, LEGACY_OFI)
+
+    def initialised(self, line: bytes, bit: int) -> None:
+        """Record that the process logging ``line`` initialised a network (NCCL < 2.7)."""
+        key = _process_key(line)
+        if key in self.legacy or len(self.legacy) < MAX_DISTINCT * 16:
+            self.legacy[key] = self.legacy.get(key, 0) | bit
+        if bit not in self.legacy_lines:
+            self.legacy_lines[bit] = clip(line)
+
+    # ---- contradictions ---------------------------------------------------------------------
+    def refuse(self, reason: str, buf: bytes | bytearray, pos: int) -> None:
+        """Keep a contradictory line (not believed) with why."""
+        if reason not in self.refused and len(self.refused) < MAX_REFUSED:
+            self.refused[reason] = clip(line_at(buf, pos, 0, len(buf)))
 
     # ---- ranks and nodes ------------------------------------------------------------------
     def rank(self, rank: int, nranks: int, buf: bytes | bytearray, pos: int) -> None:
         """One init line of ``rank`` in a communicator of ``nranks`` (at ``buf[pos]``)."""
+        if nranks == 0 or rank >= nranks:
+            why = "nranks 0" if nranks == 0 else f"rank {rank} in a communicator of {nranks}"
+            self.refuse(why, buf, pos)
+            return
         self.init_seen = True
         if nranks > self.max_nranks:
             self.max_nranks = nranks
@@ -126,8 +177,23 @@ class LogFacts:
                     self.init_hosts.add(prefix.group(1))
 
     def nodes(self, match: re.Match[bytes], buf: bytes | bytearray) -> None:
-        """A ``rank R nRanks N nNodes M localRanks L`` line (matched in ``buf``)."""
+        """A ``rank R nRanks N nNodes M localRanks L [localRank l]`` line (matched in ``buf``)."""
         rank, nranks, nodes = int(match.group(1)), int(match.group(2)), int(match.group(3))
+        local_ranks = int(match.group(4))
+        local_rank = int(match.group(5)) if match.group(5) is not None else None
+        why = None
+        if nodes == 0 or nodes > nranks:
+            why = f"nNodes {nodes} with nRanks {nranks}"
+        elif local_ranks == 0 or local_ranks > nranks:
+            why = f"localRanks {local_ranks} with nRanks {nranks}"
+        elif local_rank is not None and local_rank >= local_ranks:
+            why = f"localRank {local_rank} with localRanks {local_ranks}"
+        if why is not None:
+            self.refuse(why, buf, match.start())
+            return
+        if nranks == 0 or rank >= nranks:
+            self.rank(rank, nranks, buf, match.start())  # refused there, with its reason
+            return
         self.max_nodes = nodes if self.max_nodes is None else max(self.max_nodes, nodes)
         self.rank(rank, nranks, buf, match.start())
         if nodes == 1 and self.single_node_line is None:

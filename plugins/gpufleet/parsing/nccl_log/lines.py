@@ -3,6 +3,13 @@
 Needles (searched with ``bytes.find``, far faster than a regex over every line) and the regexes
 that read the few lines they find. Lines are bytes; they are decoded only to be kept as evidence,
 clipped to 240 characters.
+
+Lines as people paste them carry more than NCCL printed: a launcher's prefix
+(``[1,0]<stdout>:``, ``[155] ``, ``0: ``, ``[default0]:``), a log viewer's timestamp (sometimes
+glued to NCCL's ``host:pid:tid`` prefix), a second copy of the line after `` | `` (a two-column
+console copy), or what a collector appends (Docker's ``\n","stream":...``, a colour reset).
+The needles are found anywhere in a line; a name read after one stops at the first of those
+separators (:func:`value_after`), and :data:`PREFIX_RE` skips a glued timestamp.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ __all__ = [
     "PROVIDER_RE",
     "RING_PXN",
     "RING_RE",
+    "SOCKET_USING",
     "VERSION",
     "VERSION_RE",
     "VIA_NET",
@@ -35,6 +43,7 @@ __all__ = [
     "line_at",
     "line_end",
     "text",
+    "value_after",
 ]
 
 MAX_EVIDENCE_LINE = 240
@@ -46,6 +55,7 @@ VERSION = b"NCCL version "
 GDRDMA = b"/GDRDMA"
 VIA_NET = b"via NET/"
 IB_USING = b"NET/IB : Using"
+SOCKET_USING = b"NET/Socket : Using"  # NCCL < 2.7: also how 2.4 words its bootstrap
 IB_NODEV = b"NET/IB : No device found"
 OFI_SELECTED = b"NET/OFI Selected"
 NRANKS = b" nranks "
@@ -54,15 +64,35 @@ GDR_LINE = b"GPU Direct RDMA "
 RING_PXN = b"use ring PXN"
 
 # readers of the lines found
-PREFIX_RE = re.compile(rb"([^\s:\[\]]+):(\d+):(\d+)\s*\[\s*(\d+)\s*\]")  # host:pid:tid [dev]
-VERSION_RE = re.compile(rb"NCCL version (\S+)")
+PREFIX_RE = re.compile(  # host:pid:tid [dev], after a log viewer's timestamp glued to it
+    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"
+    rb"([^\s:\[\]|]+):(\d+):(\d+)\s*\[\s*(\d+)\s*\]"
+)
+VERSION_RE = re.compile(rb'NCCL version ([^\s"\\|]+)')
 LINK_RE = re.compile(rb"\[\d+\][^\s\[]*?:\d+/(IB|RoCE)\b")
-PROVIDER_RE = re.compile(rb"Selected [Pp]rovider is ([^\s,()]+)")
+PROVIDER_RE = re.compile(rb'Selected [Pp]rovider is ([^\s,()"\\|]+)')
 INIT_RE = re.compile(rb"rank (\d+) nranks (\d+)\b")
-NODES_RE = re.compile(rb"rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
+NODES_RE = re.compile(
+    rb"rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)(?: localRank (\d+))?"
+)
 GDR_RE = re.compile(rb"GPU Direct RDMA (Enabled|Disabled) for (GPU|HCA)")
 RING_RE = re.compile(rb"use ring PXN \d+ GDR (\d)")
 VIA_NET_RE = re.compile(rb"via NET/(.+?)/\d+")
+
+
+# what ends a value read after a needle: a console copy's column, a tab, a colour code, a JSON
+# log record's escaped newline or closing quote
+_VALUE_ENDS = (b" |", b"\t", b"\x1b", b"\\n", b'"', b"\r")
+
+
+def value_after(line: bytes, start: int) -> bytes:
+    """The value printed from ``line[start]`` to its end, without what a viewer appended."""
+    end = len(line)
+    for stop in _VALUE_ENDS:
+        cut = line.find(stop, start, end)
+        if cut >= 0:
+            end = cut
+    return line[start:end].strip()
 
 
 def text(data: bytes) -> str:

@@ -5,17 +5,21 @@ what it finds in a :class:`~.facts.LogFacts`. How it stays fast (``bench/log_sca
 log at ~0.7x the speed of ``grep -c``):
 
 1. Only the ``NCCL INFO Using network`` line is searched exhaustively over every byte -- it is
-   the deciding line, so no rank's choice is missed (the old ``Using internal Network`` wording
-   too, until the current one shows up).
+   the deciding line, so no rank's choice is missed. Until the current wording shows up (in a
+   current log: in the first chunk), the older ones are searched too: ``Using internal Network``
+   and, for NCCL before 2.7, which names no network, the transport init lines ``NET/IB : Using``,
+   ``NET/Socket : Using`` and ``NET/OFI Selected Provider`` (windows are opened around them as
+   around a network line).
 2. ``via NET/`` channel lines (with and without ``/GDRDMA``) and ``NCCL version`` are searched
    everywhere until first found: channel lines can come long after init with runtime connect.
    So a ``/GDRDMA`` line that only appears after non-GDR channel lines, far from any init, is not
    seen (the answer then errs on the safe side, ``False``).
-3. The secondary lines (``NET/IB : Using``, ``Selected Provider``, ``nranks``/``nNodes``, GDR
-   lines, ``via NET/`` counts) are searched over the first 2 MiB (:data:`HEAD_BYTES`) and within a
-   window of 512 KiB before and 1 MiB after every network-selection line, where NCCL prints them
-   during communicator init. Overlapping windows are merged; the look-back may reach into the
-   previous chunk, whose last 512 KiB are kept for it.
+3. The secondary lines (``NET/IB : Using``, ``Selected Provider``, ``NET/Socket : Using`` while
+   no network line is known, ``nranks``/``nNodes``, GDR lines, ``via NET/`` counts) are searched
+   over the first 2 MiB (:data:`HEAD_BYTES`) and within a window of 512 KiB before and 1 MiB
+   after every network-selection line, where NCCL prints them during communicator init.
+   Overlapping windows are merged; the look-back may reach into the previous chunk, whose last
+   512 KiB are kept for it.
 
 Files smaller than the head region are thus searched exhaustively for everything. Memory is
 bounded: the caller's buffer, a 512 KiB look-back tail and the capped facts.
@@ -39,6 +43,7 @@ from gpufleet.parsing.nccl_log.lines import (
     OFI_SELECTED,
     OLD_ANCHOR,
     RING_PXN,
+    SOCKET_USING,
     VERSION,
     VIA_NET,
     clip,
@@ -108,13 +113,20 @@ class Scanner:
         if anchors:
             facts.modern_anchor_seen = True
         elif not facts.modern_anchor_seen:
-            # very old releases worded it "Using internal Network X": searched until the
-            # current wording shows up (in practice: the first chunk of a modern log)
-            pos = buf.find(OLD_ANCHOR, 0, length)
-            while pos >= 0:
-                anchors.append(pos)
-                facts.old_anchor_line(line_at(buf, pos, 0, length))
-                pos = buf.find(OLD_ANCHOR, line_end(buf, pos, length), length)
+            # older releases: searched until the current wording shows up (in practice: the
+            # first chunk of a current log)
+            for needle, handler in (
+                (OLD_ANCHOR, facts.old_anchor_line),
+                (IB_USING, facts.ib_using),
+                (SOCKET_USING, facts.socket_using),
+                (OFI_SELECTED, facts.provider),
+            ):
+                pos = buf.find(needle, 0, length)
+                while pos >= 0:
+                    anchors.append(pos)
+                    handler(line_at(buf, pos, 0, length))
+                    pos = buf.find(needle, line_end(buf, pos, length), length)
+            anchors.sort()
         return anchors
 
     # ---- 2. cheap "until found" probes outside the windows ---------------------------------
@@ -186,6 +198,8 @@ class Scanner:
         _each(buf, VERSION, lo, hi, facts.version)
         if unsure or kinds & {"ib", "roce"}:
             _each(buf, IB_USING, lo, hi, facts.ib_using)
+        if not facts.networks:  # NCCL < 2.7: what each process initialised decides
+            _each(buf, SOCKET_USING, lo, hi, facts.socket_using)
         if facts.ib_no_device is None and (unsure or "socket" in kinds):
             pos = buf.find(IB_NODEV, lo, hi)
             if pos >= 0:

@@ -1,15 +1,21 @@
 """Reading one value of nccl-tests output, the same way in the text table and the JSON.
 
-Numbers (``N/A``, ``nan`` and ``inf`` are ``None``), collective names, GPU models and the
-correctness column. The correctness rules:
+Figures, collective names, GPU models and the correctness column. A figure reader returns
+``(value, None)``, ``(None, None)`` when the output does not show it (``N/A``, JSON ``null``) and
+``(None, reason)`` when it cannot be true: a negative, non-finite (``nan``, ``-nan``, ``inf``) or
+non-numeric figure, a fractional count. The caller refuses the whole row with that reason.
+
+The correctness rules:
 
 * The old float ``error`` column (text only) is the largest absolute deviation, not a count. It is
   mapped to ``0`` wrong when it is within the tolerance nccl-tests itself applies for the data
   type (``deltaMaxValue`` in ``src/common.cu``: 16-bit floats 5e-2, float 1e-5, double 1e-12,
   integer types exact; unknown types 1e-5) and to ``1`` ("at least one wrong element") when it
   exceeds it or carries the ``*`` failure mark that later versions print. ``N/A`` (``-c 0``) is
-  ``None``.
-* The ``#wrong`` column is a count; a trailing ``*`` failure mark is ignored.
+  ``None``; a negative or non-finite deviation is refused.
+* The ``#wrong`` column is a count (a trailing ``*`` failure mark is ignored): a whole
+  non-negative number, never rounded. nccl-tests prints it with ``%g``, so ``1e+06`` is a count
+  of a million; ``0.4`` or ``-3`` cannot be a count and is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "clip",
+    "count",
+    "figure",
     "gpu_model_from_device_name",
     "normalise_collective",
     "single_model",
@@ -28,6 +37,11 @@ __all__ = [
     "wrong_from_count",
     "wrong_from_error",
 ]
+
+Read = tuple[Any, str | None]  # (value or None, reason it is refused or None)
+_WHOLE = re.compile(r"^[-+]?\d+$")
+_MAX_DIGITS = 30
+_COUNT_LIMIT = 2**64
 
 _VENDOR_PREFIXES = ("NVIDIA ", "Tesla ", "Quadro ", "AMD ")
 _MODEL_TOKEN = re.compile(r"^[A-Z]{1,3}\d{1,4}[A-Za-z]{0,3}$")
@@ -84,6 +98,60 @@ def to_int(token: Any) -> int | None:
         return int(value)
 
 
+def _show(token: Any, limit: int = 32) -> str:
+    text = token.strip() if isinstance(token, str) else repr(token)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def clip(text: str, limit: int = 160) -> str:
+    """A line as shown in a reason: stripped, at most ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def figure(token: Any, name: str) -> Read:
+    """A finite, non-negative number (time, bandwidth, size); see the module docstring."""
+    if token is None:
+        return None, None
+    if isinstance(token, str) and token.strip().upper() == "N/A":
+        return None, None
+    if isinstance(token, bool):
+        return None, f"{name} {_show(token)} is not a number"
+    if isinstance(token, str) and _WHOLE.match(token.strip()):
+        text = token.strip()
+        if len(text.lstrip("+-")) > _MAX_DIGITS:
+            return None, f"{name} has {len(text.lstrip('+-'))} digits"
+        token = int(text)
+    if isinstance(token, int):
+        return (token, None) if token >= 0 else (None, f"{name} {token} is negative")
+    try:
+        value = float(token)
+    except (TypeError, ValueError):
+        return None, f"{name} {_show(token)} is not a number"
+    except OverflowError:
+        return None, f"{name} {_show(token)} is not finite"
+    if not math.isfinite(value):
+        return None, f"{name} {_show(token)} is not finite"
+    if value < 0:
+        return None, f"{name} {_show(token)} is negative"
+    return value, None
+
+
+def count(token: Any, name: str) -> Read:
+    """A whole, non-negative number below 2**64 (size, element count, ``#wrong``: nccl-tests
+    keeps them in 64-bit integers); never rounded."""
+    value, reason = figure(token, name)
+    if value is None:
+        return value, reason
+    if not isinstance(value, int):
+        if value != int(value):
+            return None, f"{name} {_show(token)} is not a whole number"
+        value = int(value)
+    if value >= _COUNT_LIMIT:
+        return None, f"{name} {_show(token)} is beyond a 64-bit count"
+    return value, None
+
+
 def normalise_collective(name: str | None) -> str | None:
     """``"./build/all_reduce_perf_mpi"`` -> ``"all_reduce_perf"``."""
     if not name:
@@ -122,30 +190,26 @@ _INTEGER_TYPES = {"int8", "uint8", "char", "int", "int32", "uint32", "int64", "u
 _DEFAULT_ERROR_TOLERANCE = 1e-5
 
 
-def wrong_from_error(token: str, dtype: str | None) -> int | None:
+def wrong_from_error(token: str, dtype: str | None) -> Read:
     """Map an old float ``error`` cell to a wrong count: 0 within tolerance, 1 beyond it."""
     text = token.strip()
     if text.upper() == "N/A":
-        return None
+        return None, None
     flagged = text.endswith("*")
-    value = to_float(text.rstrip("*"))
+    value, reason = figure(text.rstrip("*"), "error")
     if value is None:
-        return None
+        return None, reason or f"error {_show(token)} is not a number"
     if flagged:
-        return 1
+        return 1, None
     key = (dtype or "").lower()
     if key in _INTEGER_TYPES:
-        return 0 if value == 0 else 1
+        return (0 if value == 0 else 1), None
     tolerance = _ERROR_TOLERANCE.get(key, _DEFAULT_ERROR_TOLERANCE)
-    return 0 if abs(value) <= tolerance else 1
+    return (0 if value <= tolerance else 1), None
 
 
-def wrong_from_count(token: str) -> int | None:
-    """A ``#wrong`` cell as a count; None for ``N/A``."""
-    text = token.strip()
-    if text.upper() == "N/A":
-        return None
-    value = to_float(text.rstrip("*"))
-    if value is None:
-        return None
-    return int(round(value))
+def wrong_from_count(token: Any, name: str = "#wrong") -> Read:
+    """A ``#wrong`` cell (or JSON ``nwrong``) as a count; ``None`` for ``N/A`` and ``null``."""
+    if isinstance(token, str):
+        token = token.strip().rstrip("*")
+    return count(token, name)

@@ -3,13 +3,18 @@
 Both formats (the text table and the ``-J`` JSON) are read into these types. Bandwidths are GB/s
 (1e9 B/s) as nccl-tests prints them; times are microseconds. A field the output does not show is
 ``None``, never guessed.
+
+Only figures that can be true are figures: a result line with a negative or non-finite number,
+or a ``#wrong`` that is not a whole non-negative count, is an :class:`InvalidRow` -- never in
+``rows``, so no maximum, mean or sum sees it -- and a run holding one is ``truncated`` (its rows
+are not the whole table) with the reason in ``problems``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NcclRun", "NcclTestsResult", "SizeRow"]
+__all__ = ["InvalidRow", "NcclRun", "NcclTestsResult", "SizeRow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +49,24 @@ class SizeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class InvalidRow:
+    """A result line that cannot be true, refused: its size (when readable), why, and the line."""
+
+    size_bytes: int | None
+    reasons: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class NcclRun:
-    """One invocation of one nccl-tests binary (one table)."""
+    """One invocation of one nccl-tests binary (one table).
+
+    ``truncated``: the figures are not the whole run -- the footer is missing or unreadable, the
+    JSON was cut short, or result lines were dropped (cut short, or refused into
+    ``invalid_rows``). ``problems``: every reason the run cannot be taken at face value (the
+    truncation, refused rows and values, sizes out of order); empty for a clean run. ``notes``:
+    remarks that do not make the figures wrong (columns inferred, mixed GPU models, ...).
+    """
 
     collective: str | None
     ranks: int | None
@@ -55,6 +76,8 @@ class NcclRun:
     out_of_bounds: int | None
     truncated: bool
     notes: tuple[str, ...] = ()
+    invalid_rows: tuple[InvalidRow, ...] = ()
+    problems: tuple[str, ...] = ()
 
     @property
     def largest_size_bytes(self) -> int | None:

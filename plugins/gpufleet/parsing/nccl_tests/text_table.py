@@ -12,29 +12,35 @@
 Older versions lack the ``root`` and/or ``redop`` columns, print a float ``error`` column instead
 of ``#wrong`` (read as described in :mod:`.cells`), print ``Rank N Pid ...`` without ``Group``.
 Newer ones may append per-iteration columns (``i_min i_max i_p99 i_cv%``) and a ``timestamp``;
-all are handled. Without a column header the columns are inferred from the rows (and a note says
-so). A run whose footer is missing is ``truncated``; result lines cut short are dropped and
-counted in a note. Functions over the string handed in: no I/O.
+all are handled (one line at a time, by :mod:`.text_rows`). Without a column header the columns
+are inferred from the rows (and a note says so). A run whose footer is missing or unreadable is
+``truncated``; so is one with result lines cut short (dropped) or impossible (a negative or
+non-finite figure, a ``#wrong`` that is not a whole non-negative count: refused into
+``invalid_rows``). Each reason is in ``problems``. Functions over the string handed in: no I/O.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpufleet.errors import ParseError
 from gpufleet.parsing.nccl_tests.cells import (
+    count,
+    figure,
     gpu_model_from_device_name,
     normalise_collective,
     single_model,
-    to_float,
-    to_int,
-    wrong_from_count,
-    wrong_from_error,
 )
+from gpufleet.parsing.nccl_tests.checks import invalid_rows_problem, size_order_problems
 from gpufleet.parsing.nccl_tests.prefixes import strip_prefixes
-from gpufleet.parsing.nccl_tests.results import NcclRun, NcclTestsResult, SizeRow
+from gpufleet.parsing.nccl_tests.results import InvalidRow, NcclRun, NcclTestsResult, SizeRow
+from gpufleet.parsing.nccl_tests.text_rows import (
+    Columns,
+    is_row_shaped,
+    parse_column_header,
+    parse_row,
+)
 
 __all__ = ["parse_nccl_tests"]
 
@@ -45,117 +51,9 @@ _RANK_LINE = re.compile(
 _NTHREAD = re.compile(r"^nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
 _STARTING = re.compile(r"^Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^Collective test concluded:\s*(\S+)")
-_OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)")
+_OOB = re.compile(r"^Out of bounds values\s*:\s*(\S+)")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(\S+)")
 _BINARY = re.compile(r"(?:^|[\s/])([a-z][a-z0-9_]*_perf)(?:_mpi)?(?=\s|$)")
-_TIMESTAMP_TAIL = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_TIME_OF_DAY = re.compile(r"^\d{2}:\d{2}:\d{2}$")
-_NUMERIC = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\*?$|^[-+]?(?:nan|inf)$", re.I)
-
-
-def _is_numeric(token: str) -> bool:
-    return bool(_NUMERIC.match(token)) or token.upper() == "N/A"
-
-
-# --------------------------------------------------------------------------------------------
-# the columns and one result row
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Columns:
-    """What the column header of a table says."""
-
-    has_redop: bool = True
-    has_root: bool = True
-    error_column: bool = False  # old float "error"/"res" instead of "#wrong"
-    side_width: int = 4  # 8 with the per-iteration columns
-    timestamp: bool = False
-
-
-def _parse_column_header(content: str) -> _Columns | None:
-    tokens = content.split()
-    lowered = [t.lower() for t in tokens]
-    if "busbw" not in lowered or "algbw" not in lowered:
-        return None
-    if not (("size" in lowered and "count" in lowered) or ("bytes" in lowered and "n" in lowered)):
-        return None
-    first_time = next((i for i, t in enumerate(lowered) if t in ("time", "cputime")), len(lowered))
-    leading = lowered[:first_time]
-    return _Columns(
-        has_redop=("redop" in leading or "op" in leading),
-        has_root="root" in leading,
-        error_column=("#wrong" not in lowered and ("error" in lowered or "res" in lowered)),
-        side_width=8 if "i_min" in lowered else 4,
-        timestamp="timestamp" in lowered,
-    )
-
-
-def _infer_columns(rest: list[str], has_redop: bool) -> _Columns:
-    """The columns of a table printed without a header, guessed from one row's cells."""
-    has_root = len(rest) % 4 == 1
-    side_width = 8 if len(rest) - int(has_root) >= 16 else 4
-    inferred = _Columns(
-        has_redop=has_redop,
-        has_root=has_root,
-        error_column=False,
-        side_width=side_width,
-    )
-    # guess the wrong-column kind from the cells: floats with exponents mean "error"
-    cells = rest[int(has_root) + 3 :: side_width]
-    inferred.error_column = any("e" in c.lower() and c.upper() != "N/A" for c in cells)
-    return inferred
-
-
-def _parse_side(tokens: list[str], columns: _Columns, dtype: str | None) -> tuple[Any, ...]:
-    time_us = to_float(tokens[0])
-    algbw = to_float(tokens[1])
-    busbw = to_float(tokens[2])
-    if columns.error_column:
-        wrong = wrong_from_error(tokens[3], dtype)
-    else:
-        wrong = wrong_from_count(tokens[3])
-    return time_us, algbw, busbw, wrong
-
-
-def _parse_row(content: str, columns: _Columns | None) -> SizeRow | None:
-    """Parse one result line; None when it is not a complete row."""
-    tokens = content.split()
-    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
-        return None
-    if _is_numeric(tokens[2]):
-        return None  # the type column is a word
-    size, count, dtype = int(tokens[0]), int(tokens[1]), tokens[2]
-    index = 3
-    redop: str | None = None
-    if (columns is not None and columns.has_redop) or (
-        columns is None and not _is_numeric(tokens[3])
-    ):
-        if _is_numeric(tokens[3]):
-            return None
-        redop = tokens[3]
-        index = 4
-    rest = tokens[index:]
-    if len(rest) >= 2 and _TIMESTAMP_TAIL.match(rest[-2]) and _TIME_OF_DAY.match(rest[-1]):
-        rest = rest[:-2]
-    if columns is None:
-        columns = _infer_columns(rest, has_redop=redop is not None)
-    root: int | None = None
-    if columns.has_root:
-        if not rest:
-            return None
-        root = to_int(rest[0])
-        if root is None:
-            return None
-        rest = rest[1:]
-    width = columns.side_width
-    if len(rest) != 2 * width or not all(_is_numeric(t) for t in rest):
-        return None  # cut short, or not a result line
-    oop = _parse_side(rest[:4], columns, dtype)
-    ip = _parse_side(rest[width : width + 4], columns, dtype)
-    return SizeRow(size, count, dtype, redop, root, *oop, *ip)
-
-
 # --------------------------------------------------------------------------------------------
 # one run (table) being read
 # --------------------------------------------------------------------------------------------
@@ -168,19 +66,21 @@ class _RunBuilder:
     ranks: set[int] = field(default_factory=set)
     device_models: list[str | None] = field(default_factory=list)
     device_list_cut: bool = False
-    columns: _Columns | None = None
+    columns: Columns | None = None
     rows: list[SizeRow] = field(default_factory=list)
+    invalid: list[InvalidRow] = field(default_factory=list)
     avg: float | None = None
     oob: int | None = None
     avg_seen: bool = False
     oob_seen: bool = False
+    footer_problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     dropped: int = 0
     last_dropped: str | None = None
     inferred: bool = False
 
     def is_empty(self) -> bool:
-        return not (self.rows or self.nthread_seen or self.ranks or self.columns)
+        return not (self.rows or self.invalid or self.nthread_seen or self.ranks or self.columns)
 
     def build(self) -> NcclRun:
         notes = list(self.notes)
@@ -189,13 +89,15 @@ class _RunBuilder:
             ranks = None
             notes.append("device list cut short ('...'): rank count unknown")
         model = single_model(self.device_models, notes)
-        truncated = False
+        problems: list[str] = []
         if self.dropped:
-            notes.append(
+            problems.append(
                 f"{self.dropped} incomplete result line(s) dropped, last: {self.last_dropped!r}"
             )
+        refused = invalid_rows_problem(self.invalid)
+        if refused:
+            problems.append(refused)
         if not (self.avg_seen and self.oob_seen):
-            truncated = True
             missing = [
                 name
                 for name, seen in (
@@ -204,7 +106,10 @@ class _RunBuilder:
                 )
                 if not seen
             ]
-            notes.append("output ends before the footer (" + ", ".join(missing) + " missing)")
+            problems.append("output ends before the footer (" + ", ".join(missing) + " missing)")
+        problems.extend(self.footer_problems)
+        truncated = bool(problems)  # every problem so far means the figures are not the whole run
+        problems.extend(size_order_problems(self.rows))
         if not self.rows:
             notes.append("no result rows")
         return NcclRun(
@@ -216,6 +121,8 @@ class _RunBuilder:
             out_of_bounds=self.oob,
             truncated=truncated,
             notes=tuple(notes),
+            invalid_rows=tuple(self.invalid),
+            problems=tuple(problems),
         )
 
 
@@ -245,7 +152,7 @@ class _TableReader:
         body = content.lstrip("#").strip()
         if not body or "NCCL INFO" in body or "NCCL WARN" in body:
             return
-        if body[0].isdigit() and self._result_line(body):
+        if (body[0].isdigit() or body[0] in "+-") and self._result_line(body):
             return
         for handler in (
             self._starting,
@@ -262,15 +169,17 @@ class _TableReader:
 
     def _result_line(self, body: str) -> bool:
         run = self.run
-        row = _parse_row(body, run.columns)
+        row = parse_row(body, run.columns)
         if row is not None:
             if run.columns is None and not run.inferred:
                 run.inferred = True
                 run.notes.append("no column header seen: columns inferred from the rows")
-            run.rows.append(row)
+            if isinstance(row, InvalidRow):
+                run.invalid.append(row)
+            else:
+                run.rows.append(row)
             return True
-        tokens = body.split()
-        if len(tokens) >= 3 and tokens[0].isdigit() and tokens[1].isdigit():
+        if is_row_shaped(body.split()):
             run.dropped += 1
             run.last_dropped = body[:120]
             return True
@@ -280,7 +189,7 @@ class _TableReader:
         match = _STARTING.match(body)
         if not match:
             return False
-        if self.run.rows or self.run.nthread_seen:
+        if self.run.rows or self.run.invalid or self.run.nthread_seen:
             self.finish()
         self.run.collective = normalise_collective(match.group(1))
         self.pending_collective = None
@@ -289,7 +198,7 @@ class _TableReader:
     def _nthread(self, body: str) -> bool:
         if not _NTHREAD.match(body):
             return False
-        if self.run.rows or self.run.nthread_seen:
+        if self.run.rows or self.run.invalid or self.run.nthread_seen:
             self.finish()
         self.run.nthread_seen = True
         if self.run.collective is None and self.pending_collective:
@@ -309,10 +218,10 @@ class _TableReader:
         return False
 
     def _column_header(self, body: str) -> bool:
-        columns = _parse_column_header(body)
+        columns = parse_column_header(body)
         if columns is None:
             return False
-        if self.run.rows:
+        if self.run.rows or self.run.invalid:
             self.finish()
             if self.pending_collective:
                 self.run.collective = self.pending_collective
@@ -321,17 +230,21 @@ class _TableReader:
         return True
 
     def _footer(self, body: str) -> bool:
+        """The two footer lines; a value that cannot be true is refused (``None``, a problem)."""
+        run = self.run
         match = _OOB.match(body)
         if match:
-            self.run.oob = int(match.group(1))
-            self.run.oob_seen = True
-            return True
-        match = _AVG.match(body)
-        if match:
-            self.run.avg = to_float(match.group(1))
-            self.run.avg_seen = True
-            return True
-        return False
+            run.oob, why = count(match.group(1), "'# Out of bounds values'")
+            run.oob_seen = True
+        else:
+            match = _AVG.match(body)
+            if not match:
+                return False
+            run.avg, why = figure(match.group(1), "'# Avg bus bandwidth'")
+            run.avg_seen = True
+        if why:
+            run.footer_problems.append(f"the footer's {why}")
+        return True
 
     def _concluded(self, body: str) -> bool:
         match = _CONCLUDED.match(body)
@@ -347,7 +260,7 @@ class _TableReader:
         if not match:
             return
         name = normalise_collective(match.group(1))
-        if self.run.rows:
+        if self.run.rows or self.run.invalid:
             self.finish()
             self.run.collective = name
         elif self.run.collective is None and not self.run.nthread_seen:
