@@ -192,3 +192,34 @@ def test_pool_verdicts():
     assert not judge_pool(
         tested=[], pass1=[], bad={}, inconclusive=[], untested=[], **common
     ).passed
+
+
+def _repeat_last_row(text: str) -> str:
+    """Replay the largest size's row once more (a log collector that repeated a line)."""
+    lines = text.splitlines()
+    rows = [i for i, line in enumerate(lines) if line.strip()[:1].isdigit()]
+    last = rows[-1]
+    return "\n".join([*lines[: last + 1], lines[last], *lines[last + 1 :]]) + "\n"
+
+
+def test_a_run_the_parser_does_not_trust_fails_even_when_not_truncated():
+    run = run_of(355, 31, text_edit=_repeat_last_row)
+    assert run.problems and not run.truncated  # sizes repeated: flagged, figures otherwise fine
+    v = judge(run, log_of("gIB"))
+    assert not v.passed
+    assert any("cannot be trusted" in r and "repeat" in r.lower() for r in v.reasons), v.reasons
+
+
+def test_a_refused_row_fails_the_pair_with_its_reason():
+    def negative_busbw(text: str) -> str:
+        lines = text.splitlines()
+        last = [i for i, line in enumerate(lines) if line.strip()[:1].isdigit()][-1]
+        cells = lines[last].split()
+        cells[-2] = "-" + cells[-2]  # the in-place busbw of the largest size
+        lines[last] = "  ".join(cells)
+        return "\n".join(lines) + "\n"
+
+    run = run_of(355, 31, text_edit=negative_busbw)
+    v = judge(run, log_of("gIB"))
+    assert not v.passed
+    assert any("cannot be trusted" in r for r in v.reasons), v.reasons

@@ -89,7 +89,10 @@ def judge_pair(
         reasons.append("no nccl-tests results were collected")
     else:
         wrong = run.wrong
-        if getattr(run, "truncated", False):
+        problems = tuple(getattr(run, "problems", ()) or ())
+        if problems:  # refused rows, sizes out of order, a cut-off table: figures not trusted
+            reasons.extend(f"nccl-tests output cannot be trusted: {p}" for p in problems)
+        elif getattr(run, "truncated", False):
             reasons.append("the nccl-tests output is truncated")
         if wrong is None:
             reasons.append("results were not checked (#wrong is N/A): correctness unknown")
