@@ -10,10 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.domain.gate import DEFAULT_MAX_AGE, PoolFacts, ValidationFact, decide
+from gpufleet.domain.gate import (
+    DEFAULT_MAX_AGE,
+    PoolFacts,
+    PoolState,
+    ValidationFact,
+    Verdict,
+    decide,
+)
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FRESH = NOW - timedelta(hours=3)
+PASS, FAIL, ERROR = Verdict.PASS, Verdict.FAIL, Verdict.ERROR
 
 
 def good(key="c/p", nodes=4) -> PoolFacts:
@@ -21,10 +29,10 @@ def good(key="c/p", nodes=4) -> PoolFacts:
         key=key,
         known=True,
         expected_transport="gib",
-        state="validated",
-        fabric=ValidationFact(True, FRESH, "gib"),
+        state=PoolState.VALIDATED,
+        fabric=ValidationFact(True, FRESH, "gib", PASS),
         has_filesystem=True,
-        storage=ValidationFact(True, FRESH),
+        storage=ValidationFact(True, FRESH, None, PASS),
         transition_in_flight=False,
         schedulable_nodes=nodes,
     )
@@ -39,26 +47,46 @@ def test_fresh_passing_pool_launches_with_reasons():
 def test_each_missing_or_bad_fact_refuses_with_its_reason():
     cases = {
         "unknown pool": replace(good(), known=False),
-        "pool is degraded": replace(good(), state="degraded"),
-        "pool is suspect": replace(good(), state="suspect"),
+        "pool is degraded": replace(good(), state=PoolState.DEGRADED),
+        "pool is suspect": replace(good(), state=PoolState.SUSPECT),
+        "pool is transitioning": replace(good(), state=PoolState.TRANSITIONING),
+        "pool is retired": replace(good(), state=PoolState.RETIRED),
+        "pool state 'Validated' is not one": replace(good(), state="Validated"),
+        "pool state 'validated ' is not one": replace(good(), state="validated "),
+        "the latest fabric validation could not finish: sim db gone": replace(
+            good(), fabric=ValidationFact(False, FRESH, "gib", ERROR, "sim db gone")
+        ),
+        "the latest Lustre validation could not finish: x": replace(
+            good(), storage=ValidationFact(False, FRESH, None, ERROR, "x")
+        ),
+        "the latest fabric validation failed": replace(
+            good(), fabric=ValidationFact(True, FRESH, "gib", None)
+        ),
+        "Lustre validation is dated in the future": replace(
+            good(), storage=ValidationFact(True, NOW + timedelta(days=365), None, PASS)
+        ),
         "no lifecycle state": replace(good(), state=None),
         "no fabric validation": replace(good(), fabric=None),
         "latest fabric validation failed": replace(
-            good(), fabric=ValidationFact(False, FRESH, "gib")
+            good(), fabric=ValidationFact(False, FRESH, "gib", FAIL)
         ),
-        "validated transport socket": replace(good(), fabric=ValidationFact(True, FRESH, "socket")),
+        "validated transport socket": replace(
+            good(), fabric=ValidationFact(True, FRESH, "socket", PASS)
+        ),
         "stale (27.0 h old": replace(
-            good(), fabric=ValidationFact(True, NOW - timedelta(hours=27), "gib")
+            good(), fabric=ValidationFact(True, NOW - timedelta(hours=27), "gib", PASS)
         ),
         "no Lustre validation": replace(good(), storage=None),
-        "latest Lustre validation failed": replace(good(), storage=ValidationFact(False, FRESH)),
+        "latest Lustre validation failed": replace(
+            good(), storage=ValidationFact(False, FRESH, None, FAIL)
+        ),
         "transition is in flight": replace(good(), transition_in_flight=True),
         "unknown whether a transition": replace(good(), transition_in_flight=None),
         "schedulable node count unknown": replace(good(), schedulable_nodes=None),
         "facts unreadable": replace(good(), error="ledger down"),
-        "needs 2 nodes; the target pools have 1": replace(good(), schedulable_nodes=1),
+        "needs 2 nodes; the pool has 1 schedulable": replace(good(), schedulable_nodes=1),
         "dated in the future": replace(
-            good(), fabric=ValidationFact(True, NOW + timedelta(hours=2), "gib")
+            good(), fabric=ValidationFact(True, NOW + timedelta(minutes=6), "gib", PASS)
         ),
     }
     for expected, facts in cases.items():
@@ -78,9 +106,33 @@ def test_pool_without_filesystem_needs_no_storage_check():
     assert decide([replace(good(), has_filesystem=False, storage=None)], 2, NOW).launch
 
 
-def test_capacity_adds_up_across_pools():
-    assert decide([good("c/a", 2), good("c/b", 2)], 4, NOW).launch
-    assert not decide([good("c/a", 2), replace(good("c/b", 2), state="degraded")], 2, NOW).launch
+def test_pools_are_alternatives_never_added_up():
+    """A job runs within one pool: two pools of 6 and 4 cannot hold 10 nodes, nor a pool of 6
+    named twice 12 (issue 8)."""
+    twice = decide([good("c/h200-a", 6), good("c/h200-a", 6)], 12, NOW)
+    assert not twice.launch and twice.pool is None
+    assert twice.reasons == [
+        "c/h200-a: the job needs 12 nodes; the pool has 6 schedulable (a job runs within one pool)"
+    ]  # counted once, said once
+    assert not decide([good("c/a", 6), good("c/b", 4)], 10, NOW).launch
+    assert not decide([good("c/a", 2), good("c/b", 2)], 4, NOW).launch
+
+
+def test_the_first_sound_pool_with_room_is_chosen_and_the_others_say_why():
+    small, bad, big, later = (
+        good("c/small", 2),
+        replace(good("c/bad", 8), state=PoolState.DEGRADED),
+        good("c/big", 8),
+        good("c/later", 8),
+    )
+    decision = decide([small, bad, big, later], 4, NOW)
+    assert decision.launch and decision.pool == "big" and decision.schedulable_nodes == 8
+    assert decision.reasons[0].startswith("c/big: validated gib")
+    why = " | ".join(decision.reasons[1:])
+    assert "c/small: the job needs 4 nodes; the pool has 2" in why
+    assert "c/bad: pool is degraded" in why
+    assert "c/later: not used: c/big comes first" in why
+    assert decide([later, big], 4, NOW).pool == "later"  # the order given decides
 
 
 maybe_time = st.one_of(
@@ -96,6 +148,7 @@ validation = st.one_of(
         passed=st.one_of(st.none(), st.booleans()),
         finished_at=maybe_time,
         transport=st.sampled_from([None, "gib", "socket", "ib", "unknown"]),
+        verdict=st.sampled_from([None, PASS, FAIL, ERROR]),
     ),
 )
 facts = st.builds(
@@ -103,8 +156,8 @@ facts = st.builds(
     key=st.sampled_from(["c/a", "c/b", "c/c"]),
     known=st.booleans(),
     expected_transport=st.sampled_from([None, "gib", "socket"]),
-    state=st.sampled_from(
-        [None, "validated", "ready", "degraded", "suspect", "transitioning", "retired"]
+    state=st.one_of(
+        st.none(), st.sampled_from(list(PoolState)), st.sampled_from(["Validated", "ready "])
     ),
     fabric=validation,
     has_filesystem=st.one_of(st.none(), st.booleans()),
@@ -122,6 +175,7 @@ def fact_is_sound(f: PoolFacts) -> bool:
         return (
             v is not None
             and v.passed is True
+            and v.verdict == "pass"
             and v.finished_at is not None
             and timedelta(minutes=-5) <= NOW - v.finished_at <= DEFAULT_MAX_AGE
         )
@@ -129,6 +183,7 @@ def fact_is_sound(f: PoolFacts) -> bool:
     return (
         f.known
         and f.error is None
+        and isinstance(f.state, PoolState)
         and f.state in ("validated", "ready")
         and fresh_pass(f.fabric)
         and f.expected_transport is not None
@@ -144,9 +199,16 @@ def fact_is_sound(f: PoolFacts) -> bool:
 @given(st.lists(facts, min_size=1, max_size=4), st.integers(min_value=-1, max_value=20))
 def test_launch_only_when_every_fact_is_known_fresh_and_passing(pools, nodes):
     decision = decide(pools, nodes, NOW)
-    sound = all(fact_is_sound(f) for f in pools)
-    enough = nodes >= 1 and sum(f.schedulable_nodes or 0 for f in pools) >= nodes
-    assert decision.launch == (sound and enough)
+    first = {}
+    for f in pools:
+        first.setdefault(f.key, f)
+    able = [
+        f
+        for f in first.values()
+        if fact_is_sound(f) and nodes >= 1 and f.schedulable_nodes >= nodes
+    ]
+    assert decision.launch == bool(able)
+    assert decision.pool == (able[0].key.split("/")[1] if able else None)
     assert decision.reasons  # every decision says why
 
 

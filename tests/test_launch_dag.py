@@ -123,7 +123,10 @@ def test_too_few_free_nodes_refuses(fleet):
     states = task_states(dr)
     assert states["gate"] == "failed"
     decision = Ledger().gate_decisions()[0]
-    assert "the job needs 4 nodes; the target pools have 2 schedulable" in decision["reasons"]
+    assert (
+        "a3u-sim/h200-a: the job needs 4 nodes; the pool has 2 schedulable "
+        "(a job runs within one pool)" in decision["reasons"]
+    )
     assert jobsets() == ["first"]
 
 

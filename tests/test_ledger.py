@@ -251,10 +251,10 @@ def test_upgrade_to_v2_keys_launches_by_run(ledger_url):
         ]
         for row in rows:
             conn.execute(s.launches.insert().values(**row, created_at=now, updated_at=now))
-    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 2
+    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION
     with ledger.engine.connect() as conn:
         versions = conn.execute(text("SELECT version FROM gf_schema_version")).scalars().all()
-    assert sorted(versions) == [1, 2]
+    assert sorted(versions) == list(range(1, s.SCHEMA_VERSION + 1))
     kept = sorted(ledger.launches(), key=lambda r: r["id"])
     assert [(r["run_id"], r["pool"], r["state"]) for r in kept] == [
         ("r1", "b", "confirmed"),
@@ -262,7 +262,7 @@ def test_upgrade_to_v2_keys_launches_by_run(ledger_url):
         (f"legacy-{kept[2]['id']}", "a", "stopped"),
         (f"legacy-{kept[3]['id']}", "a", "confirmed"),
     ]
-    assert s.ensure_schema(ledger.engine) == 2  # idempotent
+    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # idempotent
     found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
     assert not created and found["pool"] == "b"
 
@@ -344,3 +344,49 @@ def test_connection_urls(monkeypatch, tmp_path):
 def test_unreachable_ledger_says_so():
     with pytest.raises(LedgerError, match="cannot"):
         Ledger("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO gf_pool_state (cluster, pool, state, updated_at) "
+        "VALUES ('c', 'p', 'Validated', '2026-11-29 02:00:00')",
+        "INSERT INTO gf_pool_events (cluster, pool, state, at) "
+        "VALUES ('c', 'p', 'validated ', '2026-11-29 02:00:00')",
+        "INSERT INTO gf_transitions (cluster, from_pool, to_pool, state, started_at) "
+        "VALUES ('c', 'a', 'b', 'paused', '2026-11-29 02:00:00')",
+        "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, "
+        "details, started_at, finished_at) VALUES ('r', 'c', 'p', 'fabric', 2, 'pass', '[]', "
+        "'{}', '2026-11-29 02:00:00', '2026-11-29 02:00:00')",
+        "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, "
+        "details, started_at, finished_at) VALUES ('r', 'c', 'p', 'fabric', true, 'ok', '[]', "
+        "'{}', '2026-11-29 02:00:00', '2026-11-29 02:00:00')",
+        "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, "
+        "details, started_at, finished_at) VALUES ('r', 'c', 'p', 'fabric', false, 'pass', "
+        "'[]', '{}', '2026-11-29 02:00:00', '2026-11-29 02:00:00')",
+        "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, "
+        "details, started_at, finished_at) VALUES ('r', 'c', 'p', 'Fabric', true, 'pass', "
+        "'[]', '{}', '2026-11-29 02:00:00', '2026-11-29 02:00:00')",
+    ],
+)
+def test_the_check_constraints_refuse_unknown_states_and_flags_at_insert(ledger_url, sql):
+    from sqlalchemy.exc import DBAPIError
+
+    ledger = Ledger(ledger_url)
+    with pytest.raises(DBAPIError), ledger.engine.begin() as conn:
+        conn.execute(text(sql))
+
+
+def test_record_validation_error_is_the_latest_with_verdict_error(ledger_url):
+    ledger = Ledger(ledger_url)
+    ledger.record_validation(
+        run_id="r1", cluster="c", pool="p", kind="fabric", passed=True, started_at=NOW
+    )
+    vid = ledger.record_validation_error("r2", "c", "p", "fabric", "busbw=abc")
+    row = ledger.latest_validation("c", "p", "fabric")
+    assert (row["id"], row["verdict"], row["passed"], row["reasons"]) == (
+        vid,
+        "error",
+        False,
+        ["busbw=abc"],
+    )

@@ -1,23 +1,99 @@
 """The launch gate: launch only onto proven capacity. Pure domain code, fail-closed.
 
-A job may launch only if every target pool
+Facts are parsed into strict types when read (``read_*``): a state, verdict or flag this code
+does not know is a ``FactError`` naming the value, never a pass. The pools of a request are
+alternatives (a job is gang-admitted onto one pool's queue, so it runs within one pool): the
+gate picks the first pool, in the order given (a repeated pool counts once), that
 
 - is known to the catalog and its facts could be read,
-- has a passing fabric validation of its expected transport younger than ``max_age``,
-- is not degraded or suspect, and has no transition in flight,
-- has its Lustre filesystem's latest storage validation passing (when it has one),
+- is ``ready`` or ``validated`` (an allow-list), with no transition in flight,
+- has a fabric validation with verdict ``pass`` of its expected transport, younger than
+  ``max_age`` and not dated more than ``MAX_SKEW`` in the future,
+- has its Lustre filesystem's latest storage validation passing likewise (when it has one),
+- has enough schedulable (not quarantined, not cordoned) nodes for the whole job,
 
-and the target pools together have enough schedulable (not quarantined, not cordoned) nodes.
-Anything unknown refuses; every decision carries its reasons.
+and records why each other pool was skipped. Anything unknown refuses; every decision carries
+its reasons.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TypeVar
 
 DEFAULT_MAX_AGE = timedelta(hours=26)
-BLOCKING_STATES = frozenset({"degraded", "suspect", "transitioning", "retired"})
+MAX_SKEW = timedelta(minutes=5)  # a fact dated further ahead than this refuses
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class FactError(ValueError):
+    """A fact read from the ledger is not one this code knows (the message names the value)."""
+
+
+class PoolState(StrEnum):
+    READY = "ready"
+    VALIDATED = "validated"
+    DEGRADED = "degraded"
+    SUSPECT = "suspect"
+    TRANSITIONING = "transitioning"
+    RETIRED = "retired"
+
+
+LAUNCHABLE_STATES = frozenset({PoolState.READY, PoolState.VALIDATED})  # the allow-list
+
+
+class TransitionState(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    ROLLED_BACK = "rolled_back"
+    FAILED = "failed"
+
+
+FINISHED_TRANSITIONS = frozenset(
+    {TransitionState.DONE, TransitionState.ROLLED_BACK, TransitionState.FAILED}
+)
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # the validation could not finish
+
+
+def read_enum(kind: type[E], value: object, what: str) -> E:
+    """``value`` as a member of ``kind``, exactly (no case folding, no trimming)."""
+    if isinstance(value, str):
+        for member in kind:
+            if member.value == value:
+                return member
+    known = ", ".join(m.value for m in kind)
+    raise FactError(f"{what} {value!r} is not one this gpufleet knows ({known})")
+
+
+def read_flag(value: object, what: str) -> bool:
+    """A stored boolean: True/False or the integers 0/1, nothing else."""
+    if isinstance(value, bool):
+        return value
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    raise FactError(f"{what} {value!r} is neither true nor false")
+
+
+def read_time(value: object, what: str) -> datetime:
+    """A stored timestamp: an aware datetime (a naive one is taken as UTC, as SQLite stores)."""
+    if not isinstance(value, datetime):
+        raise FactError(f"{what} {value!r} is not a timestamp")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def read_text(value: object, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise FactError(f"{what} {value!r} is not text")
 
 
 @dataclass(frozen=True)
@@ -25,6 +101,27 @@ class ValidationFact:
     passed: bool | None
     finished_at: datetime | None
     transport: str | None = None
+    verdict: Verdict | None = None  # only Verdict.PASS (with passed True) counts as a pass
+    reason: str | None = None  # the first reason recorded (why an ``error`` could not finish)
+
+
+def read_validation(row: dict | None, what: str) -> ValidationFact | None:
+    """A ``gf_validations`` row as a strict fact (FactError for anything unknown)."""
+    if row is None:
+        return None
+    passed = read_flag(row.get("passed"), f"{what} passed")
+    verdict = read_enum(Verdict, row.get("verdict"), f"{what} verdict")
+    if passed != (verdict is Verdict.PASS):
+        raise FactError(f"{what} says passed={passed} but verdict {verdict.value!r}")
+    reasons = row.get("reasons")
+    reason = reasons[0] if isinstance(reasons, list) and reasons else None
+    return ValidationFact(
+        passed,
+        read_time(row.get("finished_at"), f"{what} finished_at"),
+        read_text(row.get("transport"), f"{what} transport"),
+        verdict,
+        reason if isinstance(reason, str) else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -34,7 +131,7 @@ class PoolFacts:
     key: str
     known: bool
     expected_transport: str | None = None
-    state: str | None = None
+    state: PoolState | None = None
     fabric: ValidationFact | None = None
     has_filesystem: bool | None = None
     storage: ValidationFact | None = None
@@ -42,12 +139,17 @@ class PoolFacts:
     schedulable_nodes: int | None = None
     error: str | None = None  # why facts could not be read
 
+    @property
+    def name(self) -> str:
+        return self.key.split("/", 1)[-1]
+
 
 @dataclass
 class GateDecision:
     launch: bool
     reasons: list[str] = field(default_factory=list)
-    schedulable_nodes: int = 0
+    schedulable_nodes: int = 0  # on the chosen pool (on refusal: the most any pool had)
+    pool: str | None = None  # the chosen pool (a launch only)
 
     def text(self) -> str:
         head = "LAUNCH" if self.launch else "REFUSE"
@@ -64,8 +166,26 @@ def _age(now: datetime, then: datetime) -> str:
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
 
 
+def _validation_problems(
+    key: str, name: str, fact: ValidationFact, now: datetime, max_age: timedelta
+) -> list[str]:
+    out: list[str] = []
+    if fact.verdict is Verdict.ERROR:
+        out.append(f"{key}: the latest {name} validation could not finish: {fact.reason}")
+    elif fact.passed is not True or fact.verdict is not Verdict.PASS:
+        out.append(f"{key}: the latest {name} validation failed")
+    if fact.finished_at > now + MAX_SKEW:
+        out.append(f"{key}: {name} validation is dated in the future (clock skew?)")
+    elif now - fact.finished_at > max_age:
+        out.append(
+            f"{key}: {name} validation is stale ({_age(now, fact.finished_at)} old, "
+            f"limit {_age(now, now - max_age)})"
+        )
+    return out
+
+
 def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
-    """Why this pool cannot take a job (empty when it can)."""
+    """Why this pool cannot take a job (empty when it can), whatever the job's size."""
     if not f.known:
         return [f"{f.key}: unknown pool (not in the fleet catalog)"]
     if f.error:
@@ -73,39 +193,31 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
     out: list[str] = []
     if f.state is None:
         out.append(f"{f.key}: no lifecycle state recorded")
-    elif f.state in BLOCKING_STATES:
-        out.append(f"{f.key}: pool is {f.state}")
+    elif not isinstance(f.state, PoolState):
+        out.append(f"{f.key}: pool state {f.state!r} is not one this gpufleet knows")
+    elif f.state not in LAUNCHABLE_STATES:
+        out.append(f"{f.key}: pool is {f.state.value}")
     fab = f.fabric
     if fab is None or fab.finished_at is None or fab.passed is None:
         out.append(f"{f.key}: no fabric validation on record")
     else:
-        if not fab.passed:
-            out.append(f"{f.key}: the latest fabric validation failed")
+        out += _validation_problems(f.key, "fabric", fab, now, max_age)
         if f.expected_transport is None or fab.transport != f.expected_transport:
             out.append(
                 f"{f.key}: validated transport {fab.transport or 'unknown'} is not the "
                 f"expected {f.expected_transport or 'unknown'}"
             )
-        if fab.finished_at > now + timedelta(minutes=5):
-            out.append(f"{f.key}: fabric validation is dated in the future (clock skew?)")
-        elif now - fab.finished_at > max_age:
-            out.append(
-                f"{f.key}: fabric validation is stale ({_age(now, fab.finished_at)} old, "
-                f"limit {_age(now, now - max_age)})"
-            )
     if f.has_filesystem is None:
         out.append(f"{f.key}: unknown whether the pool mounts a filesystem")
-    elif f.has_filesystem:
+    elif f.has_filesystem is not False:
         st = f.storage
         if st is None or st.passed is None or st.finished_at is None:
             out.append(f"{f.key}: no Lustre validation on record")
-        elif not st.passed:
-            out.append(f"{f.key}: the latest Lustre validation failed")
-        elif now - st.finished_at > max_age:
-            out.append(f"{f.key}: Lustre validation is stale ({_age(now, st.finished_at)} old)")
+        else:
+            out += _validation_problems(f.key, "Lustre", st, now, max_age)
     if f.transition_in_flight is None:
         out.append(f"{f.key}: unknown whether a transition is in flight")
-    elif f.transition_in_flight:
+    elif f.transition_in_flight is not False:
         out.append(f"{f.key}: a reservation transition is in flight")
     if f.schedulable_nodes is None:
         out.append(f"{f.key}: schedulable node count unknown")
@@ -115,24 +227,41 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
 def decide(
     pools: list[PoolFacts] | None, nodes: int, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE
 ) -> GateDecision:
-    """Launch or refuse, with reasons. Fail-closed: missing or stale facts refuse."""
+    """Launch onto the first sound pool that can hold the whole job, or refuse; with reasons
+    for every pool. Fail-closed: missing, unknown or stale facts refuse."""
     if not pools:
         return GateDecision(False, ["no target pool given"])
-    if nodes < 1:
+    if type(nodes) is not int or nodes < 1:
         return GateDecision(False, [f"a job needs at least one node (asked for {nodes})"])
     if now.tzinfo is None:
         return GateDecision(False, ["the gate's clock has no timezone"])
-    reasons: list[str] = []
-    for f in pools:
-        reasons += pool_problems(f, now, max_age)
-    free = sum(f.schedulable_nodes or 0 for f in pools)
-    if not reasons and free < nodes:
-        reasons.append(f"the job needs {nodes} nodes; the target pools have {free} schedulable")
-    if reasons:
-        return GateDecision(False, reasons, free)
-    oks = [
-        f"{f.key}: validated {f.fabric.transport} {_age(now, f.fabric.finished_at)} ago, "
-        f"{f.schedulable_nodes} schedulable nodes"
-        for f in pools
-    ]
-    return GateDecision(True, [*oks, f"{nodes} of {free} schedulable nodes requested"], free)
+    seen: dict[str, PoolFacts] = {}
+    for f in pools:  # a repeated pool counts once
+        seen.setdefault(f.key, f)
+    chosen: PoolFacts | None = None
+    skipped: list[str] = []
+    most = 0
+    for f in seen.values():
+        if chosen is not None:
+            skipped.append(f"{f.key}: not used: {chosen.key} comes first and can take the job")
+            continue
+        problems = pool_problems(f, now, max_age)
+        free = f.schedulable_nodes if type(f.schedulable_nodes) is int else 0
+        most = max(most, free)
+        if not problems and free < nodes:
+            problems = [
+                f"{f.key}: the job needs {nodes} nodes; the pool has {free} schedulable "
+                "(a job runs within one pool)"
+            ]
+        if problems:
+            skipped += problems
+        else:
+            chosen = f
+    if chosen is None:
+        return GateDecision(False, skipped, most)
+    fab = chosen.fabric
+    ok = (
+        f"{chosen.key}: validated {fab.transport} {_age(now, fab.finished_at)} ago, "
+        f"{chosen.schedulable_nodes} schedulable nodes; chosen for {nodes} nodes"
+    )
+    return GateDecision(True, [ok, *skipped], chosen.schedulable_nodes, chosen.name)

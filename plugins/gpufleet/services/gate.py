@@ -1,4 +1,8 @@
-"""Gather the gate's facts from the catalog, the ledger and the cluster; decide; record."""
+"""Gather the gate's facts from the catalog, the ledger and the cluster; decide; record.
+
+Facts are read strictly (``gpufleet.domain.gate.read_*``): a value this code does not know makes
+the pool's facts unreadable, naming the value. Any exception while deciding, ours or not (a
+corrupt simulator database, say), is a refusal with its reason, recorded like any other."""
 
 from __future__ import annotations
 
@@ -9,7 +13,16 @@ from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.domain.fleet import Catalog
-from gpufleet.domain.gate import DEFAULT_MAX_AGE, GateDecision, PoolFacts, ValidationFact, decide
+from gpufleet.domain.gate import (
+    DEFAULT_MAX_AGE,
+    GateDecision,
+    PoolFacts,
+    PoolState,
+    TransitionState,
+    decide,
+    read_enum,
+    read_validation,
+)
 from gpufleet.errors import GpufleetError
 from gpufleet.store import Ledger
 
@@ -29,13 +42,15 @@ class RecordedDecision(GateDecision):
             "launch": self.launch,
             "reasons": list(self.reasons),
             "decision_id": self.decision_id,
+            "pool": self.pool,
         }
 
 
-def _fact(row) -> ValidationFact | None:
-    if row is None:
-        return None
-    return ValidationFact(row["passed"], row["finished_at"], row.get("transport"))
+def _in_flight(name: str, transitions: list[dict]) -> bool:
+    """Whether an unfinished transition touches pool ``name`` (an unknown state: FactError)."""
+    touching = [t for t in transitions if name in (t["to_pool"], t["from_pool"])]
+    states = [read_enum(TransitionState, t["state"], "transition state") for t in touching]
+    return any(state is TransitionState.RUNNING for state in states)
 
 
 def gather_facts(
@@ -51,7 +66,7 @@ def gather_facts(
     nodes_error = None
     try:
         backend = cluster_backend(cl)
-    except GpufleetError as exc:
+    except Exception as exc:  # noqa: BLE001 - an unreachable cluster refuses
         nodes_error = str(exc)
     transitions: list[dict] = []
     transitions_error = None
@@ -74,25 +89,30 @@ def gather_facts(
             out.append(PoolFacts(key=key, known=True, error=transitions_error))
             continue
         try:
-            state = ledger.pool_state(cluster, name)
-            fabric = _fact(ledger.latest_validation(cluster, name, "fabric"))
-            storage = _fact(ledger.latest_validation(cluster, name, "storage"))
-            in_flight = any(name in (t["to_pool"], t["from_pool"]) for t in transitions)
-        except Exception as exc:  # noqa: BLE001 - an unreadable ledger refuses
+            row = ledger.pool_state(cluster, name)
+            state = read_enum(PoolState, row["state"], "pool state") if row else None
+            fabric = read_validation(
+                ledger.latest_validation(cluster, name, "fabric"), "fabric validation"
+            )
+            storage = read_validation(
+                ledger.latest_validation(cluster, name, "storage"), "storage validation"
+            )
+            in_flight = _in_flight(name, transitions)
+        except Exception as exc:  # noqa: BLE001 - an unreadable or unknown fact refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
         free = None
         if backend is not None:
             try:
                 free = sum(1 for n in backend.list_nodes(name) if n.free)
-            except GpufleetError as exc:
-                nodes_error = str(exc)
+            except Exception as exc:  # noqa: BLE001 - nodes that cannot be listed refuse
+                nodes_error = f"{type(exc).__name__}: {exc}"
         out.append(
             PoolFacts(
                 key=key,
                 known=True,
                 expected_transport=ref.pool.transport,
-                state=state["state"] if state else None,
+                state=state,
                 fabric=fabric,
                 has_filesystem=ref.filesystem is not None,
                 storage=storage,
@@ -131,7 +151,12 @@ def check_gate(
     if refusals:
         decision = GateDecision(False, list(refusals))
     else:
-        decision = decide(gather_facts(catalog, ledger, cluster, pools), nodes, now, max_age)
+        try:
+            facts = gather_facts(catalog, ledger, cluster, pools)
+            decision = decide(facts, nodes, now, max_age)
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the answer is a refusal
+            log.error("the gate could not decide: %r", exc)
+            decision = GateDecision(False, [f"the gate could not decide: {exc!r}"])
     if ledger is None:
         return RecordedDecision(False, decision.reasons, decision.schedulable_nodes)
     try:
@@ -143,11 +168,12 @@ def check_gate(
             reasons=decision.reasons,
             job=job,
             run_id=run_id,
+            pool=decision.pool if decision.launch else None,
         )
     except Exception as exc:  # noqa: BLE001 - an unrecorded decision must not launch
         return RecordedDecision(
             False, [*decision.reasons, f"the decision could not be recorded: {exc}"]
         )
     return RecordedDecision(
-        decision.launch, decision.reasons, decision.schedulable_nodes, decision_id
+        decision.launch, decision.reasons, decision.schedulable_nodes, decision.pool, decision_id
     )

@@ -168,31 +168,40 @@ class TrainingLaunch:
 
     # --- 2. submit -----------------------------------------------------------------------------
 
-    def choose_pool(self, req: LaunchRequest) -> PoolRef:
-        """The first target pool with enough free nodes: a gang is admitted onto one pool's
-        Kueue queue, so the job runs within one pool."""
-        backend = self.backend(req.cluster)
-        for name in req.pools:
-            free = sum(1 for n in backend.list_nodes(name) if n.free)
-            if free >= req.nodes:
-                return self.catalog.pool(req.cluster, name)
-        raise LaunchRefused(
-            f"no single target pool has {req.nodes} free nodes (a job is gang-admitted onto "
-            "one pool's queue); nothing was submitted"
-        )
+    def choose_pool(self, req: LaunchRequest, decision: Mapping[str, Any]) -> PoolRef:
+        """The pool the gate decided onto (its recorded decision), never one chosen again: a
+        gang is admitted onto one pool's Kueue queue, so the job runs within that pool. Refuses
+        when the decision names no target pool, or that pool no longer has the free nodes."""
+        name = decision.get("pool")
+        if not isinstance(name, str) or name not in req.pools:
+            raise LaunchRefused(
+                f"gate decision {decision.get('id')} chose no target pool of this request "
+                f"({name!r}); nothing was submitted"
+            )
+        free = sum(1 for n in self.backend(req.cluster).list_nodes(name) if n.free)
+        if free < req.nodes:
+            raise LaunchRefused(
+                f"{req.cluster}/{name}, the pool the gate chose, now has {free} free nodes of "
+                f"the {req.nodes} the job needs; nothing was submitted"
+            )
+        return self.catalog.pool(req.cluster, name)
 
-    def _check_decision(self, ledger, decision_id: int | None, req: LaunchRequest, run_id: str):
-        """Fail closed: submit only under this run's recorded decision to launch this job."""
+    def _check_decision(
+        self, ledger, decision_id: int | None, req: LaunchRequest, run_id: str
+    ) -> dict[str, Any]:
+        """Fail closed: submit only under this run's recorded decision to launch this job
+        (returned: it names the pool)."""
         row = ledger.gate_decision(decision_id) if decision_id is not None else None
         if (
             row is None
-            or not row["launch"]
+            or row["launch"] is not True
             or (row["cluster"], row["job"], row["run_id"]) != (req.cluster, req.job_name, run_id)
         ):
             raise LaunchRefused(
                 f"no gate decision to launch {req.job_name!r} in run {run_id} (decision "
                 f"{decision_id}): a job is submitted only after the gate let it through"
             )
+        return row
 
     def _render(self, ref: PoolRef, req: LaunchRequest, run_id: str) -> dict[str, Any]:
         from gpufleet.manifests.training import TrainingJobSpec, render_training_job
@@ -225,7 +234,7 @@ class TrainingLaunch:
         run's id (the ``gpufleet.io/run-id`` annotation): another launch's JobSet is refused
         (the launch row says ``refused``, and why), never adopted."""
         ledger = self.ledger_factory()
-        self._check_decision(ledger, gate_decision_id, req, run_id)
+        decision = self._check_decision(ledger, gate_decision_id, req, run_id)
         key = {
             "cluster": req.cluster,
             "namespace": req.namespace,
@@ -235,7 +244,7 @@ class TrainingLaunch:
         backend = self.backend(req.cluster)
         prior = ledger.find_launch(**key)
         if prior is None:
-            ref = self.choose_pool(req)
+            ref = self.choose_pool(req, decision)
         elif prior["state"] in RESUMABLE:
             ref = self.catalog.pool(req.cluster, prior["pool"])
             log.info("retry: launch %s was recorded on %s; reattaching", prior["id"], ref.key)

@@ -6,9 +6,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from gpufleet.domain.gate import FINISHED_TRANSITIONS
 from gpufleet.errors import LedgerError
 from gpufleet.store import schema as s
 from gpufleet.store.database import (
@@ -66,13 +67,15 @@ class Ledger:
         pairs: Iterable[dict[str, Any]] = (),
         **fields: Any,
     ) -> int:
-        """One pool's verdict for one run, with its per-pair figures; returns the row id."""
+        """One pool's verdict for one run, with its per-pair figures; returns the row id.
+        ``passed`` records verdict ``pass`` or ``fail`` (see ``record_validation_error``)."""
         values = {
             "run_id": run_id,
             "cluster": cluster,
             "pool": pool,
             "kind": kind,
-            "passed": passed,
+            "passed": passed is True,
+            "verdict": fields.pop("verdict", None) or ("pass" if passed is True else "fail"),
             "started_at": started_at,
             "finished_at": finished_at or _now(),
             "reasons": list(fields.pop("reasons", [])),
@@ -88,12 +91,39 @@ class Ledger:
                 conn.execute(insert(s.validation_pairs), rows)
         return int(vid)
 
+    def record_validation_error(
+        self,
+        run_id: str,
+        cluster: str,
+        pool: str,
+        kind: str,
+        reason: str,
+        started_at: datetime | None = None,
+    ) -> int:
+        """A validation that could not finish: verdict ``error``, not passed, finished now. It
+        becomes the pool's latest validation, so the pool stops counting as validated at once."""
+        now = _now()
+        return self.record_validation(
+            run_id=run_id,
+            cluster=cluster,
+            pool=pool,
+            kind=kind,
+            passed=False,
+            verdict="error",
+            started_at=started_at or now,
+            finished_at=now,
+            reasons=[reason],
+        )
+
     def latest_validation(self, cluster: str, pool: str, kind: str) -> dict[str, Any] | None:
+        """The last validation recorded (highest row id: the ledger's insertion order, never a
+        row's own timestamp, which a skewed clock or a hand edit can put anywhere), with its
+        ``verdict``."""
         v = s.validations
         q = (
             select(v)
             .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
-            .order_by(v.c.finished_at.desc(), v.c.id.desc())
+            .order_by(v.c.id.desc())
             .limit(1)
         )
         with self.engine.connect() as conn:
@@ -102,12 +132,12 @@ class Ledger:
     def validation_history(
         self, cluster: str, pool: str, kind: str = "fabric", limit: int = 30
     ) -> list[dict[str, Any]]:
-        """The most recent ``limit`` verdicts, oldest first."""
+        """The most recent ``limit`` verdicts (insertion order), oldest first."""
         v = s.validations
         q = (
             select(v)
             .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
-            .order_by(v.c.finished_at.desc(), v.c.id.desc())
+            .order_by(v.c.id.desc())
             .limit(limit)
         )
         with self.engine.connect() as conn:
@@ -237,11 +267,13 @@ class Ledger:
     # --- transitions ---------------------------------------------------------------------------
 
     def transitions_in_flight(self, cluster: str) -> list[dict[str, Any]]:
+        """The cluster's transitions not known to be finished: ``running`` ones and any whose
+        state is not one of the finished states (the reader decides what an unknown one means)."""
         t = s.transitions
+        finished = [str(v) for v in FINISHED_TRANSITIONS]
+        unfinished = or_(t.c.state.is_(None), t.c.state.not_in(finished))
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(t).where(t.c.cluster == cluster, t.c.state == "running")
-            ).all()
+            rows = conn.execute(select(t).where(t.c.cluster == cluster, unfinished)).all()
             return [dict(r._mapping) for r in rows]
 
     def start_transition(
@@ -280,13 +312,16 @@ class Ledger:
         reasons: list[str],
         job: str | None = None,
         run_id: str | None = None,
+        pool: str | None = None,
     ) -> int:
+        """One gate decision; ``pool`` is the pool a launch was decided onto."""
         with self.engine.begin() as conn:
             return int(
                 conn.execute(
                     insert(s.gate_decisions).values(
                         cluster=cluster,
                         pools=list(pools),
+                        pool=pool,
                         nodes=nodes,
                         launch=launch,
                         reasons=list(reasons),

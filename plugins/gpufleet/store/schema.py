@@ -3,7 +3,16 @@
 Times are timezone-aware UTC. JSON columns hold reasons (lists of sentences) and raw figures.
 
 Versions: 1 the tables; 2 one launch per (cluster, namespace, job, run) (``uq_gf_launches_run``),
-so a retried submit finds its launch instead of recording a second one.
+so a retried submit finds its launch instead of recording a second one; 3 a validation's
+``verdict`` (pass | fail | error: ``error`` = the validation could not finish), ``passed`` being
+``verdict == 'pass'``; 4 CHECK constraints on the state, verdict, kind and boolean columns the
+gate reads (``CHECKS``; an existing SQLite table cannot gain a CHECK, so there they are
+triggers that abort the same inserts and updates; on PostgreSQL they are added ``NOT VALID``,
+checking new rows: old rows are refused by the gate's strict reading instead), and the pool a
+gate decision chose (``gf_gate_decisions.pool``).
+
+Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
+comes back as it is, for the reader to refuse, never as ``bool(value)``.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     JSON,
     Boolean,
+    CheckConstraint,
     Column,
     Connection,
     DateTime,
@@ -32,12 +42,15 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    inspect,
     literal,
     select,
     update,
 )
 
-SCHEMA_VERSION = 2
+from gpufleet.domain.gate import PoolState, TransitionState
+
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -62,6 +75,43 @@ class UTCDateTime(TypeDecorator):
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
+    def result_processor(self, dialect, coltype):
+        parse = self.impl_instance.result_processor(dialect, coltype)
+
+        def process(value):  # a value that is not a timestamp comes back as it is
+            try:
+                value = parse(value) if parse is not None else value
+            except (TypeError, ValueError):
+                return value
+            if not isinstance(value, datetime):
+                return value
+            return self.process_result_value(value, dialect)
+
+        return process
+
+
+class StrictBoolean(TypeDecorator):
+    """BOOLEAN (a CHECK of 0/1 where the database has no boolean type) read back strictly:
+    0/1 and true/false become bool, anything else is returned as stored."""
+
+    impl = Boolean
+    cache_ok = True
+
+    def __init__(self, name: str | None = None):
+        super().__init__(create_constraint=name is not None, name=name)
+
+    def result_processor(self, dialect, coltype):
+        def process(value):
+            if type(value) is int and value in (0, 1):
+                return bool(value)
+            return value
+
+        return process
+
+
+def _flag(table: str, column: str, **kw) -> Column:
+    return Column(column, StrictBoolean(f"ck_{table}_{column}"), **kw)
+
 
 def _ts(name: str, **kw) -> Column:
     return Column(name, UTCDateTime(), **kw)
@@ -74,6 +124,9 @@ schema_version = Table(
     _ts("applied_at", nullable=False, default=_now),
 )
 
+VERDICTS = ("pass", "fail", "error")
+VERDICT_CHECK = "verdict IN ('pass', 'fail', 'error')"
+
 # One row per pool per validation kind per run: the pool's verdict.
 validations = Table(
     "gf_validations",
@@ -83,7 +136,8 @@ validations = Table(
     Column("cluster", String(63), nullable=False),
     Column("pool", String(63), nullable=False),
     Column("kind", String(16), nullable=False),  # fabric | storage
-    Column("passed", Boolean, nullable=False),
+    _flag("gf_validations", "passed", nullable=False),
+    Column("verdict", String(8), nullable=False),  # pass | fail | error (could not finish)
     Column("expected_transport", String(32)),
     Column("transport", String(64)),  # the worst transport observed
     Column("busbw_gbps", Float),  # lowest large-message busbw among passing-size pairs
@@ -96,6 +150,7 @@ validations = Table(
     Column("details", JSON, nullable=False, default=dict),
     _ts("started_at", nullable=False),
     _ts("finished_at", nullable=False),
+    CheckConstraint(VERDICT_CHECK, name="ck_gf_validations_verdict"),
 )
 Index(
     "ix_gf_validations_pool",
@@ -120,9 +175,9 @@ validation_pairs = Table(
     Column("pass_no", Integer, nullable=False),
     Column("node_a", String(253), nullable=False),
     Column("node_b", String(253), nullable=False),
-    Column("passed", Boolean, nullable=False),
+    _flag("gf_validation_pairs", "passed", nullable=False),
     Column("transport", String(64)),
-    Column("gdrdma", Boolean),
+    _flag("gf_validation_pairs", "gdrdma"),
     Column("busbw_gbps", Float),
     Column("small_latency_us", Float),
     Column("wrong", Integer),
@@ -211,7 +266,8 @@ gate_decisions = Table(
     Column("cluster", String(63), nullable=False),
     Column("pools", JSON, nullable=False),
     Column("nodes", Integer, nullable=False),
-    Column("launch", Boolean, nullable=False),
+    Column("launch", StrictBoolean("ck_gf_gate_decisions_launch"), nullable=False),
+    Column("pool", String(63)),  # the pool chosen (a launch), from version 4
     Column("reasons", JSON, nullable=False, default=list),
     Column("job", String(253)),
     Column("run_id", String(250)),
@@ -257,9 +313,87 @@ def _v2_one_launch_per_run(conn: Connection) -> None:
     launches_run_key.create(conn, checkfirst=True)
 
 
+def _v3_validation_verdict(conn: Connection) -> None:
+    """Version 3: ``gf_validations.verdict``; existing rows get pass or fail from ``passed``.
+    One ADD COLUMN with its CHECK, which SQLite and PostgreSQL both accept."""
+    columns = {c["name"] for c in inspect(conn).get_columns("gf_validations")}
+    if "verdict" not in columns:
+        conn.exec_driver_sql(
+            "ALTER TABLE gf_validations ADD COLUMN verdict VARCHAR(8) NOT NULL DEFAULT 'fail' "
+            f"CONSTRAINT ck_gf_validations_verdict CHECK ({VERDICT_CHECK})"
+        )
+    v = validations
+    conn.execute(update(v).where(v.c.passed.is_(True)).values(verdict="pass"))
+
+
+def _in(column: str, values) -> str:
+    return f"{{c}}{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+# The CHECKs of version 4: (table, name, expression with ``{c}`` before each column name).
+# The vocabularies are the domain's allow-lists (gpufleet.domain.gate).
+CHECKS: list[tuple[str, str, str]] = [
+    ("gf_validations", "ck_gf_validations_kind", _in("kind", ("fabric", "storage"))),
+    (
+        "gf_validations",
+        "ck_gf_validations_verdict_passed",
+        "{c}passed = ({c}verdict = 'pass')",
+    ),
+    ("gf_pool_state", "ck_gf_pool_state_state", _in("state", [s.value for s in PoolState])),
+    ("gf_pool_events", "ck_gf_pool_events_state", _in("state", [s.value for s in PoolState])),
+    (
+        "gf_transitions",
+        "ck_gf_transitions_state",
+        _in("state", [s.value for s in TransitionState]),
+    ),
+]
+# Booleans: StrictBoolean's CHECK on new SQLite tables; triggers on upgraded ones.
+_FLAGS = [
+    ("gf_validations", "passed"),
+    ("gf_validation_pairs", "passed"),
+    ("gf_validation_pairs", "gdrdma"),
+    ("gf_gate_decisions", "launch"),
+]
+for _table, _name, _expr in CHECKS:
+    metadata.tables[_table].append_constraint(CheckConstraint(_expr.format(c=""), name=_name))
+
+
+def _constraint_names(conn: Connection, table: str) -> set[str]:
+    return {c["name"] for c in inspect(conn).get_check_constraints(table)}
+
+
+def _v4_checks(conn: Connection) -> None:
+    """Version 4: the CHECKs on existing tables, and ``gf_gate_decisions.pool``."""
+    columns = {c["name"] for c in inspect(conn).get_columns("gf_gate_decisions")}
+    if "pool" not in columns:
+        conn.exec_driver_sql("ALTER TABLE gf_gate_decisions ADD COLUMN pool VARCHAR(63)")
+    checks = list(CHECKS)
+    if conn.dialect.name == "sqlite":
+        checks += [(t, f"ck_{t}_{c}", f"{{c}}{c} IN (0, 1)") for t, c in _FLAGS]
+        for table, name, expr in checks:
+            if name in _constraint_names(conn, table):
+                continue  # created with the table
+            for event in ("INSERT", "UPDATE"):
+                conn.exec_driver_sql(
+                    f"CREATE TRIGGER IF NOT EXISTS {name}_{event.lower()} BEFORE {event} ON "
+                    f"{table} WHEN NOT ({expr.format(c='NEW.')}) BEGIN "
+                    f"SELECT RAISE(ABORT, 'CHECK constraint failed: {name}'); END"
+                )
+        return
+    for table, name, expr in checks:
+        if name not in _constraint_names(conn, table):
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({expr.format(c='')}) NOT VALID"
+            )
+
+
 # Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
 # SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2_one_launch_per_run}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    2: _v2_one_launch_per_run,
+    3: _v3_validation_verdict,
+    4: _v4_checks,
+}
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 
 
