@@ -6,6 +6,7 @@ import json
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -121,3 +122,41 @@ def test_chart_marks_failed_nights_red():
     history = [{**ROW, "passed": True, "busbw_gbps": 352.0, "transport": "gib"}, ROW]
     svg = svg_chart(history, 355.0)
     assert svg.count("<rect") == 2 and 'fill="#c1121f"' in svg and "baseline 355" in svg
+
+
+def test_a_check_that_could_not_finish_is_reported_as_error_until_a_retry_supersedes_it(
+    fleet_state,
+):
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.nightly import nightly_report
+    from gpufleet.store import Ledger
+
+    ledger, catalog, run = Ledger(), load_catalog(), "scheduled__2026-11-29T02:00:00+00:00"
+    ledger.record_validation_error(
+        run, "a3u-sim", "h200-a", "fabric", "fabric validation could not finish: boom"
+    )
+    report = nightly_report(ledger, catalog, run)
+    assert report.failed == [
+        "a3u-sim/h200-a fabric could not finish: fabric validation could not finish: boom"
+    ]
+    assert "**0 of 1 checks passed; 1 could not finish.**" in report.markdown
+    assert "| a3u-sim/h200-a | ERROR |" in report.markdown
+    assert '<span class="ERROR">ERROR</span>' in Path(report.paths["report.html"]).read_text()
+    assert set(report.to_dict()) == {"paths", "markdown", "failed", "checks"}
+    # the task's retry passes: its verdict is the check's last word in this run
+    ledger.record_validation(
+        run_id=run,
+        cluster="a3u-sim",
+        pool="h200-a",
+        kind="fabric",
+        passed=True,
+        started_at=datetime(2026, 11, 29, 2, 10, tzinfo=UTC),
+        transport="gib",
+        expected_transport="gib",
+        reasons=["every pair passed"],
+    )
+    report = nightly_report(ledger, catalog, run)
+    assert report.failed == [] and report.checks == 1
+    assert "**1 of 1 checks passed.**" in report.markdown
+    metrics = Path(report.paths["metrics.prom"]).read_text()
+    assert metrics.count("gpufleet_validation_passed{") == 1

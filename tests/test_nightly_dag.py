@@ -239,3 +239,33 @@ def test_flaky_cluster_api_is_retried_and_the_run_passes(fleet):
         if ti.task_id == "validate_fabric"
     } == {"validate_fabric": 1}
     assert fabric_row(Ledger(), dr.run_id, "h200-b")["passed"]
+
+
+def test_validation_that_cannot_finish_records_an_error_and_the_gate_refuses(fleet):
+    """A node row hand-edited into invalid JSON (a failure gpufleet has no error type for):
+    every attempt records an ``error`` verdict, the report says so, the gate refuses."""
+    import sqlite3
+
+    from gpufleet.backends.sim.state import db_path
+    from gpufleet.services.gate import check_gate
+
+    catalog = load_catalog()
+    cluster_backend(catalog.cluster("a3u-sim")).list_nodes("h200-b")  # the sim fleet exists
+    node = "a3u-sim-h200-b-1"
+    with sqlite3.connect(db_path()) as conn:
+        (labels,) = conn.execute("SELECT labels FROM nodes WHERE name=?", (node,)).fetchone()
+        conn.execute("UPDATE nodes SET labels='{broken' WHERE name=?", (node,))
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
+    states = task_states(dr)
+    assert str(dr.state) == "failed"
+    assert states["validate_fabric[0]"] == "failed" and states["report"] == "failed"
+    rows = [r for r in Ledger().validations_for_run(dr.run_id) if r["pool"] == "h200-b"]
+    assert rows and all(r["verdict"] == "error" and r["kind"] == "fabric" for r in rows)
+    assert all("JSONDecodeError" in r["reasons"][0] for r in rows)
+    report = (state_dir() / "reports" / "latest" / "report.md").read_text()
+    assert "| a3u-sim/h200-b | ERROR |" in report and "1 could not finish" in report
+    with sqlite3.connect(db_path()) as conn:  # the nodes read fine again: only the verdict
+        conn.execute("UPDATE nodes SET labels=? WHERE name=?", (labels, node))
+    decision = check_gate(catalog, Ledger, "a3u-sim", ["h200-b"], 2)
+    assert not decision.launch
+    assert any("JSONDecodeError" in r for r in decision.reasons), decision.reasons

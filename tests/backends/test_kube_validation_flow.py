@@ -9,6 +9,7 @@ drew from the logs it read are checked against what the emulator stored.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -24,7 +25,7 @@ from gpufleet.domain.workloads import (
     workload_pod_templates,
 )
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE as NAMESPACE
-from gpufleet.services.fabric import FabricValidation
+from gpufleet.services.fabric import FabricState, FabricSummary, FabricValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import ROOT
 from tests.support.kube_emulator import KubeEmulator
@@ -125,23 +126,22 @@ def run_jobset(kube: KubeEmulator, name: str, bad: set[str]) -> list[tuple[str, 
     return pairs
 
 
-def drive(kube, service, bad: set[str]) -> tuple[dict, list[list[tuple[str, str]]]]:
+def drive(kube, service, bad: set[str]) -> tuple[FabricSummary, list[list[tuple[str, str]]]]:
     state = service.begin("scheduled__2026-11-29T02:00:00+00:00")
     rounds = []
-    while state["workload"]:
-        wl = state["workload"]
-        rounds.append(run_jobset(kube, wl["name"], bad))
-        assert service.backend.workload_status("JobSet", wl["name"], NAMESPACE).phase == (
-            "Succeeded"
-        )
-        state = service.collect(state)
-        assert not kube.exists(JOBSETS, NAMESPACE, wl["name"]), "round JobSet not cleaned up"
+    while state.workload:
+        wl = state.workload
+        rounds.append(run_jobset(kube, wl.name, bad))
+        assert service.backend.workload_status("JobSet", wl.name, NAMESPACE).phase == "Succeeded"
+        # the state crosses the trigger as plain JSON and back, as in Airflow
+        state = service.collect(FabricState.from_dict(json.loads(json.dumps(state.to_dict()))))
+        assert not kube.exists(JOBSETS, NAMESPACE, wl.name), "round JobSet not cleaned up"
     return service.finish(state), rounds
 
 
 def test_healthy_pool_over_the_kubernetes_api(kube, service):
     summary, rounds = drive(kube, service, bad=set())
-    assert summary["passed"] and summary["transport"] == "gib"
+    assert summary.passed and summary.transport == "gib"
     assert rounds == [[(NODES[0], NODES[1]), (NODES[2], NODES[3]), (NODES[4], NODES[5])]]
     assert kube.exists("v1/namespaces", None, NAMESPACE)
     assert kube.exists("v1/secrets", NAMESPACE, "gpufleet-nccl-ssh")
@@ -152,7 +152,7 @@ def test_healthy_pool_over_the_kubernetes_api(kube, service):
 
 def test_bad_node_is_localized_and_tainted_through_the_api(kube, service):
     summary, rounds = drive(kube, service, bad={BAD})
-    assert summary["passed"] and summary["quarantined"] == [BAD]
+    assert summary.passed and summary.quarantined == [BAD]
     assert len(rounds) == 3  # pass 1, then two rounds against known-good partners
     node = kube.stored("v1/nodes", None, BAD)
     taints = {t["key"]: t for t in node["spec"]["taints"]}
@@ -176,5 +176,5 @@ def test_a_throttled_api_server_does_not_fail_the_validation(kube, service, slee
     ):
         summary, _ = drive(kube, service, bad={BAD})
     assert throttled.hits == 1 and failing.hits == 1
-    assert summary["passed"] and summary["quarantined"] == [BAD]
+    assert summary.passed and summary.quarantined == [BAD]
     assert 3.0 in sleeps and len(sleeps) == 2

@@ -33,7 +33,8 @@ def task_states(dagrun) -> dict[str, str]:
 
 
 def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True) -> dict:
-    """Run a real fabric (and storage) validation of one sim pool through the services."""
+    """Run a real fabric (and storage) validation of one sim pool through the services; the
+    summaries as the operators hand them to XCom (``to_dict``)."""
     from gpufleet.config.catalog import load_catalog
     from gpufleet.services.fabric import FabricValidation
     from gpufleet.services.storage import StorageValidation
@@ -43,23 +44,24 @@ def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True
     ledger = Ledger()
     svc = FabricValidation(ref, ledger)
     state = svc.begin(run_id)
-    while state["workload"]:
-        _wait(svc.backend, state["workload"])
+    while state.workload:
+        _wait(svc.backend, state.workload)
         state = svc.collect(state)
-    summary = svc.finish(state)
+    summary = svc.finish(state).to_dict()
     if storage and ref.filesystem:
         sto = StorageValidation(ref, ledger)
         st = sto.begin(run_id)
-        if st["workload"]:
-            _wait(sto.backend, st["workload"])
-        summary["storage"] = sto.finish(st)
+        if st.workload:
+            _wait(sto.backend, st.workload)
+        summary["storage"] = sto.finish(st).to_dict()
     return summary
 
 
-def _wait(backend, wl: dict, timeout: float = 60) -> None:
+def _wait(backend, wl, timeout: float = 60) -> None:
+    """Until the ``Workload`` is done."""
     deadline = time.time() + timeout
-    while not backend.workload_status(wl["kind"], wl["name"], wl["namespace"]).done:
-        assert time.time() < deadline, f"{wl['name']} did not finish"
+    while not backend.workload_status(wl.kind, wl.name, wl.namespace).done:
+        assert time.time() < deadline, f"{wl.name} did not finish"
         time.sleep(0.05)
 
 

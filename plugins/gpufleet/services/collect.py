@@ -1,7 +1,13 @@
-"""Read what a workload printed: nccl-tests results and every rank's NCCL INFO log."""
+"""Read what a workload printed: nccl-tests results and every rank's NCCL INFO log; the
+``Workload`` a validation submitted, as it travels between rounds.
+
+A container a pod does not have (a pod template that lost its log sidecar) is the backend's
+``BackendError``, not caught here: the validation cannot finish, and the operator records it
+as an ``error`` verdict."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpufleet.backends.base import ClusterBackend, PodInfo
@@ -13,6 +19,33 @@ from gpufleet.domain.workloads import (
 from gpufleet.errors import ParseError
 from gpufleet.manifests.nccl_validation import NCCL_JSON_MARKER
 from gpufleet.parsing import classify_nccl_log, parse_nccl_tests_any
+
+
+@dataclass
+class Workload:
+    """A validation's submitted workload: ``pairs`` (fabric: node pairs, in replicatedJob
+    order) or ``nodes`` (storage: the fio clients)."""
+
+    kind: str
+    name: str
+    namespace: str
+    pairs: list[list[str]] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Workload | None:
+        if data is None:
+            return None
+        return cls(
+            kind=data["kind"],
+            name=data["name"],
+            namespace=data["namespace"],
+            pairs=[list(p) for p in data.get("pairs") or ()],
+            nodes=list(data.get("nodes") or ()),
+        )
 
 
 def pod_index(pod: PodInfo) -> int:
@@ -46,11 +79,11 @@ def rank_logs(
 
 
 def read_nccl_pair(
-    backend: ClusterBackend, wl: dict[str, Any], index: int, log_container: str
+    backend: ClusterBackend, wl: Workload, index: int, log_container: str
 ) -> tuple[Any | None, Any | None, str | None]:
     """(parsed nccl-tests run, classified NCCL log, failure in words) for pair ``index``."""
-    selector = f"{JOBSET_NAME_LABEL}={wl['name']},{REPLICATED_JOB_LABEL}=pair-{index}"
-    pods = sorted(backend.list_pods(wl["namespace"], selector), key=pod_index)
+    selector = f"{JOBSET_NAME_LABEL}={wl.name},{REPLICATED_JOB_LABEL}=pair-{index}"
+    pods = sorted(backend.list_pods(wl.namespace, selector), key=pod_index)
     if not pods:
         return None, None, "the pair's pods were never created"
     failure = None
@@ -63,10 +96,10 @@ def read_nccl_pair(
     launcher = pods[0]
     if launcher.node:
         try:
-            run = parse_results(backend.pod_logs(launcher.name, wl["namespace"]))
+            run = parse_results(backend.pod_logs(launcher.name, wl.namespace))
         except ParseError as exc:
             failure = failure or str(exc)
-    logs = rank_logs(backend, pods, wl["namespace"], log_container)
+    logs = rank_logs(backend, pods, wl.namespace, log_container)
     try:
         info = classify_nccl_log("\n".join(logs).splitlines())
     except ParseError:  # no NCCL output at all: the verdict says the transport is unknown

@@ -1,13 +1,16 @@
 """Validate one node pool's fabric: pass 1, localization rounds, quarantine, ledger.
 
 A service: it orchestrates backends and domain code and holds no Airflow imports, so the
-operator stays a thin adapter that defers between rounds. Its state is a JSON-serialisable
-dict, handed to the trigger and back between rounds.
+operator stays a thin adapter that defers between rounds. Its state is a ``FabricState``,
+handed to the trigger and back between rounds as ``to_dict()`` (plain JSON); its result is a
+``FabricSummary``. A validation that cannot finish raises: the operator records that as an
+``error`` verdict.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +23,7 @@ from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
 from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
-from gpufleet.services.collect import read_nccl_pair
+from gpufleet.services.collect import Workload, read_nccl_pair
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,55 @@ def _label_value(text: str) -> str:
     """A label-safe form of a quarantine reason (label values: 63 chars, [A-Za-z0-9_.-])."""
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:63].strip("-_.")
     return safe or "failed-validation"
+
+
+@dataclass
+class FabricState:
+    """Where one pool's fabric validation stands between rounds. ``pass1``/``pass2``: pair
+    rows (``PairVerdict.as_row``) as the ledger stores them; ``workload``: the round in flight."""
+
+    cluster: str
+    pool: str
+    run_id: str
+    started_at: str  # ISO 8601, UTC
+    pool_nodes: int
+    idle: list[str]
+    busy: list[str]
+    quarantined_before: list[str]
+    odd: list[str]
+    round: int = 0
+    pass1: list[dict[str, Any]] = field(default_factory=list)
+    pass2: list[dict[str, Any]] = field(default_factory=list)
+    workload: Workload | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (a trigger's ``carry``)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FabricState:
+        return cls(**{**data, "workload": Workload.from_dict(data.get("workload"))})
+
+
+@dataclass
+class FabricSummary:
+    """One pool's fabric result. ``skipped``: nothing was judged (every pair of idle nodes was
+    busy) and the previous validation stands; ``state`` is then None."""
+
+    cluster: str
+    pool: str
+    passed: bool
+    state: str | None
+    page: bool
+    transport: str | None
+    busbw_gbps: float | None
+    quarantined: list[str]
+    reasons: list[str]
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (an XCom)."""
+        return asdict(self)
 
 
 class FabricValidation:
@@ -61,28 +113,24 @@ class FabricValidation:
 
     # --- rounds --------------------------------------------------------------------------------
 
-    def begin(self, run_id: str) -> dict[str, Any]:
+    def begin(self, run_id: str) -> FabricState:
         """Plan pass 1 over the pool's idle nodes and submit it. Returns the state."""
         nodes = self.backend.list_nodes(self.ref.pool.name)
         idle = [n.name for n in nodes if n.free]
         busy = [n.name for n in nodes if n.workloads]
         quarantined = [n.name for n in nodes if n.quarantined]
         pairs, odd = plan_pass1(idle)
-        state: dict[str, Any] = {
-            "cluster": self.ref.cluster.name,
-            "pool": self.ref.pool.name,
-            "run_id": run_id,
-            "started_at": datetime.now(UTC).isoformat(),
-            "pool_nodes": len(nodes),
-            "idle": idle,
-            "busy": busy,
-            "quarantined_before": quarantined,
-            "odd": odd,
-            "round": 0,
-            "pass1": [],
-            "pass2": [],
-            "workload": None,
-        }
+        state = FabricState(
+            cluster=self.ref.cluster.name,
+            pool=self.ref.pool.name,
+            run_id=run_id,
+            started_at=datetime.now(UTC).isoformat(),
+            pool_nodes=len(nodes),
+            idle=idle,
+            busy=busy,
+            quarantined_before=quarantined,
+            odd=odd,
+        )
         log.info(
             "%s: %d nodes, %d idle, %d running jobs (not disturbed), %d quarantined",
             self.ref.key,
@@ -93,7 +141,7 @@ class FabricValidation:
         )
         if pairs:
             self._prepare_namespace()
-            state["workload"] = self._submit(state, pairs)
+            state.workload = self._submit(state, pairs)
         return state
 
     def _prepare_namespace(self) -> None:
@@ -106,56 +154,59 @@ class FabricValidation:
         )
         self.backend.apply(render_ssh_secret(self.namespace))
 
-    def _submit(self, state: dict[str, Any], pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    def _submit(self, state: FabricState, pairs: list[tuple[str, str]]) -> Workload:
         from gpufleet.manifests.nccl_validation import render_nccl_validation
 
         kwargs = {"namespace": self.namespace, "collective": COLLECTIVE}
         if self.image:
             kwargs["image"] = self.image
         # one JobSet per round: the round is part of the run id the name is derived from
-        round_id = f"{state['run_id']}-r{state['round']}"
+        round_id = f"{state.run_id}-r{state.round}"
         manifest = render_nccl_validation(self.ref, pairs, round_id, **kwargs)
         self.backend.apply(manifest)
         meta = manifest["metadata"]
         log.info(
             "%s: round %d submitted JobSet %s/%s with %d pairs: %s",
             self.ref.key,
-            state["round"],
+            state.round,
             meta.get("namespace"),
             meta["name"],
             len(pairs),
             ", ".join("/".join(p) for p in pairs),
         )
-        return {
-            "kind": manifest["kind"],
-            "name": meta["name"],
-            "namespace": meta.get("namespace") or self.namespace,
-            "pairs": [list(p) for p in pairs],
-        }
+        return Workload(
+            kind=manifest["kind"],
+            name=meta["name"],
+            namespace=meta.get("namespace") or self.namespace,
+            pairs=[list(p) for p in pairs],
+        )
 
-    def collect(self, state: dict[str, Any]) -> dict[str, Any]:
+    def collect(self, state: FabricState) -> FabricState:
         """Read and judge the finished round; submit the next one if localization needs it."""
-        wl = state["workload"]
-        verdicts = [self._judge(wl, i, tuple(pair)) for i, pair in enumerate(wl["pairs"])]
-        self.backend.delete(wl["kind"], wl["name"], wl["namespace"])
-        key = "pass1" if state["round"] == 0 else "pass2"
-        state[key] += [v.as_row(1 if key == "pass1" else 2) for v in verdicts]
+        wl = state.workload
+        assert wl is not None, "collect() needs a round in flight"
+        verdicts = [self._judge(wl, i, (pair[0], pair[1])) for i, pair in enumerate(wl.pairs)]
+        self.backend.delete(wl.kind, wl.name, wl.namespace)
+        if state.round == 0:
+            state.pass1 += [v.as_row(1) for v in verdicts]
+        else:
+            state.pass2 += [v.as_row(2) for v in verdicts]
         for v in verdicts:
             log.info(
                 "%s round %d %s: %s - %s",
                 self.ref.key,
-                state["round"],
+                state.round,
                 "/".join(v.nodes),
                 "PASS" if v.passed else "FAIL",
                 "; ".join(v.reasons),
             )
         localizer = self._localizer(state)
-        state["round"] += 1
+        state.round += 1
         next_pairs = localizer.next_round()
-        state["workload"] = self._submit(state, next_pairs) if next_pairs else None
+        state.workload = self._submit(state, next_pairs) if next_pairs else None
         return state
 
-    def _judge(self, wl: dict[str, Any], index: int, nodes: tuple[str, str]) -> PairVerdict:
+    def _judge(self, wl: Workload, index: int, nodes: tuple[str, str]) -> PairVerdict:
         run, info, failure = read_nccl_pair(self.backend, wl, index, NCCL_LOG_CONTAINER)
         return judge_pair(
             nodes,
@@ -168,12 +219,12 @@ class FabricValidation:
             failure=failure,
         )
 
-    def _localizer(self, state: dict[str, Any]) -> Localizer:
+    def _localizer(self, state: FabricState) -> Localizer:
         """Rebuild the localizer from the recorded rows (the state stays plain JSON)."""
-        loc = Localizer(nodes=list(state["idle"]), odd=list(state["odd"]))
-        for row in state["pass1"]:
+        loc = Localizer(nodes=list(state.idle), odd=list(state.odd))
+        for row in state.pass1:
             loc.record_pass1((row["node_a"], row["node_b"]), row["passed"])
-        for row in state["pass2"]:
+        for row in state.pass2:
             loc.record(
                 (row["node_a"], row["node_b"]),
                 row["passed"],
@@ -183,18 +234,17 @@ class FabricValidation:
 
     # --- the verdict ---------------------------------------------------------------------------
 
-    def finish(self, state: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, state: FabricState) -> FabricSummary:
         """Judge the pool, quarantine localized nodes, record everything. Returns a summary."""
-        if len(state["idle"]) < 2:
+        if len(state.idle) < 2:
             return self._too_few_idle(state)
         pool = self.ref.pool
         bad, inconclusive, untested = self._localizer(state).outcome()
-        pass1 = [_verdict(r) for r in state["pass1"]]
-        tested = sorted(
-            {n for r in state["pass1"] + state["pass2"] for n in (r["node_a"], r["node_b"])}
-        )
+        pass1 = [_verdict(r) for r in state.pass1]
+        rows = state.pass1 + state.pass2
+        tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])})
         verdict = judge_pool(
-            pool_nodes=state["pool_nodes"],
+            pool_nodes=state.pool_nodes,
             tested=tested,
             pass1=pass1,
             bad=bad,
@@ -204,35 +254,35 @@ class FabricValidation:
             expected_transport=pool.transport,
         )
         for node, why in verdict.quarantine.items():
-            self.quarantine(node, why, state["run_id"])
-        rows = state["pass1"] + state["pass2"]
+            self.quarantine(node, why, state.run_id)
         transports = sorted({r["transport"] or "unknown" for r in rows})
         worst = next((t for t in transports if t != pool.transport), pool.transport)
         good_busbw = [
             r["busbw_gbps"]
-            for r in state["pass1"]
+            for r in state.pass1
             if r["busbw_gbps"] is not None and not {r["node_a"], r["node_b"]} & set(bad)
         ]
+        lowest = min(good_busbw) if good_busbw else None
         self.ledger.record_validation(
-            run_id=state["run_id"],
+            run_id=state.run_id,
             cluster=self.ref.cluster.name,
             pool=pool.name,
             kind="fabric",
             passed=verdict.passed,
             expected_transport=pool.transport,
             transport=worst,
-            busbw_gbps=min(good_busbw) if good_busbw else None,
+            busbw_gbps=lowest,
             baseline_gbps=self.baseline.busbw_gbps if self.baseline else None,
             nodes_tested=len(tested),
             reasons=verdict.reasons,
             details={
-                "busy": state["busy"],
+                "busy": state.busy,
                 "quarantined": sorted(verdict.quarantine),
                 "page": verdict.page,
                 "transports": transports,
                 "tolerance": self.tolerance,
             },
-            started_at=datetime.fromisoformat(state["started_at"]),
+            started_at=datetime.fromisoformat(state.started_at),
             pairs=rows,
         )
         self.ledger.set_pool_state(
@@ -240,47 +290,49 @@ class FabricValidation:
             pool.name,
             verdict.state,
             "; ".join(verdict.reasons[:3]),
-            state["run_id"],
+            state.run_id,
         )
-        return {
-            "cluster": self.ref.cluster.name,
-            "pool": pool.name,
-            "passed": verdict.passed,
-            "state": verdict.state,
-            "page": verdict.page,
-            "transport": worst,
-            "busbw_gbps": min(good_busbw) if good_busbw else None,
-            "quarantined": sorted(verdict.quarantine),
-            "reasons": verdict.reasons,
-        }
+        return FabricSummary(
+            cluster=self.ref.cluster.name,
+            pool=pool.name,
+            passed=verdict.passed,
+            state=verdict.state,
+            page=verdict.page,
+            transport=worst,
+            busbw_gbps=lowest,
+            quarantined=sorted(verdict.quarantine),
+            reasons=list(verdict.reasons),
+        )
 
-    def _too_few_idle(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _too_few_idle(self, state: FabricState) -> FabricSummary:
         """Fewer than two idle nodes: nothing to pair. Busy nodes are covered by their jobs'
         own transport checks; a pool with no schedulable pair left is degraded."""
         pool = self.ref.pool
-        if state["busy"]:
+        summary = FabricSummary(
+            cluster=self.ref.cluster.name,
+            pool=pool.name,
+            passed=False,
+            state="degraded",
+            page=True,
+            transport=None,
+            busbw_gbps=None,
+            quarantined=[],
+            reasons=[],
+        )
+        if state.busy:
             reason = (
-                f"only {len(state['idle'])} idle node(s): {len(state['busy'])} run jobs "
+                f"only {len(state.idle)} idle node(s): {len(state.busy)} run jobs "
                 "(confirmed by their own transport checks); previous validation stands"
             )
-            return {
-                "cluster": self.ref.cluster.name,
-                "pool": pool.name,
-                "passed": True,
-                "skipped": True,
-                "state": None,
-                "page": False,
-                "transport": None,
-                "busbw_gbps": None,
-                "quarantined": [],
-                "reasons": [reason],
-            }
+            summary.passed, summary.skipped, summary.state, summary.page = True, True, None, False
+            summary.reasons = [reason]
+            return summary
         reason = (
-            f"fewer than 2 schedulable nodes to pair ({len(state['idle'])} idle, "
-            f"{len(state['quarantined_before'])} quarantined)"
+            f"fewer than 2 schedulable nodes to pair ({len(state.idle)} idle, "
+            f"{len(state.quarantined_before)} quarantined)"
         )
         self.ledger.record_validation(
-            run_id=state["run_id"],
+            run_id=state.run_id,
             cluster=self.ref.cluster.name,
             pool=pool.name,
             kind="fabric",
@@ -288,22 +340,13 @@ class FabricValidation:
             expected_transport=pool.transport,
             nodes_tested=0,
             reasons=[reason],
-            started_at=datetime.fromisoformat(state["started_at"]),
+            started_at=datetime.fromisoformat(state.started_at),
         )
         self.ledger.set_pool_state(
-            self.ref.cluster.name, pool.name, "degraded", reason, state["run_id"]
+            self.ref.cluster.name, pool.name, "degraded", reason, state.run_id
         )
-        return {
-            "cluster": self.ref.cluster.name,
-            "pool": pool.name,
-            "passed": False,
-            "state": "degraded",
-            "page": True,
-            "transport": None,
-            "busbw_gbps": None,
-            "quarantined": [],
-            "reasons": [reason],
-        }
+        summary.reasons = [reason]
+        return summary
 
     def quarantine(self, node: str, reason: str, run_id: str | None = None) -> None:
         """Taint the node NoSchedule, label it and record it (idempotent)."""

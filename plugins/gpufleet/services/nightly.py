@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.faults import clear_faults, fault_injection
@@ -80,13 +81,44 @@ def _safe(run_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
 
 
+@dataclass
+class NightlyReport:
+    """What ``nightly_report`` wrote (``paths``: file name -> path), and the checks that did
+    not pass (one line each: failed or could not finish)."""
+
+    paths: dict[str, str]
+    markdown: str
+    failed: list[str]
+    checks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (an XCom)."""
+        return {
+            "paths": dict(self.paths),
+            "markdown": self.markdown,
+            "failed": list(self.failed),
+            "checks": self.checks,
+        }
+
+
+def latest_per_check(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (cluster, pool, kind): the last recorded (rows in insertion order), so a
+    retry's verdict supersedes the error its failed attempt recorded."""
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        latest.pop((r["cluster"], r["pool"], r["kind"]), None)
+        latest[(r["cluster"], r["pool"], r["kind"])] = r
+    return list(latest.values())
+
+
 def nightly_report(
     ledger: Ledger, catalog: Catalog, run_id: str, history_nights: int = 14
-) -> dict[str, Any]:
-    """Write the run's Markdown/HTML report and Prometheus metrics; return paths and failures."""
+) -> NightlyReport:
+    """Write the run's Markdown/HTML report and Prometheus metrics; return paths and failures.
+    Each pool and kind is reported by its last verdict in the run."""
     from gpufleet.config.baselines import find_baseline
 
-    rows = ledger.validations_for_run(run_id)
+    rows = latest_per_check(ledger.validations_for_run(run_id))
     quarantined = ledger.quarantined()
     md_text = markdown(run_id, rows, quarantined)
     histories, baselines = {}, {}
@@ -109,8 +141,10 @@ def nightly_report(
     }
     paths = write_reports(state_dir() / "reports" / _safe(run_id), files)
     failed = [
-        f"{r['cluster']}/{r['pool']} {r['kind']}: {'; '.join(r['reasons'][:2])}"
+        f"{r['cluster']}/{r['pool']} {r['kind']}"
+        f"{' could not finish' if r.get('verdict') == 'error' else ''}: "
+        f"{'; '.join(r['reasons'][:2])}"
         for r in rows
-        if not r["passed"]
+        if r["passed"] is not True
     ]
-    return {"paths": paths, "markdown": md_text, "failed": failed, "checks": len(rows)}
+    return NightlyReport(paths=paths, markdown=md_text, failed=failed, checks=len(rows))

@@ -1,5 +1,6 @@
 """The nightly validation report (Markdown, HTML with a bus bandwidth chart per pool) and
-Prometheus metrics (textfile-collector format). Pure: rows in, text out."""
+Prometheus metrics (textfile-collector format): ledger rows in, text out; ``write_reports``
+writes the files. A validation that could not finish (verdict ``error``) shows as ERROR."""
 
 from __future__ import annotations
 
@@ -15,16 +16,21 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 
 
 def _status(row: dict[str, Any]) -> str:
-    return "PASS" if row["passed"] else "FAIL"
+    """PASS, FAIL, or ERROR for a validation that could not finish (verdict ``error``)."""
+    if row.get("verdict") == "error":
+        return "ERROR"
+    return "PASS" if row["passed"] is True else "FAIL"
 
 
 def markdown(run_id: str, rows: list[dict[str, Any]], quarantined: list[dict[str, Any]]) -> str:
     fabric = [r for r in rows if r["kind"] == "fabric"]
     storage = [r for r in rows if r["kind"] == "storage"]
-    failed = [r for r in rows if not r["passed"]]
+    failed = [r for r in rows if _status(r) != "PASS"]
+    errors = [r for r in rows if _status(r) == "ERROR"]
     out = [f"# Nightly fabric validation: {run_id}", ""]
     out.append(
-        f"**{len(rows) - len(failed)} of {len(rows)} checks passed.**"
+        f"**{len(rows) - len(failed)} of {len(rows)} checks passed"
+        f"{f'; {len(errors)} could not finish' if errors else ''}.**"
         if rows
         else "**No pool was validated in this run.**"
     )
@@ -120,7 +126,10 @@ def html_report(
         elif line.startswith("| "):
             cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
             tag = "th" if "verdict" in cells else "td"
-            cells = [f'<span class="{c}">{c}</span>' if c in ("PASS", "FAIL") else c for c in cells]
+            cells = [
+                f'<span class="{c}">{c}</span>' if c in ("PASS", "FAIL", "ERROR") else c
+                for c in cells
+            ]
             body.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
         elif line.startswith("- "):
             body.append(f"<li>{html.escape(line[2:])}</li>")
@@ -134,7 +143,7 @@ def html_report(
     style = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px}.PASS{color:#2d6a4f;font-weight:bold}"
-        ".FAIL{color:#c1121f;font-weight:bold}"
+        ".FAIL,.ERROR{color:#c1121f;font-weight:bold}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>gpufleet {html.escape(run_id)}"

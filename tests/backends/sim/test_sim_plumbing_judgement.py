@@ -65,7 +65,7 @@ from gpufleet.errors import BackendError
 from gpufleet.manifests.nccl_validation import render_nccl_validation
 from gpufleet.manifests.storage_validation import render_storage_validation
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
-from gpufleet.services.collect import read_nccl_pair
+from gpufleet.services.collect import Workload, read_nccl_pair
 
 GKE = ("a3u-sim", "h200-b")  # gib
 EKS = ("p5-sim", "h100-a")  # ofi-efa
@@ -255,7 +255,7 @@ def run_pair(catalog, where: tuple[str, str], *edits: Callable):
     backend.apply(manifest)
     meta = manifest["metadata"]
     _wait(backend, "JobSet", meta["name"], meta["namespace"])
-    wl = {"kind": "JobSet", "name": meta["name"], "namespace": meta["namespace"]}
+    wl = Workload(kind="JobSet", name=meta["name"], namespace=meta["namespace"])
     run, info, failure = read_nccl_pair(backend, wl, 0, NCCL_LOG_CONTAINER)
     return judge_pair(
         nodes,
@@ -316,7 +316,8 @@ def test_a_nic_fault_gives_that_nodes_pairs_sockets(catalog):
     manifest = render_nccl_validation(ref, [("a3u-sim-h200-b-2", "a3u-sim-h200-b-3")], "other")
     backend.apply(manifest)
     _wait(backend, "JobSet", manifest["metadata"]["name"], manifest["metadata"]["namespace"])
-    wl = {"kind": "JobSet", **{k: manifest["metadata"][k] for k in ("name", "namespace")}}
+    meta = manifest["metadata"]
+    wl = Workload(kind="JobSet", name=meta["name"], namespace=meta["namespace"])
     _, info, failure = read_nccl_pair(backend, wl, 0, NCCL_LOG_CONTAINER)
     assert info.transport == "gib" and failure is None  # the other nodes keep RDMA
 
@@ -462,7 +463,7 @@ def test_training_without_fi_provider_still_runs_on_efa(catalog):
 
 
 def _storage(catalog, where, *edits):
-    from gpufleet.services.storage import StorageValidation
+    from gpufleet.services.storage import StorageState, StorageValidation
     from gpufleet.store import Ledger
 
     ref = catalog.pool(*where)
@@ -472,14 +473,14 @@ def _storage(catalog, where, *edits):
     backend.apply(manifest)
     meta = manifest["metadata"]
     _wait(backend, "Job", meta["name"], meta["namespace"])
-    state = {
-        "cluster": ref.cluster.name,
-        "pool": ref.pool.name,
-        "run_id": "judge",
-        "started_at": "2026-01-01T00:00:00+00:00",
-        "workload": {"kind": "Job", "name": meta["name"], "namespace": meta["namespace"]},
-    }
-    return manifest, StorageValidation(ref, Ledger(), backend).finish(state)
+    state = StorageState(
+        cluster=ref.cluster.name,
+        pool=ref.pool.name,
+        run_id="judge",
+        started_at="2026-01-01T00:00:00+00:00",
+        workload=Workload(kind="Job", name=meta["name"], namespace=meta["namespace"]),
+    )
+    return manifest, StorageValidation(ref, Ledger(), backend).finish(state).to_dict()
 
 
 @pytest.mark.parametrize("where", [GKE, EKS])

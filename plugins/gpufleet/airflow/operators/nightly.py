@@ -80,13 +80,13 @@ class ValidationReportOperator(BaseOperator):
         run_id = context["run_id"]
         clear_run_faults(run_id)
         result = nightly_report(ledger(), load_catalog(), run_id)
-        self.log.info("report:\n%s", result["markdown"])
+        self.log.info("report:\n%s", result.markdown)
         self.log.info(
             "HTML report: %s; metrics: %s",
-            result["paths"]["report.html"],
-            result["paths"]["metrics.prom"],
+            result.paths["report.html"],
+            result.paths["metrics.prom"],
         )
-        failed = list(result["failed"])
+        failed = list(result.failed)
         # a task that failed before recording a verdict (bad scope, lost cluster) fails the
         # run too: the report is the run's last word
         states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
@@ -97,4 +97,4 @@ class ValidationReportOperator(BaseOperator):
             raise AirflowFailException(
                 f"{len(failed)} problem(s) in this validation run: " + " | ".join(failed)
             )
-        return result["paths"]
+        return dict(result.paths)

@@ -1,8 +1,20 @@
-"""Operators for nightly validation: one pool's fabric, one pool's filesystem."""
+"""Operators for nightly validation: one pool's fabric, one pool's filesystem.
+
+A validation that cannot finish records an ``error`` verdict for its pool and kind, in one
+place (``_WorkloadDeferring._cannot_finish``): any exception while planning, submitting,
+collecting or judging (a backend that stays unreachable after its retries, a pod missing its
+log container, a corrupt simulator database, a bug), and a workload that could not be watched
+or did not finish in time. The pool then stops counting as validated at once (the gate
+refuses it, saying why); the task fails as before and Airflow's retries apply, each failed
+attempt recording its error and a later success superseding it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -11,6 +23,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from gpufleet.airflow.assets import POOL_VALIDATED
 from gpufleet.airflow.operators.common import catalog, ledger, poll_interval
 from gpufleet.airflow.triggers import WorkloadTrigger
+
+_log = logging.getLogger(__name__)
 
 
 class _WorkloadDeferring(BaseOperator):
@@ -21,10 +35,12 @@ class _WorkloadDeferring(BaseOperator):
     The WorkloadTrigger's event: ``done`` goes on to the verdict; ``error`` (the workload could
     not be watched) and ``timeout`` (not done within ``timeout_s``) raise AirflowException, so
     the task's retries take over (the services name workloads by run: a retry finds the same
-    workload). A failed verdict raises AirflowFailException."""
+    workload). Whatever stops a validation before its verdict is recorded as an ``error``
+    verdict first (``_cannot_finish``). A failed verdict raises AirflowFailException."""
 
     template_fields: Sequence[str] = ("cluster", "node_pool")
     ui_color = "#d8f3dc"
+    kind = ""  # the ledger's validation kind: fabric | storage
 
     def __init__(
         self,
@@ -44,22 +60,47 @@ class _WorkloadDeferring(BaseOperator):
     def _ref(self):
         return catalog().pool(self.cluster, self.node_pool)
 
-    def _defer_on(self, state: dict[str, Any], method: str) -> None:
-        wl = state["workload"]
+    def _defer_on(self, state: Any) -> None:
+        """Hand ``state`` (a service's state with a ``workload`` in flight) to the trigger."""
+        wl = state.workload
         ref = self._ref()
         self.defer(
             trigger=WorkloadTrigger(
                 cluster=self.cluster,
-                kind=wl["kind"],
-                name=wl["name"],
-                namespace=wl["namespace"],
+                kind=wl.kind,
+                name=wl.name,
+                namespace=wl.namespace,
                 until="done",
                 poll_interval=poll_interval(ref.cluster),
                 timeout=self.timeout_s,
-                carry=state,
+                carry=state.to_dict(),
             ),
-            method_name=method,
+            method_name="execute_complete",
         )
+
+    @contextmanager
+    def _cannot_finish(self, context, carry: dict[str, Any] | None = None) -> Iterator[None]:
+        """Record an ``error`` verdict for this pool and kind when the block raises, then
+        re-raise. Deferring (TaskDeferred, a BaseException) passes through untouched."""
+        try:
+            yield
+        except Exception as exc:
+            reason = f"{self.kind} validation could not finish: {type(exc).__name__}: {exc}"
+            started = (carry or {}).get("started_at")
+            try:
+                ledger(self.ledger_conn_id).record_validation_error(
+                    context["run_id"],
+                    self.cluster,
+                    self.node_pool,
+                    self.kind,
+                    reason,
+                    started_at=datetime.fromisoformat(started) if started else None,
+                )
+            except Exception as record_exc:  # noqa: BLE001 - the original error is raised
+                _log.error("%s; recording it failed too: %s", reason, record_exc)
+            else:
+                _log.error("%s/%s: %s (recorded)", self.cluster, self.node_pool, reason)
+            raise
 
     @staticmethod
     def _check_event(event: dict[str, Any]) -> None:
@@ -80,6 +121,7 @@ class FabricValidationOperator(_WorkloadDeferring):
     the pool does not pass, after recording everything in the ledger.
     """
 
+    kind = "fabric"
     template_fields: Sequence[str] = ("cluster", "node_pool", "max_quarantine_share", "tolerance")
 
     def __init__(
@@ -101,45 +143,53 @@ class FabricValidationOperator(_WorkloadDeferring):
         )
 
     def execute(self, context):
-        svc = self._service()
-        state = svc.begin(context["run_id"])
-        if state["workload"] is None:
-            return self._finish(context, svc, state)
-        self._defer_on(state, "execute_complete")
+        with self._cannot_finish(context):
+            svc = self._service()
+            state = svc.begin(context["run_id"])
+            if state.workload is not None:
+                self._defer_on(state)
+            summary = svc.finish(state)
+        return self._outcome(context, summary)
 
     def execute_complete(self, context, event: dict[str, Any]):
-        self._check_event(event)
-        svc = self._service()
-        state = svc.collect(event["carry"])
-        if state["workload"] is not None:
-            self.log.info("localizing: round %d", state["round"])
-            self._defer_on(state, "execute_complete")
-        return self._finish(context, svc, state)
+        from gpufleet.services.fabric import FabricState
 
-    def _finish(self, context, svc, state):
-        summary = svc.finish(state)
-        for reason in summary["reasons"]:
+        with self._cannot_finish(context, event.get("carry")):
+            self._check_event(event)
+            svc = self._service()
+            state = svc.collect(FabricState.from_dict(event["carry"]))
+            if state.workload is not None:
+                self.log.info("localizing: round %d", state.round)
+                self._defer_on(state)
+            summary = svc.finish(state)
+        return self._outcome(context, summary)
+
+    def _outcome(self, context, summary) -> dict[str, Any]:
+        """The recorded verdict: fail the task for good when the pool did not pass."""
+        for reason in summary.reasons:
             self.log.info("%s/%s: %s", self.cluster, self.node_pool, reason)
-        if not summary["passed"]:
+        if not summary.passed:
             raise AirflowFailException(
                 f"{self.cluster}/{self.node_pool} failed fabric validation"
-                f"{' (paging: fabric problem)' if summary.get('page') else ''}: "
-                + "; ".join(summary["reasons"][:4])
+                f"{' (paging: fabric problem)' if summary.page else ''}: "
+                + "; ".join(summary.reasons[:4])
             )
-        if not summary.get("skipped") and POOL_VALIDATED in (self.outlets or ()):
+        if not summary.skipped and POOL_VALIDATED in (self.outlets or ()):
             context["outlet_events"][POOL_VALIDATED].extra = {
                 "cluster": self.cluster,
                 "pool": self.node_pool,
-                "transport": summary["transport"],
-                "busbw_gbps": summary["busbw_gbps"],
+                "transport": summary.transport,
+                "busbw_gbps": summary.busbw_gbps,
                 "run_id": context["run_id"],
             }
-        return summary
+        return summary.to_dict()
 
 
 class StorageValidationOperator(_WorkloadDeferring):
     """Validate the Lustre filesystem a pool mounts: fio read and write throughput against
     ``tolerance x tier x capacity``."""
+
+    kind = "storage"
 
     def _service(self):
         from gpufleet.services.storage import StorageValidation
@@ -147,24 +197,28 @@ class StorageValidationOperator(_WorkloadDeferring):
         return StorageValidation(self._ref(), ledger(self.ledger_conn_id))
 
     def execute(self, context):
-        svc = self._service()
-        state = svc.begin(context["run_id"])
-        if state["workload"] is None:
-            return self._finish(svc, state)
-        self._defer_on(state, "execute_complete")
+        with self._cannot_finish(context):
+            svc = self._service()
+            state = svc.begin(context["run_id"])
+            if state.workload is not None:
+                self._defer_on(state)
+            summary = svc.finish(state)
+        return self._outcome(summary)
 
     def execute_complete(self, context, event: dict[str, Any]):
-        self._check_event(event)
-        return self._finish(self._service(), event["carry"])
+        from gpufleet.services.storage import StorageState
 
-    def _finish(self, svc, state):
-        summary = svc.finish(state)
-        if not summary["passed"]:
+        with self._cannot_finish(context, event.get("carry")):
+            self._check_event(event)
+            summary = self._service().finish(StorageState.from_dict(event["carry"]))
+        return self._outcome(summary)
+
+    def _outcome(self, summary) -> dict[str, Any]:
+        """The recorded verdict: fail the task for good when the filesystem did not pass."""
+        if not summary.passed:
             raise AirflowFailException(
                 f"{self.cluster}/{self.node_pool} storage validation failed: "
-                + "; ".join(summary["reasons"])
+                + "; ".join(summary.reasons)
             )
-        self.log.info(
-            "%s/%s storage: %s", self.cluster, self.node_pool, "; ".join(summary["reasons"])
-        )
-        return summary
+        self.log.info("%s/%s storage: %s", self.cluster, self.node_pool, "; ".join(summary.reasons))
+        return summary.to_dict()
