@@ -1,11 +1,18 @@
 """Alerts through an Airflow notifier: always to the log; to Slack or a webhook when the
 ``gpufleet_alerts`` connection exists (type http; host = the webhook URL; extra
-``{"format": "slack"}`` for a Slack incoming webhook, else a JSON document is posted)."""
+``{"format": "slack"}`` for a Slack incoming webhook, else a JSON document is posted).
+
+A webhook URL is a secret (a Slack incoming webhook's path is its credential): it is
+registered with Airflow's secrets masker before use, and a failed delivery is logged with the
+webhook's host and port and the kind of failure only, never the URL or the requests error text
+(which quotes the URL).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from urllib.parse import urlsplit
 
 from airflow.sdk import BaseHook, BaseNotifier
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -25,6 +32,51 @@ def _webhook(conn) -> tuple[str, str]:
         host = f"{host}:{conn.port}"
     path = (conn.extra_dejson or {}).get("path", "")
     return host.rstrip("/") + path, (conn.extra_dejson or {}).get("format", "json")
+
+
+def where_to(url: str) -> str:
+    """``url``'s host and port only: no user info, path or query (they may hold the secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        return f"{host}:{parts.port}" if parts.port else host
+    except ValueError:  # an unparsable URL (bad port): say nothing from it
+        return "an unparsable webhook URL"
+
+
+def mask_webhook(url: str, conn) -> None:
+    """Register with Airflow's secrets masker every part of ``url`` (and the connection's
+    password) that could carry the credential, so no task log prints them."""
+    from airflow.sdk.log import mask_secret
+
+    try:
+        parts = urlsplit(url)
+        pieces = (parts.password, parts.path, parts.query)
+    except ValueError:  # unparsable: the whole URL is masked all the same
+        pieces = ()
+    for secret in (url, *pieces, conn.password):
+        if secret and secret != "/":
+            mask_secret(secret)
+
+
+def failure(exc: Exception) -> str:
+    """What went wrong delivering an alert, without the URL that requests' errors quote."""
+    import requests
+
+    response = getattr(exc, "response", None)
+    if isinstance(exc, requests.HTTPError) and response is not None:
+        return f"HTTP {response.status_code} {response.reason or ''}".rstrip()
+    cause: BaseException | None = exc
+    for _ in range(8):  # the OS error underneath, if any (connection refused, ...)
+        if cause is None:
+            break
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"{type(exc).__name__}: {cause.strerror}"
+        nxt = getattr(cause, "reason", None)
+        if not isinstance(nxt, BaseException):
+            nxt = next((a for a in cause.args if isinstance(a, BaseException)), None)
+        cause = nxt or cause.__cause__ or cause.__context__
+    return type(exc).__name__
 
 
 class FleetAlertNotifier(BaseNotifier):
@@ -62,6 +114,7 @@ class FleetAlertNotifier(BaseNotifier):
         import requests  # imported here: DAG files import this module at parse time
 
         url, fmt = _webhook(conn)
+        mask_webhook(url, conn)
         body = {"text": text} if fmt == "slack" else msg
         try:
             resp = requests.post(
@@ -69,4 +122,4 @@ class FleetAlertNotifier(BaseNotifier):
             )
             resp.raise_for_status()
         except requests.RequestException as exc:  # the log line above is the alert of record
-            log.error("could not deliver the alert to %s: %s", url, exc)
+            log.error("could not deliver the alert to %s: %s", where_to(url), failure(exc))

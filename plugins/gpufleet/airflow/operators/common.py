@@ -13,22 +13,42 @@ SIM_POLL_S = 0.5
 REAL_POLL_S = 30.0
 
 
+def mask_url_secret(url: str) -> None:
+    """Register the password in ``url`` (``scheme://user:password@host/...``) with Airflow's
+    secrets masker, so a task log that quotes the URL shows ``***`` instead."""
+    from urllib.parse import unquote, urlsplit
+
+    from airflow.sdk.log import mask_secret
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:  # unparsable: the ledger refuses it, without quoting it
+        return
+    if password:
+        mask_secret(password)
+        mask_secret(unquote(password))
+
+
 def ledger(conn_id: str | None = None) -> Ledger:
     """The ledger named by the Airflow connection ``conn_id`` (None: ``gpufleet_ledger``,
     ``gpufleet.store.LEDGER_CONN_ID``), else the local default (SQLite).
-    ``GPUFLEET_LEDGER_URL`` wins over both."""
-    from gpufleet.store import LEDGER_CONN_ID, Ledger, connection_to_url
+    ``GPUFLEET_LEDGER_URL`` wins over both. The URL's password is masked in task logs."""
+    from gpufleet.store import LEDGER_CONN_ID, Ledger, connection_to_url, default_ledger_url
 
     if os.environ.get("GPUFLEET_LEDGER_URL"):
-        return Ledger()
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+        url = default_ledger_url()
+    else:
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
 
-    try:
-        conn = BaseHook.get_connection(conn_id or LEDGER_CONN_ID)
-    except AirflowNotFoundException:
-        return Ledger()
-    return Ledger(connection_to_url(conn))
+        try:
+            conn = BaseHook.get_connection(conn_id or LEDGER_CONN_ID)
+        except AirflowNotFoundException:
+            url = default_ledger_url()
+        else:
+            url = connection_to_url(conn)
+    mask_url_secret(url)
+    return Ledger(url)
 
 
 def catalog() -> Catalog:
