@@ -17,6 +17,7 @@ from airflow_live import PLUGINS_DIR, VIEWER, LiveAirflow
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 
 LIVE_DAGS = Path(__file__).resolve().parent / "dags"
+REPO_DAGS = PLUGINS_DIR.parent / "dags"
 DAG = "ci_probe"
 
 
@@ -161,6 +162,41 @@ def test_wait_timeout_is_an_error(airflow: LiveAirflow) -> None:
     assert result.returncode == 2, explain(result)
     assert "after 0.2s" in result.stderr
     assert "--timeout" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def fleet_airflow(live_airflow, tmp_path_factory) -> LiveAirflow:
+    """An Airflow serving the project's own DAGs, on a throwaway sim fleet and ledger."""
+    state = tmp_path_factory.mktemp("trigger-fleet")
+    return live_airflow(REPO_DAGS, extra_env={"GPUFLEET_STATE_DIR": str(state)})
+
+
+def _param_cases() -> list[Path]:
+    from tests.test_bad_inputs import PARAM_CASES
+
+    return PARAM_CASES
+
+
+@pytest.mark.parametrize("case", _param_cases(), ids=lambda p: p.stem)
+def test_a_bad_conf_for_a_gpufleet_dag_is_refused_naming_the_param_and_no_run_exists(
+    fleet_airflow: LiveAirflow, case: Path
+) -> None:
+    """The params corpus through the REST API: Airflow's Param validation refuses the conf
+    (exit 2, one line naming the field) and the run was never created."""
+    from tests.test_bad_inputs import LAUNCH_CONF
+
+    spec = json.loads(case.read_text())
+    base = dict(LAUNCH_CONF) if spec["dag"] == "gated_training_launch" else {}
+    run_id = f"bad-conf-{case.stem}"
+    conf = json.dumps({**base, **spec["conf"]})
+    result = gpufleet(fleet_airflow, spec["dag"], "--conf", conf, "--run-id", run_id)
+    assert result.returncode == 2, explain(result)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, explain(result)
+    assert f"conf.{spec['field']}:" in lines[0], lines[0]
+    assert "Traceback" not in result.stdout + result.stderr and result.stdout == ""
+    run = fleet_airflow.request("GET", f"/api/v2/dags/{spec['dag']}/dagRuns/{_quoted(run_id)}")
+    assert run.status_code == 404, run.text
 
 
 def _quoted(run_id: str) -> str:

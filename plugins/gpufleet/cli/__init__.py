@@ -1,4 +1,6 @@
-"""The ``gpufleet`` command. Each subcommand lives in its own module with a ``register`` function.
+"""The ``gpufleet`` command. Each subcommand lives in its own module with a ``register`` function;
+``args`` holds the argument types they share (bounded numbers, names), ``fleet_state`` names the
+state folder and ledger a command read and opens the ledger with one-line errors.
 
 Exit codes: 0 success, 1 a negative answer (a refused gate, a failed run), 2 bad input or an
 error the user must fix (message on stderr, one line).
@@ -26,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {_one_line(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

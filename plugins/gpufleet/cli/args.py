@@ -1,15 +1,25 @@
-"""Argument types every subcommand shares: numbers that must be finite and within bounds.
+"""Argument types every subcommand shares: numbers that must be finite and within bounds, and
+names that must have Kubernetes name syntax.
 
 ``float("nan")`` and ``float("inf")`` parse; a timeout or an age that is not finite would
 make a wait last forever or a freshness check never refuse, so they are refused here, with
-one line naming the argument (argparse adds it).
+one line naming the argument (argparse adds it). What the user typed is quoted back at most
+``SHOWN`` characters long, so a pasted megabyte stays a one-line error.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
+
+SHOWN = 40  # characters of a refused value quoted back in the error
+
+
+def shown(text: str) -> str:
+    """``text`` quoted for an error message, cut to ``SHOWN`` characters."""
+    return repr(text) if len(text) <= SHOWN else repr(text[:SHOWN]) + f"... ({len(text)} chars)"
 
 
 def bounded_float(
@@ -21,13 +31,15 @@ def bounded_float(
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not {what}") from None
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not a finite number")
         too_low = value < low if low_inclusive else value <= low
         if too_low or value > high:
             bracket = "[" if low_inclusive else "("
-            raise argparse.ArgumentTypeError(f"{text!r} is outside {bracket}{low:g}, {high:g}]")
+            raise argparse.ArgumentTypeError(
+                f"{shown(text)} is outside {bracket}{low:g}, {high:g}]"
+            )
         return value
 
     return parse
@@ -39,10 +51,22 @@ def bounded_int(low: int, high: int, what: str = "a whole number") -> Callable[[
     def parse(text: str) -> int:
         try:
             value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        except ValueError:  # also a number of more than 4,300 digits
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not {what}") from None
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r} is outside [{low}, {high}]")
+            raise argparse.ArgumentTypeError(f"{shown(text)} is outside [{low}, {high}]")
         return value
+
+    return parse
+
+
+def name(pattern: re.Pattern[str], max_length: int, what: str) -> Callable[[str], str]:
+    """A string matching ``pattern`` of at most ``max_length`` characters (``what`` says what
+    it must be, for the error)."""
+
+    def parse(text: str) -> str:
+        if len(text) > max_length or not pattern.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not {what}")
+        return text
 
     return parse

@@ -1,6 +1,7 @@
 """``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults.
 
-Faults are read with the fault grammar's one parser (``gpufleet.domain.faults``) and reach the
+``show`` first names the state folder it read (``gpufleet.cli.fleet_state``). Faults are read
+with the fault grammar's one parser (``gpufleet.domain.faults``) and reach the
 fleet through ``gpufleet.backends.faults``; nothing here knows the sim backend's internals.
 """
 
@@ -69,7 +70,7 @@ def resolve_pool(catalog: Catalog, text: str) -> PoolRef:
 
 def _sim_clusters(catalog: Catalog, only: str | None):
     clusters = [c for _, c in catalog.clusters.values() if c.provider == "sim"]
-    if only:
+    if only is not None:  # an empty name is a wrong name, not "every cluster"
         cluster = catalog.cluster(only)
         if cluster.provider != "sim":
             raise GpufleetError(f"cluster {only!r} is {cluster.provider}, not sim")
@@ -79,10 +80,13 @@ def _sim_clusters(catalog: Catalog, only: str | None):
 
 def show_cmd(args) -> int:
     from gpufleet.backends.faults import fault_injection
+    from gpufleet.cli.fleet_state import describe
 
     catalog = load_catalog()
+    clusters = _sim_clusters(catalog, args.cluster)
+    print(describe())
     faults = []
-    for cluster in _sim_clusters(catalog, args.cluster):
+    for cluster in clusters:
         injection = fault_injection(cluster)
         print(f"cluster {cluster.name} (sim, mimics {cluster.shape}, {cluster.location})")
         print(f"  {'node':<24} {'pool':<10} {'ready':<6} {'sched':<6} {'taints / jobs'}")

@@ -1,15 +1,27 @@
-"""``gpufleet status``: the fleet readiness table (what ``make run`` ends with)."""
+"""``gpufleet status``: the fleet readiness table (what ``make run`` ends with).
+
+Its first line names the fleet state and the ledger it read (``gpufleet.cli.fleet_state``).
+"""
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
 
+from gpufleet.cli.args import bounded_int
+
+MAX_LAUNCHES = 1000
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="print the fleet readiness table")
     p.add_argument("--region", action="append", dest="regions", help="only these regions")
-    p.add_argument("--launches", type=int, default=5, help="recent launches to list (5)")
+    p.add_argument(
+        "--launches",
+        type=bounded_int(0, MAX_LAUNCHES),
+        default=5,
+        help=f"recent launches to list, 0 to {MAX_LAUNCHES} (5)",
+    )
     p.set_defaults(func=run)
 
 
@@ -85,18 +97,19 @@ def format_table(rows: list[dict[str, str]]) -> str:
 
 
 def run(args) -> int:
+    from gpufleet.cli.fleet_state import describe, open_ledger
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.store import Ledger
 
     catalog = load_catalog()
-    ledger = Ledger()
+    ledger = open_ledger()
     now = datetime.now(UTC)
     rows = readiness_rows(catalog, ledger, now, args.regions)
-    print(f"gpufleet readiness, {now:%Y-%m-%d %H:%M} UTC (ledger: {ledger.safe_url})")
+    print(describe(ledger))
+    print(f"gpufleet readiness, {now:%Y-%m-%d %H:%M} UTC")
     print(format_table(rows))
     ready = sum(r["READY"] == "yes" for r in rows)
     print(f"{ready} of {len(rows)} pools ready for training")
-    launches = ledger.launches(limit=args.launches)
+    launches = ledger.launches(limit=args.launches) if args.launches else []
     if launches:
         print("\nrecent training launches:")
         print(format_table([launch_row(row, now) for row in launches]))

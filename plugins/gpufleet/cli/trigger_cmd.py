@@ -96,6 +96,29 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+class _Refused(ValueError):
+    """Valid-looking JSON that no DAG conf should hold."""
+
+
+def _non_finite(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number (Params must be finite)")
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 64:
+        raise _Refused(f"an integer of {len(text.lstrip('-'))} digits is no Param value")
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"key {key[:40]!r} is given twice (JSON would keep only the last)")
+        out[key] = value
+    return out
+
+
 def load_conf(text: str) -> dict[str, Any]:
     """Parse ``--conf``: a JSON object, or ``@path`` to a file holding one."""
     source = "--conf"
@@ -105,14 +128,22 @@ def load_conf(text: str) -> dict[str, Any]:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise GpufleetError(f"cannot read {source}: {exc.strerror or exc}") from exc
+            raise GpufleetError(f"cannot read {source}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise GpufleetError(f"{source} is not UTF-8 text (byte {exc.start})") from None
     try:
-        conf = json.loads(text)
+        conf = json.loads(
+            text, parse_constant=_non_finite, object_pairs_hook=_unique_keys, parse_int=_int
+        )
     except json.JSONDecodeError as exc:
         raise GpufleetError(
             f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             """pass an object such as '{"nodes": 2}'"""
-        ) from exc
+        ) from None
+    except _Refused as exc:
+        raise GpufleetError(f"{source}: {exc}") from None
+    except RecursionError:
+        raise GpufleetError(f"{source} is nested too deeply to be a DAG conf") from None
     if not isinstance(conf, dict):
         raise GpufleetError(
             f"{source} must be a JSON object of Params, not {type(conf).__name__}; "
