@@ -223,3 +223,39 @@ def test_a_refused_row_fails_the_pair_with_its_reason():
     v = judge(run, log_of("gIB"))
     assert not v.passed
     assert any("cannot be trusted" in r for r in v.reasons), v.reasons
+
+
+def test_a_contradictory_nccl_log_fails_the_pair():
+    text = "\n".join(
+        line.replace("nranks 16", "nranks 2") if " rank 7 " in line else line
+        for line in nccl_info_log(
+            host="n0", first_rank=0, gpus_per_node=8, nranks=16, network="gIB", gdrdma=True
+        ).splitlines()
+    )
+    log = classify_nccl_log(
+        text.splitlines()
+        + nccl_info_log(
+            host="n1", first_rank=8, gpus_per_node=8, nranks=16, network="gIB", gdrdma=True
+        ).splitlines()
+    )
+    assert log.problems, "the parser should refuse rank 7 of a 2-rank communicator"
+    v = judge(run_of(355, 31), log)
+    assert not v.passed
+    assert any("NCCL log cannot be trusted" in r for r in v.reasons), v.reasons
+
+
+def test_storage_with_a_job_that_reported_an_error_fails_with_the_reason():
+    import json
+
+    text = fio_json(host="c0", write_mib_s=9000, read_mib_s=9500)
+    good = parse_fio_json(text)
+    head, brace, body = text.partition("{")  # fio prints a line before its JSON
+    report = json.loads(brace + body)
+    failed = dict(report["jobs"][0], jobname="seqwrite-eio", error=5)
+    report["jobs"].append(failed)
+    bad = parse_fio_json(head + json.dumps(report))
+    assert bad.problems  # the errored job is named and left out
+    assert judge_storage([good, good], expected_mb_s=18000, tolerance=0.9).passed
+    v = judge_storage([good, bad], expected_mb_s=18000, tolerance=0.9)
+    assert not v.passed
+    assert any("cannot be trusted" in r and "seqwrite-eio" in r for r in v.reasons), v.reasons

@@ -69,6 +69,10 @@ def judge_pair(
     version = getattr(log, "nccl_version", None)
     if failure:
         reasons.append(failure)
+    # contradictory init lines (a rank beyond its communicator, nNodes 0, ...)
+    reasons.extend(
+        f"the NCCL log cannot be trusted: {p}" for p in (getattr(log, "problems", ()) or ())
+    )
     if log is None:
         reasons.append("no NCCL INFO log was collected, so the transport is unknown")
     elif transport != expected_transport:
@@ -159,6 +163,10 @@ def judge_storage(
     if not results and not failure:
         reasons.append("no fio results were collected")
     if results:
+        # a job that reported an error, or a figure the parser refused, is not counted: the
+        # total would understate (or, refused, misstate) what the filesystem delivers
+        for problem in (p for r in results for p in (getattr(r, "problems", ()) or ())):
+            reasons.append(f"storage benchmark output cannot be trusted: {problem}")
         reads = [r.read_mib_s for r in results]
         writes = [r.write_mib_s for r in results]
         read = sum(reads) * MIB / 1e6 if all(v is not None for v in reads) else None

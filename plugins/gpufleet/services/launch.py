@@ -342,6 +342,7 @@ class TrainingLaunch:
                 ),
                 None,
             )
+            problems += [f"{where}: the NCCL log cannot be trusted: {p}" for p in info.problems]
             ranks[str(pod_index(pod))] = RankTransport(
                 pod=pod.name,
                 node=pod.node,
