@@ -110,6 +110,18 @@ def test_corrupt_sim_database_between_rounds_records_a_fabric_error_and_the_gate
     assert "DatabaseError" in row["reasons"][0]
     assert row["started_at"] < row["finished_at"]  # the attempt's own start, not the error's
     assert_gate_refuses_because("file is not a database")
+    # the readiness table says ERROR (not FAIL) and why
+    from datetime import UTC, datetime
+
+    from gpufleet.cli.status_cmd import readiness_rows
+
+    (row_h200a,) = [
+        r
+        for r in readiness_rows(load_catalog(), Ledger(), datetime.now(UTC))
+        if r["POOL"] == f"{CLUSTER}/{POOL}"
+    ]
+    assert row_h200a["FABRIC"].startswith("ERROR"), row_h200a
+    assert "could not finish" in row_h200a["WHY"], row_h200a
     # a later success supersedes the error (the ledger orders by insertion)
     assert validate(CLUSTER, POOL, run_id="manual__again", storage=False)["passed"]
     assert latest("fabric")["verdict"] == "pass"

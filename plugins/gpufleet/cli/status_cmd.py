@@ -32,6 +32,13 @@ def _age(now: datetime, then: datetime | None) -> str:
     return f"{minutes:.0f}m ago" if minutes < 120 else f"{minutes / 60:.0f}h ago"
 
 
+def _verdict(row: dict) -> str:
+    """pass, FAIL, or ERROR for a validation that could not finish (the WHY column says why)."""
+    if row.get("verdict") == "error":
+        return "ERROR"
+    return "pass" if row.get("passed") is True else "FAIL"
+
+
 def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[str, str]]:
     from gpufleet.backends import cluster_backend
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
@@ -54,13 +61,13 @@ def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[st
         if fabric:
             bw = f" {fabric['busbw_gbps']:.0f}GB/s" if fabric["busbw_gbps"] else ""
             fab_text = (
-                f"{'pass' if fabric['passed'] else 'FAIL'} {fabric['transport'] or '?'}"
+                f"{_verdict(fabric)} {fabric['transport'] or '?'}"
                 f"{bw} {_age(now, fabric['finished_at'])}"
             )
         sto_text = "n/a" if ref.filesystem is None else "-"
         if storage:
             sto_text = (
-                f"{'pass' if storage['passed'] else 'FAIL'} "
+                f"{_verdict(storage)} "
                 f"{(storage['read_mb_s'] or 0) / 1000:.1f}GB/s "
                 f"{_age(now, storage['finished_at'])}"
             )
