@@ -50,7 +50,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -152,12 +152,14 @@ validations = Table(
     _ts("finished_at", nullable=False),
     CheckConstraint(VERDICT_CHECK, name="ck_gf_validations_verdict"),
 )
+# "The latest validation of a pool" is the highest id (insertion order), so the index ends
+# in the id: one index probe, however many nights the pool has (bench/gate_latency.py).
 Index(
-    "ix_gf_validations_pool",
+    "ix_gf_validations_latest",
     validations.c.cluster,
     validations.c.pool,
     validations.c.kind,
-    validations.c.finished_at,
+    validations.c.id,
 )
 
 # One row per node pair tested (pass 1 and pass 2) with raw figures and transport.
@@ -387,12 +389,23 @@ def _v4_checks(conn: Connection) -> None:
             )
 
 
+def _v5_latest_by_id(conn: Connection) -> None:
+    """Readers take a pool's latest validation by id (v4): index (cluster, pool, kind, id)
+    instead of the v1 index that ended in finished_at, which nothing orders by any more."""
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_gf_validations_latest "
+        "ON gf_validations (cluster, pool, kind, id)"
+    )
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_gf_validations_pool")
+
+
 # Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
 # SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _v2_one_launch_per_run,
     3: _v3_validation_verdict,
     4: _v4_checks,
+    5: _v5_latest_by_id,
 }
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 
