@@ -2,7 +2,7 @@
 
 The caller feeds whole lines in large chunks (8 MiB, :data:`CHUNK_BYTES`); the scanner records
 what it finds in a :class:`~.facts.LogFacts`. How it stays fast (``bench/log_scan.py``: a 1 GiB
-log at ~0.7x the speed of ``grep -c``):
+log at 0.6-0.7x the speed of ``grep -c``, docs/PERFORMANCE.md):
 
 1. Only the ``NCCL INFO Using network`` line is searched exhaustively over every byte -- it is
    the deciding line, so no rank's choice is missed. Until the current wording shows up (in a
