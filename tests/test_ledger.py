@@ -390,3 +390,20 @@ def test_record_validation_error_is_the_latest_with_verdict_error(ledger_url):
         False,
         ["busbw=abc"],
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql+psycopg2://ci-user:s3cret@db.internal:5432/gpufleet_ledger?sslmode=require",
+            "postgresql+psycopg2://db.internal:5432/gpufleet_ledger?sslmode=require",
+        ),
+        ("postgresql://ci-user@db.internal/ledger", "postgresql://db.internal/ledger"),
+        ("sqlite:////var/lib/gpufleet/ledger.db", "sqlite:////var/lib/gpufleet/ledger.db"),
+    ],
+)
+def test_a_ledger_url_is_shown_without_user_info(url, shown):
+    from gpufleet.store.database import display_url
+
+    assert display_url(url) == shown

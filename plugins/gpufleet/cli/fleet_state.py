@@ -38,15 +38,16 @@ def describe(ledger: Ledger | None = None) -> str:
 
 
 def _safe(url: str) -> tuple[str, str | None]:
-    """``url`` without its password, and the password (to scrub from messages)."""
+    """``url`` without user info, and the password (to scrub from messages)."""
     from sqlalchemy.engine import make_url
 
+    from gpufleet.store.database import display_url
+
     try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - an unparseable URL is shown by its scheme only
+        return display_url(url), make_url(url).password
+    except ValueError:  # an unparseable URL is shown by its scheme only
         scheme = url.split("://", 1)[0] if "://" in url else ""
         return (f"{scheme}://... (unparseable)" if scheme else "(an unparseable URL)"), None
-    return parsed.render_as_string(hide_password=True), parsed.password
 
 
 def open_ledger() -> Ledger:

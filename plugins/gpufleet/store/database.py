@@ -45,6 +45,19 @@ def connection_to_url(conn: Any) -> str:
     )
 
 
+def display_url(url: Any) -> str:
+    """A database URL as shown to a person: no user name, no password (both are credentials).
+    ``url`` is a string or a SQLAlchemy URL; raises ``ValueError`` when it cannot be parsed."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy raises ArgumentError and others
+        raise ValueError(str(exc)) from None
+    # URL.set() ignores None, so replace the fields of the (named-tuple) URL itself
+    return parsed._replace(username=None, password=None).render_as_string(hide_password=False)
+
+
 def normalise_url(url: str) -> str:
     if url.startswith("postgres://"):
         return "postgresql+psycopg2://" + url[len("postgres://") :]

@@ -15,6 +15,7 @@ from gpufleet.store import schema as s
 from gpufleet.store.database import (
     LEDGER_CONN_ID,
     default_ledger_url,
+    display_url,
     engine_for,
     normalise_url,
 )
@@ -50,7 +51,8 @@ class Ledger:
 
     @property
     def safe_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        """The ledger's URL without user info, for messages."""
+        return display_url(self.engine.url)
 
     # --- validations ---------------------------------------------------------------------------
 
