@@ -11,6 +11,8 @@ AirflowFailException (retrying would not change it).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 from airflow.sdk.execution_time.context import OutletEventAccessors
@@ -22,7 +24,9 @@ from gpufleet.airflow.operators.launch import (
     LaunchGateOperator,
     SubmitTrainingJobOperator,
 )
+from gpufleet.backends import cluster_backend
 from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from tests.support.fleet import validate
 
@@ -167,3 +171,30 @@ def test_a_timeout_event_raises_for_a_retry(fleet, triggerer, make, monkeypatch)
     with pytest.raises(AirflowException, match="still") as info:
         op.execute_complete(ctx, event=event)
     assert not isinstance(info.value, AirflowFailException)
+
+
+# --- no deferral when the wait is already over --------------------------------------------
+
+
+def test_confirm_of_a_job_already_running_confirms_without_deferring(fleet, monkeypatch):
+    op, ctx = confirm("manual__running")
+    backend = cluster_backend(load_catalog().cluster(CLUSTER))
+    job = op.job
+    deadline = time.time() + 30
+    while backend.workload_status(job["kind"], job["name"], job["namespace"]).phase != "Running":
+        assert time.time() < deadline, "the simulated job never started"
+        time.sleep(0.1)
+    result = op.execute(ctx)  # no TaskDeferred: the check before deferring saw it running
+    assert result["state"] == "confirmed" and result["transport"] == "gib"
+    (launch,) = Ledger().launches()
+    assert launch["state"] == "confirmed"
+
+
+def test_confirm_of_a_job_not_yet_running_defers(fleet, monkeypatch):
+    def slow_pods():  # after the validation: the job's pods take minutes to start
+        monkeypatch.setenv("GPUFLEET_SIM_SPEED", "20")
+
+    op, ctx = confirm("manual__pending", before_submit=slow_pods)
+    deferred = deferral(lambda: op.execute(ctx))
+    assert deferred.method_name == "execute_complete"
+    assert deferred.trigger.serialize()[1]["until"] == "running"

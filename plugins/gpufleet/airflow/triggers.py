@@ -72,14 +72,45 @@ class WorkloadTrigger(BaseTrigger):
         backend = cluster_backend(load_catalog().cluster(self.cluster))
         return backend.workload_status(self.kind, self.name, self.namespace)
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        base = {
+    def _base(self) -> dict[str, Any]:
+        return {
             "cluster": self.cluster,
             "kind": self.kind,
             "name": self.name,
             "namespace": self.namespace,
             "carry": self.carry,
         }
+
+    def settled(self, status) -> dict[str, Any] | None:
+        """The event this workload status ends the wait with, or None to keep waiting."""
+        if status.phase == "Failed" and self.until == "running":
+            return {
+                **self._base(),
+                "status": "failed",
+                "phase": status.phase,
+                "message": status.message,
+            }
+        if status.done:
+            return {
+                **self._base(),
+                "status": "done",
+                "phase": status.phase,
+                "message": status.message,
+            }
+        if self.until == "running" and status.phase == "Running":
+            return {**self._base(), "status": "running", "phase": status.phase}
+        return None
+
+    def check_now(self) -> dict[str, Any] | None:
+        """One synchronous look before deferring (the providers' pattern): the event when the
+        wait is already over, else None. A transient error means "look again later"."""
+        try:
+            return self.settled(self._status())
+        except TransientBackendError:
+            return None
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        base = self._base()
         last_phase = None
         while True:
             try:
@@ -101,23 +132,9 @@ class WorkloadTrigger(BaseTrigger):
                         status.message or "",
                     )
                     last_phase = status.phase
-                if status.phase == "Failed" and self.until == "running":
-                    yield TriggerEvent(
-                        {
-                            **base,
-                            "status": "failed",
-                            "phase": status.phase,
-                            "message": status.message,
-                        }
-                    )
-                    return
-                if status.done:
-                    yield TriggerEvent(
-                        {**base, "status": "done", "phase": status.phase, "message": status.message}
-                    )
-                    return
-                if self.until == "running" and status.phase == "Running":
-                    yield TriggerEvent({**base, "status": "running", "phase": status.phase})
+                event = self.settled(status)
+                if event is not None:
+                    yield TriggerEvent(event)
                     return
             if time.time() - self.started > self.timeout:
                 yield TriggerEvent(

@@ -121,19 +121,22 @@ class ConfirmTransportOperator(BaseOperator):
         from gpufleet.services.launch import SubmittedJob
 
         job = SubmittedJob.from_dict(self.job)
-        self.defer(
-            trigger=WorkloadTrigger(
-                cluster=job.cluster,
-                kind=job.kind,
-                name=job.name,
-                namespace=job.namespace,
-                until="running",
-                poll_interval=poll_interval(catalog().cluster(job.cluster)),
-                timeout=self.timeout_s,
-                carry=job.to_dict(),
-            ),
-            method_name="execute_complete",
+        trigger = WorkloadTrigger(
+            cluster=job.cluster,
+            kind=job.kind,
+            name=job.name,
+            namespace=job.namespace,
+            until="running",
+            poll_interval=poll_interval(catalog().cluster(job.cluster)),
+            timeout=self.timeout_s,
+            carry=job.to_dict(),
         )
+        # already running (or over)? confirm now instead of deferring: a worker slot saved,
+        # and no deferral for the scheduler to race with (apache/airflow#67287 in 3.3.2)
+        event = trigger.check_now()
+        if event is not None:
+            return self.execute_complete(context, event)
+        self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
         from gpufleet.services.launch import SubmittedJob
