@@ -78,6 +78,16 @@ class _WorkloadDeferring(BaseOperator):
             method_name="execute_complete",
         )
 
+    def execute(self, context):
+        """Plan and submit the first round; defer on its workload, or judge at once."""
+        with self._cannot_finish(context):
+            svc = self._service()
+            state = svc.begin(context["run_id"])
+            if state.workload is not None:
+                self._defer_on(state)
+            summary = svc.finish(state)
+        return self._outcome(context, summary)
+
     @contextmanager
     def _cannot_finish(self, context, carry: dict[str, Any] | None = None) -> Iterator[None]:
         """Record an ``error`` verdict for this pool and kind when the block raises, then
@@ -142,15 +152,6 @@ class FabricValidationOperator(_WorkloadDeferring):
             tolerance=tolerance,
         )
 
-    def execute(self, context):
-        with self._cannot_finish(context):
-            svc = self._service()
-            state = svc.begin(context["run_id"])
-            if state.workload is not None:
-                self._defer_on(state)
-            summary = svc.finish(state)
-        return self._outcome(context, summary)
-
     def execute_complete(self, context, event: dict[str, Any]):
         from gpufleet.services.fabric import FabricState
 
@@ -196,24 +197,15 @@ class StorageValidationOperator(_WorkloadDeferring):
 
         return StorageValidation(self._ref(), ledger(self.ledger_conn_id))
 
-    def execute(self, context):
-        with self._cannot_finish(context):
-            svc = self._service()
-            state = svc.begin(context["run_id"])
-            if state.workload is not None:
-                self._defer_on(state)
-            summary = svc.finish(state)
-        return self._outcome(summary)
-
     def execute_complete(self, context, event: dict[str, Any]):
         from gpufleet.services.storage import StorageState
 
         with self._cannot_finish(context, event.get("carry")):
             self._check_event(event)
             summary = self._service().finish(StorageState.from_dict(event["carry"]))
-        return self._outcome(summary)
+        return self._outcome(context, summary)
 
-    def _outcome(self, summary) -> dict[str, Any]:
+    def _outcome(self, context, summary) -> dict[str, Any]:
         """The recorded verdict: fail the task for good when the filesystem did not pass."""
         if not summary.passed:
             raise AirflowFailException(
