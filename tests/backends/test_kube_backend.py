@@ -267,8 +267,10 @@ def test_apply_stores_each_kind_at_its_group_version_plural_and_scope(
 def test_apply_refuses_unknown_kinds_and_wrong_api_versions_before_any_call(
     kube: KubeEmulator, backend: KubeClusterBackend
 ) -> None:
-    with pytest.raises(BackendError, match="'Deployment'") as err:
-        backend.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}})
+    with pytest.raises(BackendError, match="'Frobnicator'") as err:
+        backend.apply(
+            {"apiVersion": "example.com/v1", "kind": "Frobnicator", "metadata": {"name": "x"}}
+        )
     assert "JobSet" in str(err.value)  # says what is supported
     with pytest.raises(BackendError, match="batch/v1"):
         backend.apply({"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "x"}})

@@ -2,7 +2,10 @@
 ``KubernetesHook``, for clusters whose catalog provider is ``gke`` or ``eks``.
 
 ``cluster.KubeClusterBackend`` is assembled from one module per concept: ``client`` (connection
-and call plumbing), ``errors`` (the one place an HTTP status is classified), ``kinds``,
-``objects``, ``nodes``, ``pods``, ``workloads``. Imports ``backends.base``/``retry``, the domain's
-label vocabulary, the official client and the provider's hook; nothing above the backends.
+- an Airflow connection or a kube config dict from the cloud backend - and call plumbing),
+``errors`` (the one place an HTTP status is classified), ``kinds`` (where each kind lives in the
+API), ``objects`` (apply, ensure_object, delete), ``converge`` (the pure compare of
+read-compare-patch), ``nodes``, ``pods``, ``workloads``. Imports ``backends.base``/``retry``,
+the domain's label vocabulary, the official client and the provider's hook; nothing above
+the backends.
 """

@@ -1,22 +1,28 @@
 """The connection to one cluster and the plumbing of every call: ``KubeApi``.
 
-The cncf provider's ``KubernetesHook`` is the adapter: it reads the Airflow connection (extras
-``kube_config``, ``kube_config_path``, ``in_cluster``, ``namespace``) and builds the official
-client's ``ApiClient``, from which the ``CoreV1Api``, ``BatchV1Api`` and ``CustomObjectsApi`` used
-here are made, with urllib3's own retries off (``KubeApi.api_client``); this package holds no
-HTTP of its own.
+The cncf provider's ``KubernetesHook`` is the adapter, whichever way the cluster is named: an
+Airflow connection (extras ``kube_config``, ``kube_config_path``, ``in_cluster``,
+``namespace``), or a kube config dict the cloud backend made for a cluster it just created
+(``ClusterCredentials.kube_config``: server, CA, bearer token), which the hook loads through its
+``config_dict`` argument into a ``Configuration`` of this client's own (never the process-wide
+default, so two clusters never share credentials). Either way the hook builds the official
+client's ``ApiClient`` (with its request timeouts), and urllib3's own retries are turned off
+(``KubeApi.api_client``); this package holds no HTTP of its own.
 
 Calls are made with ``_preload_content=False`` and the JSON body is decoded here, so every
 method sees exactly what the API server stored (unknown fields included, no client-side model
-validation) and object-returning methods give plain manifest dicts. It also sidesteps two client
-behaviours: custom-object creates answered with an unexpected 2xx code deserialize to ``None``,
-and pod logs that happen to parse as JSON get mangled by the model layer. Every failure goes
-through ``kube/errors.py``.
+validation) and object-returning methods give plain manifest dicts. Calls on an object of any
+kind go to its REST path (``kinds.KindInfo.path``) through ``ApiClient.call_api`` with the
+``BearerToken`` auth setting the typed APIs use; node and pod calls use ``CoreV1Api``. This
+also sidesteps two client behaviours: custom-object creates answered with an unexpected 2xx
+code deserialize to ``None``, and pod logs that happen to parse as JSON get mangled by the model
+layer. Every failure goes through ``kube/errors.py``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -29,13 +35,40 @@ if TYPE_CHECKING:
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
 
-class KubeApi:
-    """The official clients of the Airflow connection ``conn_id``, and how calls are made."""
+_JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
 
-    def __init__(self, conn_id: str = "kubernetes_default", *, hook: KubernetesHook | None = None):
-        self.conn_id = conn_id
+
+class KubeApi:
+    """The official clients of one cluster, and how calls are made.
+
+    The cluster is the Airflow connection ``conn_id``, or, when ``kube_config`` is given, the
+    kube config dict (``conn_id`` is then ignored).
+    """
+
+    def __init__(
+        self,
+        conn_id: str | None = "kubernetes_default",
+        *,
+        hook: KubernetesHook | None = None,
+        kube_config: dict[str, Any] | None = None,
+    ):
+        if kube_config is not None and not isinstance(kube_config, dict):
+            raise BackendError(
+                f"kube_config must be a kube config dict (clusters, users, contexts), "
+                f"not {type(kube_config).__name__}"
+            )
+        self.kube_config = kube_config
+        self.conn_id = None if kube_config is not None else (conn_id or "kubernetes_default")
         if hook is not None:
             self.__dict__["hook"] = hook
+
+    @property
+    def source(self) -> str:
+        """Where the credentials come from, as error messages name it."""
+        if self.kube_config is not None:
+            return f"the kube config of cluster {_current_context(self.kube_config)!r}"
+        return f"Airflow connection {self.conn_id!r}"
 
     # ---- clients -------------------------------------------------------------------------
 
@@ -43,7 +76,19 @@ class KubeApi:
     def hook(self) -> KubernetesHook:
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
-        return KubernetesHook(conn_id=self.conn_id)
+        if self.kube_config is None:
+            return KubernetesHook(conn_id=self.conn_id)
+        from kubernetes import client
+
+        # No connection id at all (the hook would otherwise fall back to kubernetes_default),
+        # and a Configuration of our own: without one, the kube config is loaded into the
+        # client's process-wide default.
+        return KubernetesHook(
+            conn_id=None,
+            kubernetes_conn_id=None,
+            config_dict=self.kube_config,
+            client_configuration=client.Configuration(),
+        )
 
     @cached_property
     def api_client(self) -> Any:
@@ -60,11 +105,19 @@ class KubeApi:
         try:
             api_client = self.hook.api_client
         except Exception as exc:  # missing connection, unreadable kubeconfig, ...
+            if self.kube_config is not None:
+                hint = (
+                    "Check the kube config the cloud backend produced (clusters[].cluster."
+                    "server, users[].user.token, current-context)."
+                )
+            else:
+                hint = (
+                    "Check that the connection exists (conn_type kubernetes) and that its "
+                    "kube_config / kube_config_path / in_cluster extra is valid."
+                )
             raise BackendError(
-                f"cannot build a Kubernetes client from Airflow connection {self.conn_id!r}: "
-                f"{type(exc).__name__}: {exc}. Check that the connection exists (conn_type "
-                "kubernetes) and that its kube_config / kube_config_path / in_cluster extra "
-                "is valid."
+                f"cannot build a Kubernetes client from {self.source}: "
+                f"{type(exc).__name__}: {exc}. {hint}"
             ) from exc
         api_client.configuration.retries = False
         api_client.rest_client = rest.RESTClientObject(api_client.configuration)
@@ -77,23 +130,30 @@ class KubeApi:
         return client.CoreV1Api(self.api_client)
 
     @cached_property
-    def batch(self) -> Any:
-        from kubernetes import client
-
-        return client.BatchV1Api(self.api_client)
-
-    @cached_property
-    def custom(self) -> Any:
-        from kubernetes import client
-
-        return client.CustomObjectsApi(self.api_client)
-
-    @cached_property
     def default_namespace(self) -> str:
+        """The connection's namespace extra, or the kube config context's, or ``default``."""
+        if self.kube_config is not None:
+            return _context_namespace(self.kube_config) or "default"
         try:
             return self.hook.get_namespace() or "default"
         except Exception:  # the namespace is a convenience; the real error surfaces on use
             return "default"
+
+    def server_version(self) -> str:
+        """The API server's ``major.minor`` from ``/version`` (``"1.33"``; GKE's ``"28+"``
+        minor reads as 28). Unreachable: TransientBackendError naming the cluster."""
+        info = self._request("read the API server version", "GET", "/version") or {}
+        major = _leading_number(info.get("major"))
+        minor = _leading_number(info.get("minor"))
+        if major is None or minor is None:  # some distributions leave these empty
+            match = re.match(r"v?(\d+)\.(\d+)", str(info.get("gitVersion") or ""))
+            if match is None:
+                raise BackendError(
+                    f"the API server of {self.source} answered /version without a version: "
+                    f"{json.dumps(info)[:200]}"
+                )
+            major, minor = match.groups()
+        return f"{major}.{minor}"
 
     # ---- call plumbing -------------------------------------------------------------------
 
@@ -105,9 +165,9 @@ class KubeApi:
         try:
             resp = fn(*args, _preload_content=False, **kwargs)
         except ApiException as exc:
-            raise api_error(what, exc, self.conn_id) from exc
+            raise api_error(what, exc, self.source) from exc
         except (Urllib3Error, OSError) as exc:
-            raise connection_error(what, exc, self.conn_id) from exc
+            raise connection_error(what, exc, self.source) from exc
         try:
             return resp.data
         finally:
@@ -139,31 +199,64 @@ class KubeApi:
                 return out
             page_kwargs["_continue"] = token
 
-    # ---- any kind, by its KindInfo -------------------------------------------------------
+    # ---- any kind, by its REST path ------------------------------------------------------
 
-    def _kind_call(
-        self, verb: str, info: KindInfo, namespace: str | None, **kwargs: Any
-    ) -> tuple[Callable[..., Any], dict[str, Any]]:
-        """The official-client method for ``verb`` (read/create/delete) on ``info`` + kwargs."""
-        if info.api == "custom":
-            scope = "namespaced" if info.namespaced else "cluster"
-            fn = getattr(self.custom, f"{'get' if verb == 'read' else verb}_{scope}_custom_object")
-            kwargs.update(group=info.group, version=info.version, plural=info.plural)
-        else:
-            api = self.core if info.api == "core" else self.batch
-            fn = getattr(api, f"{verb}_{'namespaced_' if info.namespaced else ''}{info.snake}")
-        if info.namespaced:
-            kwargs["namespace"] = namespace
-        return fn, kwargs
+    def _request(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = _JSON,
+        query: dict[str, str] | None = None,
+    ) -> Any:
+        """``method`` on ``path`` through ``ApiClient.call_api``; the decoded JSON answer."""
+        headers = {"Accept": _JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        return self._json(
+            what,
+            self.api_client.call_api,
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            response_types_map={},
+        )
 
     def _read(self, info: KindInfo, name: str, namespace: str | None) -> dict[str, Any]:
-        fn, kwargs = self._kind_call("read", info, namespace, name=name)
-        return self._json(f"read {info.kind} {ref(name, namespace)}", fn, **kwargs)
+        return self._request(
+            f"read {info.kind} {ref(name, namespace)}", "GET", info.path(namespace, name)
+        )
 
     def _create(self, info: KindInfo, body: dict[str, Any], namespace: str | None) -> Any:
-        fn, kwargs = self._kind_call("create", info, namespace, body=body)
-        return self._json(
-            f"create {info.kind} {ref(body['metadata']['name'], namespace)}", fn, **kwargs
+        name = body["metadata"]["name"]
+        return self._request(
+            f"create {info.kind} {ref(name, namespace)}", "POST", info.path(namespace), body=body
+        )
+
+    def _merge_patch(
+        self, info: KindInfo, name: str, namespace: str | None, body: dict[str, Any]
+    ) -> Any:
+        return self._request(
+            f"update {info.kind} {ref(name, namespace)}",
+            "PATCH",
+            info.path(namespace, name),
+            body=body,
+            content_type=MERGE_PATCH,
+        )
+
+    def _delete(
+        self, info: KindInfo, name: str, namespace: str | None, body: dict[str, Any]
+    ) -> Any:
+        return self._request(
+            f"delete {info.kind} {ref(name, namespace)}",
+            "DELETE",
+            info.path(namespace, name),
+            body=body,
         )
 
 
@@ -178,3 +271,22 @@ def cond_message(cond: dict[str, Any]) -> str | None:
     if reason and message:
         return f"{reason}: {message}"
     return reason or message or None
+
+
+def _current_context(kube_config: dict[str, Any]) -> str:
+    return str(kube_config.get("current-context") or "?")
+
+
+def _context_namespace(kube_config: dict[str, Any]) -> str | None:
+    """The namespace of the kube config's current context, if it names one."""
+    current = kube_config.get("current-context")
+    for entry in kube_config.get("contexts") or ():
+        if isinstance(entry, dict) and entry.get("name") == current:
+            return (entry.get("context") or {}).get("namespace") or None
+    return None
+
+
+def _leading_number(value: Any) -> str | None:
+    """``"28"`` of ``"28+"``; None when there is no number."""
+    match = re.match(r"\d+", str(value or ""))
+    return str(int(match.group())) if match else None

@@ -62,8 +62,11 @@ class KubeTooManyRequests(TransientKubeApiError):
     """429: throttled by the API server, or an eviction a PodDisruptionBudget refuses for now."""
 
 
-def api_error(what: str, exc: Any, conn_id: str) -> KubeApiError:
-    """The error a person reads for an ApiException: call, object, status, reason, message."""
+def api_error(what: str, exc: Any, source: str) -> KubeApiError:
+    """The error a person reads for an ApiException: call, object, status, reason, message.
+
+    ``source`` names where the client's credentials came from (``Airflow connection 'x'``,
+    ``the kube config of cluster 'y'``), so a 401/403 or TLS failure says where to look."""
     status = getattr(exc, "status", None) or 0
     reason = getattr(exc, "reason", None) or ""
     message = ""
@@ -84,11 +87,11 @@ def api_error(what: str, exc: Any, conn_id: str) -> KubeApiError:
         text += f": {message}"
     transient = is_transient_status(status)
     if status in (401, 403):
-        text += f"; check the credentials and RBAC of Airflow connection {conn_id!r}"
+        text += f"; check the credentials and RBAC of {source}"
     elif transient:
         text += "; the API server is throttling or failing, retry later"
     elif status == 0:
-        text += f"; check the TLS settings of Airflow connection {conn_id!r}"
+        text += f"; check the TLS settings of {source}"
     if transient:
         cls = KubeTooManyRequests if status == 429 else TransientKubeApiError
         headers = getattr(exc, "headers", None) or {}
@@ -101,9 +104,9 @@ def api_error(what: str, exc: Any, conn_id: str) -> KubeApiError:
     return KubeApiError(text, status=status, reason=reason)
 
 
-def connection_error(what: str, exc: BaseException, conn_id: str) -> TransientBackendError:
+def connection_error(what: str, exc: BaseException, source: str) -> TransientBackendError:
     """A request that got no HTTP answer (refused, reset, timed out): transient."""
     return TransientBackendError(
-        f"{what}: cannot reach the Kubernetes API of connection {conn_id!r} "
+        f"{what}: cannot reach the Kubernetes API of {source} "
         f"({type(exc).__name__}: {exc}); retry, and check the cluster endpoint if it persists"
     )
