@@ -51,8 +51,14 @@ def test_gke_networks_match_the_interfaces_pods_attach(ref: PoolRef) -> None:
     objs = render_gke_networks(ref.cluster)
     for obj in objs:
         validate_manifest(obj)
+    # the gVNIC network's pair (deviceMode NetDevice) comes first; the rest are the RDMA NICs
+    gvnic = ref.cluster.network.gvnic
     params = [o for o in objs if o["kind"] == "GKENetworkParamSet"]
+    assert params[0]["metadata"]["name"] == gvnic.name
+    assert params[0]["spec"]["deviceMode"] == "NetDevice"
+    params = params[1:]
     networks = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Network"}
+    assert networks.pop(gvnic.name)["spec"]["parametersRef"]["name"] == gvnic.name
     assert len(params) == len(networks) == ref.cluster.network.rdma_nics
     for param in params:
         assert param["spec"]["deviceMode"] == "RDMA"
@@ -64,7 +70,7 @@ def test_gke_networks_match_the_interfaces_pods_attach(ref: PoolRef) -> None:
             "kind": "GKENetworkParamSet",
             "name": param["metadata"]["name"],
         }
-    attached = {nic["network"] for nic in gke_interfaces(ref.cluster)} - {"default"}
+    attached = {nic["network"] for nic in gke_interfaces(ref.cluster)} - {"default", gvnic.name}
     assert attached == set(networks)
 
 

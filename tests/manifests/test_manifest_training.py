@@ -59,14 +59,16 @@ def test_training_pods_log_nccl_info_through_the_sidecar(ref: PoolRef) -> None:
         assert nccl_log_problems(template, TRAINER_CONTAINER) == []
 
 
-def test_training_mounts_the_lustre_pvc_at_namespace_and_job(ref: PoolRef) -> None:
+def test_training_mounts_the_lustre_pvc_at_the_job_directory(ref: PoolRef) -> None:
+    """The namespace's volume is rooted at its own directory (onboarding's PV): the job gets
+    ``subPath: <job>`` below it, so two namespaces never share a path."""
     obj = render_training_job(ref, training_spec())
     ((_, _, template),) = w.workload_pod_templates(obj)
     fs = ref.filesystem
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
     main = template["spec"]["containers"][0]
     mount = next(mt for mt in main["volumeMounts"] if mt["mountPath"] == fs.mount_path)
-    assert mount["subPath"] == "ml-team/qwen-ft"
+    assert mount["subPath"] == "qwen-ft"
     assert volumes[mount["name"]]["persistentVolumeClaim"]["claimName"] == pvc_name(fs)
 
 

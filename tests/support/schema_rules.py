@@ -27,6 +27,12 @@ CLUSTER_SCOPED = frozenset(
         "ClusterQueue",
         "Network",
         "GKENetworkParamSet",
+        "CustomResourceDefinition",
+        "CSIDriver",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
     }
 )
 

@@ -42,6 +42,14 @@ from gpufleet.config.paths import include_dir
 from tests.support.schema_rules import problem, rule_problems
 
 KUBERNETES_VERSION = "1.33"
+# Kinds newer than KUBERNETES_VERSION, checked against the first release that serves them
+# (MutatingAdmissionPolicy: v1beta1 from 1.34, v1 from 1.36).
+KIND_VERSIONS = {
+    ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicy"): "1.34",
+    ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicyBinding"): "1.34",
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): "1.36",
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): "1.36",
+}
 
 # (apiVersion, kind) -> schema file under include/schemas/
 CRD_SCHEMAS = {
@@ -70,10 +78,12 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
 # --- core kinds: kubernetes-validate ----------------------------------------------------------
 
 
-@lru_cache(maxsize=32)
-def _k8s_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validator:
+@lru_cache(maxsize=64)
+def _k8s_validator(
+    api_version: str, kind: str, kubernetes_version: str = KUBERNETES_VERSION
+) -> jsonschema.Draft202012Validator:
     """The validator kubernetes_validate.validate builds, kept to list every error."""
-    wanted = _kv.major_minor(KUBERNETES_VERSION)
+    wanted = _kv.major_minor(kubernetes_version)
     version = [v for v in _kv.all_versions() if _kv.major_minor(v) <= wanted][-1]
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     folder = f"kubernetes-json-schema/v{version}-local-strict"
@@ -85,8 +95,9 @@ def _k8s_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validat
 
 
 def _core_problems(obj: Mapping[str, Any], where: list[Any]) -> list[str]:
+    version = KIND_VERSIONS.get((obj.get("apiVersion"), obj.get("kind")), KUBERNETES_VERSION)
     try:
-        kubernetes_validate.validate(dict(obj), KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(dict(obj), version, strict=True)
         return []
     except kubernetes_validate.SchemaNotFoundError:
         known = ", ".join(sorted(f"{k} ({a})" for a, k in CRD_SCHEMAS))
@@ -99,7 +110,7 @@ def _core_problems(obj: Mapping[str, Any], where: list[Any]) -> list[str]:
         ]
     except kubernetes_validate.ValidationError:
         pass  # list every error below, not only the first
-    validator = _k8s_validator(obj["apiVersion"], obj["kind"])
+    validator = _k8s_validator(obj["apiVersion"], obj["kind"], version)
     errors = sorted(validator.iter_errors(dict(obj)), key=lambda e: list(map(str, e.absolute_path)))
     return [problem([*where, *e.absolute_path], _schema_message(e)) for e in errors]
 

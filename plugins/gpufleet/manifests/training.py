@@ -7,7 +7,8 @@ through :mod:`gpufleet.manifests.templates`), then injects the pool's RDMA/NCCL 
 ``nccl-log`` sidecar that streams it (the launch service reads the transport NCCL chose from
 that log). The JobSet carries ``kueue.x-k8s.io/queue-name`` and is created suspended; Kueue
 unsuspends it on admission (without Kueue it never starts: fail-closed). The pool's Lustre is
-mounted at its mount path with ``subPath: <namespace>/<job>``.
+mounted at its mount path with ``subPath: <job>`` (each training namespace's volume is rooted at
+the namespace's own directory on the instance).
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def render_training_job(ref: PoolRef, spec: TrainingJobSpec) -> dict[str, Any]:
 
     One replicatedJob ``workers`` (Indexed, one pod per node), NCCL_NET pinned to the pool's
     network, the nccl-log sidecar, the pool's Lustre PVC at its mount path with
-    ``subPath: <namespace>/<name>``, and ``MASTER_ADDR`` (pod 0's DNS name), ``MASTER_PORT``,
+    ``subPath: <name>`` (the namespace's volume is rooted at ``/<namespace>``), and
+    ``MASTER_ADDR`` (pod 0's DNS name), ``MASTER_PORT``,
     ``NNODES``, ``NODE_RANK`` (the completion index), ``GPUS_PER_NODE``. Raises ValueError
     listing every problem with the request.
     """
@@ -171,7 +173,8 @@ def render_training_job(ref: PoolRef, spec: TrainingJobSpec) -> dict[str, Any]:
     if fs is not None:
         lustre = {
             "mount_path": fs.mount_path,
-            "sub_path": f"{spec.namespace}/{spec.name}",
+            # the namespace's PV is rooted at its own directory (onboarding): the job's below it
+            "sub_path": spec.name,
             "claim_name": pvc_name(fs),
         }
     annotations = {CLUSTER_ANNOTATION: cluster.name}
