@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.backends import cloud_backend, cluster_backend
+from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import Taint
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
@@ -103,6 +103,8 @@ def test_apply_is_idempotent_and_delete_reports(a3u):
         ("capacity-short:2", Fault("capacity-short", machines=2)),
         ("api-errors:0.5", Fault("api-errors", rate=0.5)),
         ("  api-errors:1 ", Fault("api-errors", rate=1.0)),
+        ("api-errors:1:after=20", Fault("api-errors", rate=1.0, after=20)),
+        ("not-ready:n1", Fault("not-ready", node="n1")),
     ],
 )
 def test_fault_grammar(text, expected):
@@ -124,6 +126,11 @@ def test_fault_grammar(text, expected):
         ("api-errors:0", "within"),
         ("api-errors:x", "must be a number"),
         ("api-errors:nan", "finite"),
+        ("api-errors:1:after=0", "after=N"),
+        ("api-errors:1:before=3", "after=N"),
+        ("api-errors:1:after=x", "after=N"),
+        ("not-ready", "not-ready needs a node"),
+        ("not-ready:Node_1", "not-ready needs a node"),
         ("lustre-slow:3", "within"),
         ("lustre-slow:-0.5", "within"),
         ("lustre-slow:inf", "finite"),
@@ -165,6 +172,8 @@ def test_the_param_pattern_admits_the_grammar_and_refuses_words_signs_nan_inf():
         "capacity-short:2",
         "api-errors:0.5",
         "api-errors:1",
+        "api-errors:1:after=20",
+        "not-ready:a3u-sim-h200-a-1",
     ):
         assert pattern.match(f"a3u-sim/h200-a={text}"), text
         parse_fault(text)  # and the parser reads every one of them
@@ -181,6 +190,10 @@ def test_the_param_pattern_admits_the_grammar_and_refuses_words_signs_nan_inf():
         "capacity-short:x",
         "api-errors:nan",
         "api-errors:1.5",
+        "api-errors:1:after=",
+        "api-errors:1:before=3",
+        "not-ready:",
+        "not-ready:N1",
     ):
         assert not pattern.match(f"a3u-sim/h200-a={text}"), text
 
@@ -243,30 +256,6 @@ def test_transient_errors_are_retried(a3u, fleet_state, caplog):
 def test_catalog_faults_are_standing(catalog, fleet_state):
     SimState().ensure_seeded(catalog.cluster("a3u-sim"))
     assert SimState().faults(catalog) == []  # the shipped catalog declares none
-
-
-def test_cloud_backend_reservations_and_pools(catalog, fleet_state):
-    cloud = cloud_backend(catalog.cluster("a3u-sim"))
-    res = cloud.get_reservation("res-a3u-a")
-    assert (res.count, res.in_use, res.free) == (6, 6, 0)
-    assert cloud.ensure_node_pool("h200-a").node_count == 6  # exists: converges, no new nodes
-    assert cloud.delete_node_pool("h200-b") is True
-    assert cloud.get_node_pool("h200-b").status == "ABSENT"
-    SimState().inject("a3u-sim", "h200-b", "capacity-short:3")
-    assert cloud.get_reservation("res-a3u-b").count == 1
-    with pytest.raises(BackendError, match="has 1 of 1 machines free; node pool 'h200-b' needs 4"):
-        cloud.ensure_node_pool("h200-b")
-    SimState().clear()
-    info = cloud.ensure_node_pool("h200-b")
-    assert (info.status, info.node_count) == ("RUNNING", 4)
-    assert cloud.ensure_filesystem("lustre-a3u").status == "ACTIVE"
-    assert cloud.ensure_filesystem("lustre-a3u").status == "ACTIVE"
-
-
-def test_cloud_backend_for_real_providers_is_refused_clearly():
-    catalog = load_catalog(ROOT / "include" / "fleet-examples")
-    with pytest.raises(BackendError, match="not available in this release"):
-        cloud_backend(catalog.cluster("train-usc1"))
 
 
 # --- the CLI ------------------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """Backends behind two protocols; which one a cluster uses is data in the catalog.
 
 ``cluster_backend(cluster)`` and ``cloud_backend(cluster)`` build the backend the catalog
-names: ``provider: sim`` -> the simulated fleet; ``gke``/``eks`` -> the Kubernetes client
-through the cluster's KubernetesHook connection. Either comes wrapped in the retry rule of
-``backends/retry.py`` (tenacity: 429, 5xx and dropped connections retried with backoff,
-Retry-After honoured; anything else surfaces at once).
+names: ``provider: sim`` -> the simulated fleet; ``gke``/``eks`` -> the cloud through
+``gke/`` (google-cloud-container/-compute/-lustre) or ``eks/`` (boto3), and the cluster through
+the Kubernetes client: with the cluster's KubernetesHook connection when the catalog names one,
+else with credentials the cloud backend obtains (a cluster onboarding has just created). Either
+comes wrapped in the retry rule of ``backends/retry.py`` (tenacity: 429, 5xx and dropped
+connections retried with backoff, Retry-After honoured; anything else surfaces at once).
 
 Here: ``base.py`` (the protocols and the data they exchange), ``retry.py`` (the retry rule),
 ``faults.py`` (fault injection, which only the simulated fleet takes), ``sim/`` (the simulated
-fleet), ``kube/`` (a real cluster through the official client). Backends may import
-``domain``, ``config`` and ``errors``, and the providers' hooks for connections; never
-``services``, ``manifests``, ``store`` or the Airflow layer.
+fleet), ``kube/`` (a real cluster through the official client), ``gke/`` and ``eks/`` (the
+clouds' control planes). Backends may import ``domain``, ``config`` and ``errors``, and the
+providers' hooks for connections; never ``services``, ``manifests``, ``store`` or the Airflow
+layer.
 """
 
 from __future__ import annotations
@@ -50,9 +53,16 @@ def cluster_backend(cluster: Cluster) -> ClusterBackend:
         return RetryingClusterBackend(SimClusterBackend(cluster))
     from gpufleet.backends.kube.cluster import KubeClusterBackend
 
-    conn_id = cluster.connections.kubernetes or "kubernetes_default"
+    keys = pool_label_keys(cluster)
+    if cluster.connections.kubernetes:
+        return RetryingClusterBackend(
+            KubeClusterBackend(conn_id=cluster.connections.kubernetes, pool_label_keys=keys)
+        )
+    credentials = cloud_backend(cluster).cluster_credentials()
     return RetryingClusterBackend(
-        KubeClusterBackend(conn_id=conn_id, pool_label_keys=pool_label_keys(cluster))
+        KubeClusterBackend.from_kube_config(
+            credentials.kube_config(cluster.name), pool_label_keys=keys
+        )
     )
 
 
@@ -61,7 +71,16 @@ def cloud_backend(cluster: Cluster) -> CloudBackend:
         from gpufleet.backends.sim.cloud import SimCloudBackend
 
         return RetryingCloudBackend(SimCloudBackend(cluster))
-    raise BackendError(
-        f"cluster {cluster.name!r}: the {cluster.provider} cloud backend is not available in "
-        "this release; cloud operations (onboarding, transitions) run on provider sim only"
-    )
+    from gpufleet.config.catalog import load_catalog
+
+    entry = load_catalog().clusters.get(cluster.name)
+    if entry is None:
+        raise BackendError(f"cluster {cluster.name!r} is not in the fleet catalog")
+    region = entry[0]
+    if cluster.provider == "gke":
+        from gpufleet.backends.gke.backend import GkeCloudBackend
+
+        return RetryingCloudBackend(GkeCloudBackend(cluster, region))
+    from gpufleet.backends.eks.backend import EksCloudBackend
+
+    return RetryingCloudBackend(EksCloudBackend(cluster, region))

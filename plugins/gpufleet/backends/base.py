@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY
+from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY, UNVALIDATED_KEY
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ class NodeInfo:
         return any(t.key == QUARANTINE_KEY for t in self.taints)
 
     @property
+    def unvalidated(self) -> bool:
+        """Still carries the taint new nodes come up with (``gpufleet.io/unvalidated``)."""
+        return any(t.key == UNVALIDATED_KEY for t in self.taints)
+
+    @property
     def schedulable(self) -> bool:
         """Ready, not cordoned, not tainted NoSchedule/NoExecute (but for the GPU taint that
         GPU workloads tolerate)."""
@@ -61,6 +66,26 @@ class NodeInfo:
         """Idle and not quarantined: a node a validation pair or a new job may take. The one
         definition of a free node (the gate, the launch and both validations count these)."""
         return self.idle and not self.quarantined
+
+    @property
+    def testable(self) -> bool:
+        """A node validation may run on: free, or new and awaiting its first validation (Ready,
+        not cordoned, running nothing, blocked only by the ``unvalidated`` taint, which
+        validation pods tolerate). Jobs never get the latter: it is not ``free``."""
+        if self.free:
+            return True
+        blocking = any(
+            t.effect in ("NoSchedule", "NoExecute")
+            and t.key not in (GPU_TAINT_KEY, UNVALIDATED_KEY)
+            for t in self.taints
+        )
+        return (
+            self.unvalidated
+            and self.ready
+            and not self.unschedulable
+            and not self.workloads
+            and not blocking
+        )
 
 
 @dataclass(frozen=True)
@@ -97,6 +122,14 @@ class ClusterBackend(Protocol):
     def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create the object, or leave it as is if one of that kind/name exists (idempotent)."""
 
+    def ensure_object(self, manifest: dict[str, Any]) -> str:
+        """Converge one add-on object: create it when absent (``created``), leave it when what
+        is stored already carries every field of ``manifest`` (``unchanged``), else merge-patch
+        the manifest onto it (``updated``). Read-compare-patch: a second call sends no write."""
+
+    def server_version(self) -> str:
+        """The API server's ``major.minor`` (``"1.33"``)."""
+
     def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
         """Delete; True if something was deleted, False if it did not exist."""
 
@@ -125,6 +158,57 @@ class ClusterBackend(Protocol):
     def pod_logs(self, pod: str, namespace: str, container: str | None = None) -> str: ...
 
 
+# A cloud resource's lifecycle, whatever the provider calls it (GKE RUNNING / PROVISIONING,
+# EKS ACTIVE / CREATING, FSx AVAILABLE, Lustre ACTIVE / CREATING ...): backends normalise to these.
+READY = "READY"
+CREATING = "CREATING"
+UPDATING = "UPDATING"
+DELETING = "DELETING"
+ERROR = "ERROR"
+ABSENT = "ABSENT"
+STATUSES = (READY, CREATING, UPDATING, DELETING, ERROR, ABSENT)
+
+# What an ``ensure_*`` call did: found it, created it (or started creating it), would create it
+# (``dry_run``).
+FOUND = "found"
+CREATED = "created"
+WOULD_CREATE = "would_create"
+# What ``ClusterBackend.ensure_object`` did: CREATED, or one of these.
+UNCHANGED = "unchanged"
+UPDATED = "updated"
+
+
+@dataclass(frozen=True)
+class Ensured:
+    """What one ``ensure_*`` call found or did to one cloud resource.
+
+    ``differences`` are sentences naming a field whose existing value differs from the catalog
+    (``"machine type: catalog a3-ultragpu-8g, cloud a3-highgpu-8g"``): an ensure reports them
+    and changes nothing. ``status`` is the resource's normalised status after the call: an
+    operation that is still running leaves it ``CREATING`` (wait with ``get_*``).
+    ``console_url`` links the resource in the provider's console.
+    """
+
+    kind: str  # network, subnet, firewall, cluster, node_pool, launch_template, filesystem, ...
+    name: str
+    action: str  # found | created | would_create
+    status: str
+    differences: tuple[str, ...] = ()
+    console_url: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "action": self.action,
+            "status": self.status,
+            "differences": list(self.differences),
+            "console_url": self.console_url,
+            "detail": self.detail,
+        }
+
+
 @dataclass(frozen=True)
 class NodePoolInfo:
     name: str
@@ -132,15 +216,24 @@ class NodePoolInfo:
     machine_type: str
     node_count: int
     reservation: str | None
-    status: str  # PROVISIONING | RUNNING | RECONCILING | STOPPING | ERROR | ABSENT
+    status: str  # one of STATUSES
+    console_url: str | None = None
 
 
 @dataclass(frozen=True)
 class ReservationInfo:
+    """A capacity reservation as the cloud reports it. ``zone``/``blocks`` are None when the
+    API does not report them (never guessed); ``kind`` is ``reservation`` (GCE),
+    ``capacity-reservation`` or ``capacity-block`` (EC2)."""
+
     name: str
     machine_type: str
     count: int
     in_use: int
+    zone: str | None = None
+    blocks: tuple[str, ...] | None = None
+    kind: str = "reservation"
+    status: str = "active"
 
     @property
     def free(self) -> int:
@@ -152,28 +245,88 @@ class FilesystemInfo:
     name: str
     capacity_tib: float
     throughput_mbps_per_tib: int
-    status: str  # CREATING | ACTIVE | ... | ABSENT
-    mount_name: str | None = None
+    status: str  # one of STATUSES
+    id: str | None = None  # the cloud's id (FSx ``fs-...``; Managed Lustre ``projects/P/...``)
+    mount_name: str | None = None  # FSx mount name / Managed Lustre filesystem name
+    endpoint: str | None = None  # the Lustre MGS address (``10.0.0.2@tcp``) or DNS name
+    network: str | None = None  # the VPC the filesystem serves
+    console_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A Kubernetes control plane as the cloud reports it. ``features`` names the settings the
+    fabric needs (GKE: ``multi_networking``, ``dataplane_v2``, ``lustre_csi``)."""
+
+    name: str
+    status: str  # one of STATUSES
     endpoint: str | None = None
+    version: str | None = None
+    features: dict[str, bool] = field(default_factory=dict)
+    console_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterCredentials:
+    """How to reach a cluster the cloud backend knows: API server URL, CA bundle (base64 PEM,
+    None for a plain-HTTP emulator) and a bearer token (GKE: an OAuth access token; EKS: a
+    ``k8s-aws-v1.`` token). ``kube_config()`` is what ``KubernetesHook`` takes."""
+
+    server: str
+    token: str
+    ca_data: str | None = None
+    expires_at: float | None = None
+
+    def kube_config(self, name: str) -> dict[str, Any]:
+        cluster: dict[str, Any] = {"server": self.server}
+        if self.ca_data:
+            cluster["certificate-authority-data"] = self.ca_data
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": cluster}],
+            "users": [{"name": name, "user": {"token": self.token}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name,
+        }
 
 
 @runtime_checkable
 class CloudBackend(Protocol):
-    """A cloud control plane, scoped to one cluster of the catalog."""
+    """A cloud control plane, scoped to one cluster of the catalog.
+
+    Every ``ensure_*`` reads first and creates only what is missing; with ``dry_run`` it creates
+    nothing and reports ``would_create``. It never changes an existing resource: differences
+    from the catalog are reported in ``Ensured.differences``, and a difference that makes the
+    resource unusable (a GKE cluster without multi-networking) raises ``BackendError`` naming it.
+    Creates that take minutes return at once with status ``CREATING``: callers wait by polling
+    ``get_cluster``/``get_node_pool``/``get_filesystem`` (triggers do).
+    """
 
     def get_reservation(self, name: str) -> ReservationInfo: ...
 
-    def ensure_network(self) -> dict[str, Any]:
-        """The RDMA network and one subnet per NIC, as the catalog describes them."""
+    def ensure_network(self, dry_run: bool = False) -> list[Ensured]:
+        """The RDMA network and one subnet per NIC (GKE: the zone's RoCE network profile, plus
+        the extra gVNIC network; EKS: the VPC, the node subnet and the EFA security group)."""
 
-    def ensure_cluster(self) -> dict[str, Any]: ...
+    def ensure_cluster(self, dry_run: bool = False) -> Ensured: ...
 
-    def ensure_node_pool(self, pool: str) -> NodePoolInfo: ...
+    def get_cluster(self) -> ClusterInfo: ...
+
+    def cluster_credentials(self) -> ClusterCredentials:
+        """Credentials for the cluster's API server, obtained from the cloud (no Airflow
+        Kubernetes connection needed). EKS also ensures Airflow's access entry."""
+
+    def ensure_node_pool(
+        self, pool: str, dry_run: bool = False, taints: tuple[Taint, ...] = ()
+    ) -> Ensured:
+        """The pool on its reservation; ``taints`` are set on its nodes at creation (new pools
+        come up tainted ``gpufleet.io/unvalidated``); an existing pool keeps its taints."""
 
     def get_node_pool(self, pool: str) -> NodePoolInfo: ...
 
     def delete_node_pool(self, pool: str) -> bool: ...
 
-    def ensure_filesystem(self, name: str) -> FilesystemInfo: ...
+    def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured: ...
 
     def get_filesystem(self, name: str) -> FilesystemInfo: ...

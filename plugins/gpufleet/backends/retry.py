@@ -35,6 +35,9 @@ import tenacity
 from gpufleet.backends.base import (
     CloudBackend,
     ClusterBackend,
+    ClusterCredentials,
+    ClusterInfo,
+    Ensured,
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
@@ -144,6 +147,12 @@ class RetryingClusterBackend:
     def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return self._retry(self.inner.apply, manifest)
 
+    def ensure_object(self, manifest: dict[str, Any]) -> str:
+        return self._retry(self.inner.ensure_object, manifest)
+
+    def server_version(self) -> str:
+        return self._retry(self.inner.server_version)
+
     def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
         return self._retry(self.inner.delete, kind, name, namespace)
 
@@ -188,14 +197,22 @@ class RetryingCloudBackend:
     def get_reservation(self, name: str) -> ReservationInfo:
         return self._retry(self.inner.get_reservation, name)
 
-    def ensure_network(self) -> dict[str, Any]:
-        return self._retry(self.inner.ensure_network)
+    def ensure_network(self, dry_run: bool = False) -> list[Ensured]:
+        return self._retry(self.inner.ensure_network, dry_run)
 
-    def ensure_cluster(self) -> dict[str, Any]:
-        return self._retry(self.inner.ensure_cluster)
+    def ensure_cluster(self, dry_run: bool = False) -> Ensured:
+        return self._retry(self.inner.ensure_cluster, dry_run)
 
-    def ensure_node_pool(self, pool: str) -> NodePoolInfo:
-        return self._retry(self.inner.ensure_node_pool, pool)
+    def get_cluster(self) -> ClusterInfo:
+        return self._retry(self.inner.get_cluster)
+
+    def cluster_credentials(self) -> ClusterCredentials:
+        return self._retry(self.inner.cluster_credentials)
+
+    def ensure_node_pool(
+        self, pool: str, dry_run: bool = False, taints: tuple[Taint, ...] = ()
+    ) -> Ensured:
+        return self._retry(self.inner.ensure_node_pool, pool, dry_run, taints)
 
     def get_node_pool(self, pool: str) -> NodePoolInfo:
         return self._retry(self.inner.get_node_pool, pool)
@@ -203,8 +220,8 @@ class RetryingCloudBackend:
     def delete_node_pool(self, pool: str) -> bool:
         return self._retry(self.inner.delete_node_pool, pool)
 
-    def ensure_filesystem(self, name: str) -> FilesystemInfo:
-        return self._retry(self.inner.ensure_filesystem, name)
+    def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured:
+        return self._retry(self.inner.ensure_filesystem, name, dry_run)
 
     def get_filesystem(self, name: str) -> FilesystemInfo:
         return self._retry(self.inner.get_filesystem, name)

@@ -14,7 +14,10 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
 ``lustre-slow[:FACTOR]``        the filesystem delivers FACTOR (0 < FACTOR < 1) of its tier
 ``capacity-short[:N]``          the pool's reservation has N (>= 1) fewer machines (half if
                                 no N is given)
-``api-errors:RATE``             that share (0 < RATE <= 1) of API calls fail with a 503
+``api-errors:RATE[:after=N]``   that share (0 < RATE <= 1) of API calls fail with a 503; with
+                                ``after=N``, only once N calls went through since the fault was
+                                put in force (an API that starts failing midway)
+``not-ready:<node>``            the node never becomes Ready (onboarding reports it by name)
 ==============================  ===============================================================
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
@@ -29,10 +32,17 @@ from dataclasses import dataclass
 from gpufleet.domain.names import DNS1123_LABEL_BODY, DNS1123_SUBDOMAIN
 from gpufleet.errors import GpufleetError
 
-FAULT_KINDS = ("fabric-down", "bad-node", "lustre-slow", "capacity-short", "api-errors")
+FAULT_KINDS = (
+    "fabric-down",
+    "bad-node",
+    "lustre-slow",
+    "capacity-short",
+    "api-errors",
+    "not-ready",
+)
 SYNTAX = (
     "fabric-down[:busbw=GBPS], bad-node:<node>[:nic], lustre-slow[:FACTOR], "
-    "capacity-short[:N], api-errors:RATE"
+    "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>"
 )
 _INTEGER = re.compile(r"^[0-9]+$")
 _NUMBER = r"[0-9]+(\.[0-9]+)?"
@@ -47,7 +57,8 @@ PARAM_PATTERN = (
     r"|bad-node:[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:nic)?"
     r"|lustre-slow(:" + _FRACTION + r")?"
     r"|capacity-short(:[0-9]+)?"
-    r"|api-errors:(" + _FRACTION + r"|1(\.0+)?))$"
+    r"|api-errors:(" + _FRACTION + r"|1(\.0+)?)(:after=[0-9]+)?"
+    r"|not-ready:[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$"
 )
 
 
@@ -66,6 +77,7 @@ class Fault:
     factor: float | None = None  # lustre-slow (None: the sim's default)
     machines: int | None = None  # capacity-short (None: half the reservation)
     rate: float | None = None  # api-errors
+    after: int | None = None  # api-errors:...:after=N
 
     @property
     def text(self) -> str:
@@ -79,7 +91,9 @@ class Fault:
         if self.kind == "capacity-short" and self.machines is not None:
             return f"capacity-short:{self.machines}"
         if self.kind == "api-errors":
-            return f"api-errors:{self.rate:g}"
+            return f"api-errors:{self.rate:g}" + (f":after={self.after}" if self.after else "")
+        if self.kind == "not-ready":
+            return f"not-ready:{self.node}"
         return self.kind
 
 
@@ -135,6 +149,10 @@ def parse_fault(text: str) -> Fault:
         if busbw <= 0:
             raise FaultError(f"fault {spec!r}: busbw must be above 0 GB/s")
         return Fault(kind, busbw_gbps=busbw)
+    if kind == "not-ready":
+        if len(arg) > 253 or not DNS1123_SUBDOMAIN.match(arg):
+            raise FaultError(f"fault {spec!r}: not-ready needs a node name: not-ready:<node>")
+        return Fault(kind, node=arg)
     if kind == "bad-node":
         node, _, how = arg.partition(":")
         if not node:
@@ -165,10 +183,19 @@ def parse_fault(text: str) -> Fault:
     # api-errors
     if not arg:
         raise FaultError(f"fault {spec!r}: api-errors needs a rate between 0 and 1: api-errors:0.3")
-    rate = _number(arg, spec, "the api-errors rate", "api-errors:0.3")
+    rate_text, _, after_text = arg.partition(":")
+    rate = _number(rate_text, spec, "the api-errors rate", "api-errors:0.3")
     if not 0 < rate <= 1:
-        raise FaultError(f"fault {spec!r}: api-errors rate {arg} is not within (0, 1]")
-    return Fault(kind, rate=rate)
+        raise FaultError(f"fault {spec!r}: api-errors rate {rate_text} is not within (0, 1]")
+    if not after_text:
+        return Fault(kind, rate=rate)
+    key, eq, value = after_text.partition("=")
+    if key != "after" or not eq or not _INTEGER.match(value) or int(value) < 1:
+        raise FaultError(
+            f"fault {spec!r}: after the rate only ':after=N' (N >= 1 calls) may follow: "
+            "api-errors:1:after=20"
+        )
+    return Fault(kind, rate=rate, after=int(value))
 
 
 _POOL_FAULT = re.compile(

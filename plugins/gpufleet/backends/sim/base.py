@@ -20,7 +20,8 @@ class SimBackendBase:
             raise BackendError(f"cluster {cluster.name!r} is {cluster.provider}, not sim")
         self.cluster = cluster
         self.state = state or SimState()
-        self.state.ensure_seeded(cluster)
+        if cluster.sim is None or cluster.sim.preexisting:
+            self.state.ensure_seeded(cluster)
         self._catalog: Catalog | None = None
 
     @property
@@ -35,9 +36,34 @@ class SimBackendBase:
         return PoolFaults.of(self.state.faults(self.catalog, cluster=self.cluster.name), pool)
 
     def _api_call(self, what: str) -> None:
-        """Injected cloud/cluster API errors: fail this call with the configured probability."""
-        rate = self.faults().api_error_rate
-        if rate and random.random() < rate:
+        """Injected cloud/cluster API errors: fail this call with the configured probability
+        (with ``after=N``, only once N calls went through since the fault was injected)."""
+        faults = self.faults()
+        rate = faults.api_error_rate
+        if not rate:
+            return
+        if faults.api_errors_after and self.state.count_call(self.cluster.name) <= (
+            faults.api_errors_after
+        ):
+            return
+        if random.random() < rate:
             raise TransientBackendError(
                 f"sim {self.cluster.name}: {what}: 503 Service Unavailable (injected api-errors)"
+            )
+
+    def cluster_exists(self) -> bool:
+        """A preexisting sim cluster always exists; another one once onboarding created it."""
+        if self.cluster.sim is None or self.cluster.sim.preexisting:
+            return True
+        with self.state.read() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM cloud WHERE cluster=? AND kind='cluster'", (self.cluster.name,)
+            ).fetchone()
+        return row is not None
+
+    def _require_cluster(self) -> None:
+        if not self.cluster_exists():
+            raise BackendError(
+                f"sim cluster {self.cluster.name!r} does not exist yet: onboard its region "
+                "first (the region_onboarding DAG)"
             )

@@ -1,9 +1,16 @@
 """The simulated fleet's ``CloudBackend``: reservations, the RDMA network, the cluster, node
 pools and Lustre filesystems of one sim cluster, as the catalog declares them.
 
-Pools and filesystems exist in the state file; creating them is idempotent ("ensure").
-``capacity-short`` shrinks a reservation, so a pool that needs more machines than are free is
-refused; ``api-errors`` fails calls with a 503 as a throttled control plane would.
+It keeps the contract of the real backends: every ``ensure_*`` reads first, creates only what
+is missing (``dry_run``: nothing), reports what differs from the catalog without changing it,
+and returns at once while a create "runs" (status ``CREATING`` until its simulated duration,
+``CREATE_S`` scaled by ``GPUFLEET_SIM_SPEED``, has passed). A new pool's nodes register
+NotReady, tainted as asked, and turn Ready when the pool is (a ``not-ready:<node>`` fault keeps
+one NotReady). Reservations report the catalog's zone and blocks, as GCE does.
+
+A ``preexisting`` sim cluster (the default) exists from the start with its pools; one with
+``preexisting: false`` exists only once ``ensure_cluster`` created it. ``capacity-short``
+shrinks a reservation; ``api-errors`` fails calls with a 503 as a throttled control plane would.
 """
 
 from __future__ import annotations
@@ -12,13 +19,88 @@ import json
 import time
 from typing import Any
 
-from gpufleet.backends.base import FilesystemInfo, NodePoolInfo, ReservationInfo
+from gpufleet.backends.base import (
+    ABSENT,
+    CREATED,
+    CREATING,
+    FOUND,
+    READY,
+    WOULD_CREATE,
+    ClusterCredentials,
+    ClusterInfo,
+    Ensured,
+    FilesystemInfo,
+    NodePoolInfo,
+    ReservationInfo,
+    Taint,
+)
 from gpufleet.backends.sim.base import SimBackendBase
+from gpufleet.backends.sim.programs import speed
 from gpufleet.errors import BackendError
+
+CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0}
+SIM_CONSOLE = "sim://"
 
 
 class SimCloudBackend(SimBackendBase):
     """The ``CloudBackend`` of a simulated cluster: reservations, pools and filesystems."""
+
+    # --- the cloud table ---------------------------------------------------------------------
+
+    def _row(self, kind: str, name: str) -> dict[str, Any] | None:
+        with self.state.read() as conn:
+            row = conn.execute(
+                "SELECT body FROM cloud WHERE cluster=? AND kind=? AND name=?",
+                (self.cluster.name, kind, name),
+            ).fetchone()
+        return json.loads(row["body"]) if row else None
+
+    def _insert(self, conn, kind: str, name: str, body: dict[str, Any]) -> None:
+        body = {**body, "ready_at": time.time() + CREATE_S.get(kind, 0.0) * speed()}
+        conn.execute(
+            "INSERT OR IGNORE INTO cloud VALUES (?, ?, ?, ?)",
+            (self.cluster.name, kind, name, json.dumps(body)),
+        )
+
+    @staticmethod
+    def _status(body: dict[str, Any] | None) -> str:
+        if body is None:
+            return ABSENT
+        return READY if time.time() >= body.get("ready_at", 0) else CREATING
+
+    def _url(self, kind: str, name: str) -> str:
+        return f"{SIM_CONSOLE}{self.cluster.name}/{kind}/{name}"
+
+    def _ensure(
+        self, kind: str, name: str, want: dict[str, Any], dry_run: bool, preexisting: bool = False
+    ) -> Ensured:
+        """Read ``kind/name``; create it from ``want`` when missing (unless ``dry_run``);
+        report the fields where what exists differs from ``want``."""
+        have = self._row(kind, name)
+        if have is None and preexisting:
+            return Ensured(kind, name, FOUND, READY, console_url=self._url(kind, name))
+        if have is not None:
+            differences = tuple(
+                f"{field}: catalog {want[field]}, cloud {have.get(field)}"
+                for field in sorted(want)
+                if have.get(field) != want[field]
+            )
+            return Ensured(
+                kind, name, FOUND, self._status(have), differences, self._url(kind, name)
+            )
+        if dry_run:
+            return Ensured(kind, name, WOULD_CREATE, ABSENT, console_url=self._url(kind, name))
+        with self.state.tx() as conn:
+            self._insert(conn, kind, name, want)
+        return Ensured(
+            kind, name, CREATED, self._status(self._row(kind, name)), (), self._url(kind, name)
+        )
+
+    @property
+    def _preexisting(self) -> bool:
+        return self.cluster.sim is None or self.cluster.sim.preexisting
+
+    # --- reservations --------------------------------------------------------------------------
 
     def _reservation(self, name: str):
         for region in self.catalog.regions.values():
@@ -45,54 +127,94 @@ class SimCloudBackend(SimBackendBase):
                 ).fetchone()[0]
                 for p in pools
             )
-        return ReservationInfo(name, res.machine_type, count, in_use)
+        return ReservationInfo(
+            name, res.machine_type, count, in_use, zone=res.zone, blocks=res.blocks or None
+        )
 
-    def ensure_network(self) -> dict[str, Any]:
+    # --- network and cluster -------------------------------------------------------------------
+
+    def ensure_network(self, dry_run: bool = False) -> list[Ensured]:
         self._api_call("ensure network")
         net = self.cluster.network
-        body = {
-            "name": net.name,
-            "rdma_nics": net.rdma_nics,
-            "subnets": [s.model_dump() for s in net.subnets],
-        }
-        with self.state.tx() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO cloud VALUES (?, 'network', ?, ?)",
-                (self.cluster.name, net.name, json.dumps(body)),
+        out = [
+            self._ensure(
+                "network", net.name, {"rdma_nics": net.rdma_nics}, dry_run, self._preexisting
             )
-        return body
+        ]
+        subnets = [*net.subnets, *([net.gvnic] if net.gvnic else [])]
+        for subnet in subnets:
+            out.append(
+                self._ensure(
+                    "subnet", subnet.name, {"cidr": subnet.cidr}, dry_run, self._preexisting
+                )
+            )
+        return out
 
-    def ensure_cluster(self) -> dict[str, Any]:
+    def ensure_cluster(self, dry_run: bool = False) -> Ensured:
         self._api_call("ensure cluster")
-        body = {"name": self.cluster.name, "location": self.cluster.location, "status": "RUNNING"}
-        with self.state.tx() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO cloud VALUES (?, 'cluster', ?, ?)",
-                (self.cluster.name, self.cluster.name, json.dumps(body)),
-            )
-        return body
+        want = {"location": self.cluster.location, **self._features()}
+        return self._ensure("cluster", self.cluster.name, want, dry_run, self._preexisting)
+
+    def _features(self) -> dict[str, bool]:
+        if self.cluster.shape == "gke":
+            return {"multi_networking": True, "dataplane_v2": True, "lustre_csi": True}
+        return {"efa": True}
+
+    def get_cluster(self) -> ClusterInfo:
+        self._api_call("get cluster")
+        body = self._row("cluster", self.cluster.name)
+        status = READY if body is None and self._preexisting else self._status(body)
+        return ClusterInfo(
+            self.cluster.name,
+            status,
+            endpoint=f"sim://{self.cluster.name}" if status != ABSENT else None,
+            version=self.cluster.kubernetes_version or "1.34",
+            features=self._features() if status != ABSENT else {},
+            console_url=self._url("cluster", self.cluster.name),
+        )
+
+    def cluster_credentials(self) -> ClusterCredentials:
+        self._api_call("get credentials")
+        if not self.cluster_exists():
+            raise BackendError(f"sim cluster {self.cluster.name!r} does not exist yet")
+        return ClusterCredentials(server=f"sim://{self.cluster.name}", token="sim")
+
+    # --- node pools ----------------------------------------------------------------------------
 
     def get_node_pool(self, pool: str) -> NodePoolInfo:
         self._api_call("get node pool")
         spec = self.cluster.pool(pool)
+        self.settle_nodes()
         with self.state.read() as conn:
             count = conn.execute(
                 "SELECT COUNT(*) FROM nodes WHERE cluster=? AND pool=?", (self.cluster.name, pool)
             ).fetchone()[0]
+        body = self._row("node_pool", pool)
+        status = self._status(body) if body else (READY if count else ABSENT)
         return NodePoolInfo(
             pool,
             self.cluster.name,
             spec.machine_type,
             count,
             spec.reservation.name,
-            "RUNNING" if count else "ABSENT",
+            status,
+            console_url=self._url("node_pool", pool),
         )
 
-    def ensure_node_pool(self, pool: str) -> NodePoolInfo:
+    def ensure_node_pool(
+        self, pool: str, dry_run: bool = False, taints: tuple[Taint, ...] = ()
+    ) -> Ensured:
         current = self.get_node_pool(pool)
-        if current.status == "RUNNING":
-            return current
         spec = self.cluster.pool(pool)
+        url = self._url("node_pool", pool)
+        if current.status != ABSENT:
+            differences = ()
+            if current.node_count != spec.nodes:
+                differences = (f"nodes: catalog {spec.nodes}, cloud {current.node_count}",)
+            return Ensured("node_pool", pool, FOUND, current.status, differences, url)
+        if dry_run:
+            return Ensured("node_pool", pool, WOULD_CREATE, ABSENT, console_url=url)
+        self._require_cluster()
         res = self.get_reservation(spec.reservation.name)
         if res.free < spec.nodes:
             raise BackendError(
@@ -100,45 +222,81 @@ class SimCloudBackend(SimBackendBase):
                 f"pool {pool!r} needs {spec.nodes}. Free capacity or lower the pool's size."
             )
         with self.state.tx() as conn:
-            self.state.create_nodes(conn, self.cluster, pool, spec.nodes)
+            self._insert(conn, "node_pool", pool, {"machine_type": spec.machine_type})
+            self.state.create_nodes(
+                conn,
+                self.cluster,
+                pool,
+                spec.nodes,
+                taints=tuple(t.as_dict() for t in taints),
+                ready=False,
+            )
             conn.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 (f"seeded:{self.cluster.name}/{pool}", str(time.time())),
             )
-        return self.get_node_pool(pool)
+        return Ensured("node_pool", pool, CREATED, CREATING, (), url, {"nodes": spec.nodes})
+
+    def settle_nodes(self) -> None:
+        """Nodes of pools whose creation finished turn Ready (but for ``not-ready`` ones)."""
+        with self.state.read() as conn:
+            pending = conn.execute(
+                "SELECT DISTINCT pool FROM nodes WHERE cluster=? AND ready=0", (self.cluster.name,)
+            ).fetchall()
+        for (pool,) in pending:
+            if self._status(self._row("node_pool", pool)) != READY:
+                continue
+            stuck = self.faults(pool).not_ready_nodes
+            with self.state.tx() as conn:
+                for (node,) in conn.execute(
+                    "SELECT name FROM nodes WHERE cluster=? AND pool=? AND ready=0",
+                    (self.cluster.name, pool),
+                ).fetchall():
+                    if node not in stuck:
+                        conn.execute(
+                            "UPDATE nodes SET ready=1 WHERE cluster=? AND name=?",
+                            (self.cluster.name, node),
+                        )
 
     def delete_node_pool(self, pool: str) -> bool:
         self._api_call("delete node pool")
         with self.state.tx() as conn:
+            conn.execute(
+                "DELETE FROM cloud WHERE cluster=? AND kind='node_pool' AND name=?",
+                (self.cluster.name, pool),
+            )
             return bool(
                 conn.execute(
                     "DELETE FROM nodes WHERE cluster=? AND pool=?", (self.cluster.name, pool)
                 ).rowcount
             )
 
+    # --- filesystems ---------------------------------------------------------------------------
+
     def get_filesystem(self, name: str) -> FilesystemInfo:
         self._api_call("get filesystem")
         fs = self.cluster.filesystem(name)
-        with self.state.read() as conn:
-            row = conn.execute(
-                "SELECT body FROM cloud WHERE cluster=? AND kind='filesystem' AND name=?",
-                (self.cluster.name, name),
-            ).fetchone()
-        status = "ACTIVE" if row else "ABSENT"
+        body = self._row("filesystem", name)
+        status = READY if body is None and self._preexisting else self._status(body)
+        exists = status != ABSENT
         return FilesystemInfo(
             name,
             fs.capacity_tib,
             fs.throughput_mbps_per_tib,
             status,
-            mount_name=name.replace("-", "")[:8] if row else None,
+            id=f"sim/{self.cluster.name}/{name}" if exists else None,
+            mount_name=name.replace("-", "")[:8] if exists else None,
+            endpoint=f"{name}.{self.cluster.name}.sim@tcp" if exists else None,
+            network=self.cluster.network.primary_vpc,
+            console_url=self._url("filesystem", name),
         )
 
-    def ensure_filesystem(self, name: str) -> FilesystemInfo:
+    def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured:
         self._api_call("ensure filesystem")
         fs = self.cluster.filesystem(name)
-        with self.state.tx() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO cloud VALUES (?, 'filesystem', ?, ?)",
-                (self.cluster.name, name, json.dumps(fs.model_dump())),
-            )
-        return self.get_filesystem(name)
+        want = {
+            "capacity_tib": fs.capacity_tib,
+            "throughput_mbps_per_tib": fs.throughput_mbps_per_tib,
+            "network": self.cluster.network.primary_vpc,
+        }
+        return self._ensure("filesystem", name, want, dry_run, self._preexisting)

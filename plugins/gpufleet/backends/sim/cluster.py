@@ -18,7 +18,15 @@ import json
 import time
 from typing import Any
 
-from gpufleet.backends.base import NodeInfo, PodInfo, Taint, WorkloadStatus
+from gpufleet.backends.base import (
+    CREATED,
+    UNCHANGED,
+    UPDATED,
+    NodeInfo,
+    PodInfo,
+    Taint,
+    WorkloadStatus,
+)
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.placement import Placement, place, record_pods
 from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
@@ -26,8 +34,55 @@ from gpufleet.domain.workloads import POOL_LABEL, WORKLOAD_LABEL, workload_selec
 from gpufleet.errors import BackendError, TransientBackendError
 
 
+def _contains(have: Any, want: Any) -> bool:
+    """Every field of ``want`` is in ``have`` with the same value (lists compared whole)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_contains(have.get(k), v) for k, v in want.items())
+    return have == want
+
+
+def _merge(have: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch of ``want`` onto ``have`` (RFC 7386, without deletions)."""
+    out = dict(have)
+    for key, value in want.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class SimClusterBackend(SimBackendBase):
-    """The ``ClusterBackend`` of a simulated cluster."""
+    """The ``ClusterBackend`` of a simulated cluster (refusing every call, as an unreachable
+    API server would, until a ``preexisting: false`` cluster was created by onboarding)."""
+
+    def _api_call(self, what: str) -> None:
+        self._require_cluster()
+        super()._api_call(what)
+
+    def server_version(self) -> str:
+        self._api_call("get version")
+        return self.cluster.kubernetes_version or "1.34"
+
+    def ensure_object(self, manifest: dict[str, Any]) -> str:
+        """Create, leave (every field already as asked) or merge-patch one object."""
+        kind = manifest.get("kind")
+        meta = manifest.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace") or ""
+        existing = self.get(kind, name, namespace) if kind and name else None
+        if existing is None:
+            self.apply(manifest)
+            return CREATED
+        self._api_call("read object")
+        if _contains(existing, manifest):
+            return UNCHANGED
+        self._api_call("patch object")
+        with self.state.tx() as conn:
+            conn.execute(
+                "UPDATE objects SET body=? WHERE cluster=? AND kind=? AND namespace=? AND name=?",
+                (json.dumps(_merge(existing, manifest)), self.cluster.name, kind, namespace, name),
+            )
+        return UPDATED
 
     # --- nodes ---------------------------------------------------------------------------------
 
@@ -37,6 +92,9 @@ class SimClusterBackend(SimBackendBase):
 
     def nodes(self, pool: str | None = None) -> list[NodeInfo]:
         """The nodes as they are, without injected API errors (for ``gpufleet sim show``)."""
+        from gpufleet.backends.sim.cloud import SimCloudBackend
+
+        SimCloudBackend(self.cluster, self.state).settle_nodes()
         now = time.time()
         with self.state.read() as conn:
             rows = conn.execute(

@@ -30,6 +30,8 @@ class PoolFaults:
     lustre_factor: float = 1.0
     capacity_short: int | None = None  # machines missing; -1: half the reservation
     api_error_rate: float = 0.0
+    api_errors_after: int | None = None  # calls that go through before the errors start
+    not_ready_nodes: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:
@@ -37,7 +39,8 @@ class PoolFaults:
         fabric_down, busbw = False, None
         degraded: set[str] = set()
         nic: set[str] = set()
-        lustre, short, rate = 1.0, None, 0.0
+        lustre, short, rate, after = 1.0, None, 0.0, None
+        not_ready: set[str] = set()
         for active in faults:
             if pool is not None and active.pool != pool:
                 continue
@@ -53,6 +56,9 @@ class PoolFaults:
                 short = f.machines if f.machines is not None else -1
             elif f.kind == "api-errors":
                 rate = max(rate, f.rate or 0.0)
+                after = f.after if after is None else min(after, f.after or 0)
+            elif f.kind == "not-ready":
+                not_ready.add(f.node or "")
         return cls(
             fabric_down=fabric_down,
             socket_busbw_gbps=busbw,
@@ -61,6 +67,8 @@ class PoolFaults:
             lustre_factor=lustre,
             capacity_short=short,
             api_error_rate=rate,
+            api_errors_after=after or None,
+            not_ready_nodes=frozenset(not_ready),
         )
 
     def rdma_lost(self, nodes: Iterable[str]) -> list[str]:

@@ -33,6 +33,12 @@ class SimFaultInjection:
         node_pool = self.cluster.pool(pool)  # CatalogError naming the pools when unknown
         if parsed.node is not None:
             names = [n.name for n in self.nodes(node_pool.name)]
+            # a pool still to be created (onboarding) will have the sim's usual node names
+            names += [
+                self.state.node_name(self.cluster.name, node_pool.name, i)
+                for i in range(node_pool.nodes)
+                if self.state.node_name(self.cluster.name, node_pool.name, i) not in names
+            ]
             if parsed.node not in names:
                 raise FaultError(
                     f"{self.cluster.name}/{node_pool.name} has no node {parsed.node!r} "

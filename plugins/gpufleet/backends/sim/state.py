@@ -112,10 +112,21 @@ class SimState:
         return f"{cluster}-{pool}-{index}"
 
     def create_nodes(
-        self, conn: sqlite3.Connection, cluster: Cluster, pool_name: str, count: int
+        self,
+        conn: sqlite3.Connection,
+        cluster: Cluster,
+        pool_name: str,
+        count: int,
+        *,
+        taints: tuple[dict, ...] = (),
+        ready: bool = True,
     ) -> list[str]:
+        """Register ``count`` nodes of a pool (GPU-tainted, plus ``taints``); ``ready=False``
+        for a pool still coming up (``settle_nodes`` makes them Ready)."""
         pool = cluster.pool(pool_name)
         native = pool_label_key(cluster)
+        all_taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        all_taints += [t for t in taints if t["key"] != "nvidia.com/gpu"]
         names = []
         for i in range(count):
             name = self.node_name(cluster.name, pool_name, i)
@@ -128,19 +139,27 @@ class SimState:
                 "nvidia.com/gpu.count": str(pool.gpu.count),
             }
             conn.execute(
-                "INSERT OR IGNORE INTO nodes VALUES (?, ?, ?, ?, ?, 0, 1)",
+                "INSERT OR IGNORE INTO nodes VALUES (?, ?, ?, ?, ?, 0, ?)",
                 (
                     cluster.name,
                     name,
                     pool_name,
                     json.dumps(labels),
-                    json.dumps(
-                        [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-                    ),
+                    json.dumps(all_taints),
+                    int(ready),
                 ),
             )
             names.append(name)
         return names
+
+    def count_call(self, cluster: str) -> int:
+        """Count one API call on ``cluster`` (for ``api-errors:...:after=N``); the new total."""
+        key = f"api-calls:{cluster}"
+        with self.tx() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            total = int(row[0]) + 1 if row else 1
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(total)))
+        return total
 
     # --- faults --------------------------------------------------------------------------------
 
@@ -153,6 +172,8 @@ class SimState:
                 "VALUES (?, ?, ?, ?, ?)",
                 (cluster, pool, parsed.text, scope, time.time()),
             )
+            if cur.rowcount and parsed.kind == "api-errors":  # 'after=N' counts from now
+                conn.execute("DELETE FROM meta WHERE key=?", (f"api-calls:{cluster}",))
             return cur.rowcount > 0
 
     def clear(

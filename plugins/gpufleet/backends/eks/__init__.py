@@ -1,0 +1,12 @@
+"""The EKS cloud backend (``provider: eks``), on boto3: ``EksCloudBackend`` in ``backend.py``.
+
+``clients.py`` (session, clients, error mapping, console links), ``network.py`` (VPC,
+subnets, EFA security group), ``cluster.py`` (control plane, access entry, token),
+``nodegroups.py`` (EFA launch template, managed node group), ``fsx.py`` (FSx for Lustre).
+"""
+
+from __future__ import annotations
+
+from gpufleet.backends.eks.backend import EksCloudBackend
+
+__all__ = ["EksCloudBackend"]

@@ -1,0 +1,90 @@
+"""``GkeCloudBackend``: the ``CloudBackend`` protocol on Google Cloud, one catalog cluster.
+
+Each method delegates to the module of its concept (``network``, ``cluster``, ``pools``,
+``lustre``); ``clients`` builds the REST clients (endpoint, credentials) and turns Google API
+errors into gpufleet's. The retry rule is applied by the caller's wrapper
+(``RetryingCloudBackend``), not here.
+"""
+
+from __future__ import annotations
+
+from gpufleet.backends.base import (
+    ClusterCredentials,
+    ClusterInfo,
+    Ensured,
+    FilesystemInfo,
+    NodePoolInfo,
+    ReservationInfo,
+    Taint,
+)
+from gpufleet.backends.gke import cluster as _cluster
+from gpufleet.backends.gke import lustre as _lustre
+from gpufleet.backends.gke import network as _network
+from gpufleet.backends.gke import pools as _pools
+from gpufleet.backends.gke.clients import DEFAULT_CONN_ID, Endpoint, GcpClients, Scope
+from gpufleet.domain.fleet import Cluster, Region
+from gpufleet.errors import CatalogError
+
+
+class GkeCloudBackend:
+    """GKE, Compute Engine and Managed Lustre for one ``provider: gke`` catalog cluster.
+
+    ``region`` gives the reservations (their zones); ``endpoint`` overrides
+    ``GPUFLEET_GCP_ENDPOINT``; ``poll_interval``/``operation_timeout`` are the waits on compute
+    operations (network and subnet inserts), the only operations this backend waits on.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        region: Region,
+        *,
+        endpoint: str | None = None,
+        poll_interval: float = 2.0,
+        operation_timeout: float = 900.0,
+    ) -> None:
+        if cluster.provider != "gke" or not cluster.project:
+            raise CatalogError(
+                f"cluster {cluster.name!r} is provider {cluster.provider!r}"
+                + ("" if cluster.project else " without a project")
+                + ": the GKE backend serves provider gke clusters with a project"
+            )
+        ep = Endpoint.from_env() if endpoint is None else Endpoint.parse(endpoint)
+        clients = GcpClients(cluster.connections.cloud or DEFAULT_CONN_ID, ep)
+        self.scope = Scope(cluster, region, clients, poll_interval, operation_timeout)
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.scope.cluster
+
+    def get_reservation(self, name: str) -> ReservationInfo:
+        return _pools.get_reservation(self.scope, name)
+
+    def ensure_network(self, dry_run: bool = False) -> list[Ensured]:
+        return _network.ensure_network(self.scope, dry_run)
+
+    def ensure_cluster(self, dry_run: bool = False) -> Ensured:
+        return _cluster.ensure_cluster(self.scope, dry_run)
+
+    def get_cluster(self) -> ClusterInfo:
+        return _cluster.get_cluster(self.scope)
+
+    def cluster_credentials(self) -> ClusterCredentials:
+        return _cluster.cluster_credentials(self.scope)
+
+    def ensure_node_pool(
+        self, pool: str, dry_run: bool = False, taints: tuple[Taint, ...] = ()
+    ) -> Ensured:
+        return _pools.ensure_node_pool(self.scope, pool, dry_run, tuple(taints))
+
+    def get_node_pool(self, pool: str) -> NodePoolInfo:
+        return _pools.get_node_pool(self.scope, pool)
+
+    def delete_node_pool(self, pool: str) -> bool:
+        return _pools.delete_node_pool(self.scope, pool)
+
+    def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured:
+        return _lustre.ensure_filesystem(self.scope, name, dry_run)
+
+    def get_filesystem(self, name: str) -> FilesystemInfo:
+        return _lustre.get_filesystem(self.scope, name)

@@ -1,0 +1,180 @@
+"""The Managed Lustre instance (google-cloud-lustre ``lustre_v1``) a cluster's pools mount.
+
+The instance is created in the cluster's zone on the cluster's PRIMARY VPC
+(``projects/P/global/networks/<primary_vpc>``): GKE nodes reach Lustre through their first
+NIC, never through the RDMA network. ``per_unit_storage_throughput`` is the catalog's tier
+(MB/s per TiB) and ``capacity_gib`` the catalog's ``capacity_tib`` x 1024 rounded to the
+nearest value the tier allows (``TIERS``: minimum, maximum and step in GiB, from Google's
+"Performance tiers" page); the Lustre ``filesystem`` name is the catalog name's letters and
+digits, at most 8 (the API's limit). Create returns at once (status CREATING) while the
+long-running operation runs; ``get_filesystem`` reports progress.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpufleet.backends.base import (
+    ABSENT,
+    CREATED,
+    CREATING,
+    DELETING,
+    ERROR,
+    FOUND,
+    READY,
+    UPDATING,
+    WOULD_CREATE,
+    Ensured,
+    FilesystemInfo,
+)
+from gpufleet.backends.gke.clients import Scope, call, console, get_or_none
+from gpufleet.backends.gke.network import network_url
+from gpufleet.errors import CatalogError
+
+# tier (MB/s per TiB) -> (minimum, maximum, step) capacity in GiB
+TIERS: dict[int, tuple[int, int, int]] = {
+    1000: (9_000, 954_000, 9_000),
+    500: (18_000, 1_908_000, 18_000),
+    250: (36_000, 3_816_000, 36_000),
+    125: (72_000, 7_632_000, 72_000),
+}
+
+_STATUS = {
+    "ACTIVE": READY,
+    "CREATING": CREATING,
+    "UPDATING": UPDATING,
+    "UPGRADING": UPDATING,
+    "REPAIRING": UPDATING,
+    "DELETING": DELETING,
+    "STOPPED": ERROR,
+    "SUSPENDED": ERROR,
+}
+
+
+def capacity_gib(capacity_tib: float, tier: int) -> int:
+    """The capacity the API accepts nearest to ``capacity_tib`` TiB for ``tier``."""
+    if tier not in TIERS:
+        raise CatalogError(
+            f"Managed Lustre throughput tier {tier} MB/s per TiB does not exist (tiers: "
+            f"{', '.join(str(t) for t in sorted(TIERS))}); fix throughput_mbps_per_tib"
+        )
+    low, high, step = TIERS[tier]
+    gib = max(low, round(capacity_tib * 1024 / step) * step)
+    if gib > high:
+        raise CatalogError(
+            f"Managed Lustre at {tier} MB/s per TiB holds at most {high} GiB "
+            f"({high / 1024:.0f} TiB); capacity_tib {capacity_tib} is too large"
+        )
+    return gib
+
+
+def filesystem_name(name: str) -> str:
+    """The Lustre filesystem name (mount name): letters and digits only, at most 8."""
+    return re.sub(r"[^a-zA-Z0-9]", "", name)[:8] or "lustre"
+
+
+def _instance_path(scope: Scope, name: str) -> str:
+    return f"projects/{scope.project}/locations/{scope.zone}/instances/{name}"
+
+
+def _console(scope: Scope, name: str) -> str:
+    return console(f"managed-lustre/instances/details/{scope.zone}/{name}", scope.project)
+
+
+def _read(scope: Scope, name: str) -> Any:
+    return get_or_none(
+        f"read Lustre instance {name}",
+        "lustre.instances.get",
+        scope.clients.lustre.get_instance,
+        name=_instance_path(scope, name),
+    )
+
+
+def _status(raw: object) -> str:
+    return _STATUS.get(getattr(raw, "name", str(raw)), ERROR)
+
+
+def ensure_filesystem(scope: Scope, name: str, dry_run: bool) -> Ensured:
+    fs = scope.cluster.filesystem(name)
+    tier = fs.throughput_mbps_per_tib
+    gib = capacity_gib(fs.capacity_tib, tier)
+    network = network_url(scope.project, scope.cluster.network.primary_vpc)
+    url = _console(scope, name)
+    detail = {
+        "capacity_gib": gib,
+        "throughput_mbps_per_tib": tier,
+        "network": network,
+        "filesystem": filesystem_name(name),
+    }
+    existing = _read(scope, name)
+    if existing is not None:
+        diffs = []
+        if existing.capacity_gib != gib:
+            diffs.append(f"capacity: catalog {gib} GiB, cloud {existing.capacity_gib} GiB")
+        if existing.per_unit_storage_throughput != tier:
+            diffs.append(
+                f"throughput tier: catalog {tier} MB/s per TiB, cloud "
+                f"{existing.per_unit_storage_throughput}"
+            )
+        if not existing.network.endswith(network):
+            diffs.append(
+                f"network: catalog {network} (the cluster's primary VPC), cloud "
+                f"{existing.network}: GKE nodes reach Lustre through their primary NIC only"
+            )
+        return Ensured(
+            "filesystem",
+            name,
+            FOUND,
+            _status(existing.state),
+            tuple(diffs),
+            url,
+            {**detail, "id": existing.name},
+        )
+    if dry_run:
+        return Ensured("filesystem", name, WOULD_CREATE, ABSENT, (), url, detail)
+    from google.cloud import lustre_v1
+
+    instance = lustre_v1.Instance(
+        filesystem=filesystem_name(name),
+        capacity_gib=gib,
+        network=network,
+        per_unit_storage_throughput=tier,
+        description=f"gpufleet: {scope.cluster.name}/{name}",
+        labels={"managed-by": "gpufleet", "cluster": scope.cluster.name},
+    )
+    op = call(
+        f"create Lustre instance {name}",
+        "lustre.instances.create",
+        scope.clients.lustre.create_instance,
+        parent=f"projects/{scope.project}/locations/{scope.zone}",
+        instance_id=name,
+        instance=instance,
+    )
+    op_name = getattr(getattr(op, "operation", None), "name", None)
+    return Ensured("filesystem", name, CREATED, CREATING, (), url, {**detail, "operation": op_name})
+
+
+def get_filesystem(scope: Scope, name: str) -> FilesystemInfo:
+    fs = scope.cluster.filesystem(name)
+    existing = _read(scope, name)
+    if existing is None:
+        return FilesystemInfo(
+            name,
+            fs.capacity_tib,
+            fs.throughput_mbps_per_tib,
+            ABSENT,
+            console_url=_console(scope, name),
+        )
+    mount_point = existing.mount_point or ""
+    return FilesystemInfo(
+        name=name,
+        capacity_tib=existing.capacity_gib / 1024,
+        throughput_mbps_per_tib=int(existing.per_unit_storage_throughput),
+        status=_status(existing.state),
+        id=existing.name,
+        mount_name=existing.filesystem or None,
+        endpoint=mount_point.split(":/")[0] or None,
+        network=existing.network or None,
+        console_url=_console(scope, name),
+    )
