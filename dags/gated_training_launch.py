@@ -12,9 +12,10 @@ confirmed on the intended transport.
    launch submits nothing.
 2. **submit**: a JobSet labelled for the pool's Kueue queue (admitted all-or-nothing), pinned
    to the pool, with the provider's RDMA plumbing (GKE NIC attachments + gIB, or EFA devices +
-   aws-ofi-nccl), the Lustre PVC at the catalog's mount path with `subPath`
-   `<namespace>/<job>`, `NCCL_NET` pinned so NCCL fails instead of falling back, and NCCL INFO
-   logs per rank.
+   aws-ofi-nccl), the Lustre PVC at the catalog's mount path with `subPath` `<job>` (the
+   namespace's volume is rooted at its own directory), `NCCL_NET` pinned so NCCL fails instead
+   of falling back, and NCCL INFO logs per rank. The namespace must be one of the cluster's
+   training namespaces (catalog `namespaces`).
 3. **confirm_transport** (deferred while the job starts): read every rank's NCCL log. On a
    mismatch, `transport_policy=fail` stops the job and marks the pool `suspect` (the next
    nightly validation re-checks it); `warn` alerts and lets it run. Success emits a

@@ -120,7 +120,9 @@ def test_status_prints_the_readiness_table(fleet_state):
     assert row[-1] == "yes" and "validated" in row
     other = next(ln for ln in lines if "p5-sim/h100-a" in ln)
     assert other.rstrip().endswith("no lifecycle state recorded")
-    assert lines[-1] == "1 of 3 pools ready for training"
+    new = next(ln for ln in lines if "a3u-euw4-sim/h200-eu" in ln)  # preexisting: false
+    assert new.rstrip().endswith("not onboarded (run region_onboarding)")
+    assert lines[-1] == "1 of 4 pools ready for training"
 
 
 def test_gate_refuses_while_a_transition_is_in_flight(fleet_state):

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.errors import LedgerError
-from gpufleet.store import Ledger, connection_to_url, default_ledger_url
+from gpufleet.store import Ledger, connection_to_url, default_ledger_url, migrations
 from gpufleet.store import schema as s
 
 
@@ -54,7 +54,7 @@ NOW = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 
 def test_schema_is_created_once_and_versioned(ledger_url):
     ledger = Ledger(ledger_url)
-    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # second call: no-op
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # second call: no-op
     with ledger.engine.connect() as conn:
         versions = conn.execute(text("SELECT version FROM gf_schema_version")).scalars().all()
     assert versions == [s.SCHEMA_VERSION]
@@ -65,7 +65,7 @@ def test_a_newer_schema_is_refused(ledger_url):
     with ledger.engine.begin() as conn:
         conn.execute(s.schema_version.insert().values(version=s.SCHEMA_VERSION + 1, applied_at=NOW))
     with pytest.raises(LedgerError, match="newer than this gpufleet"):
-        s.ensure_schema(ledger.engine)
+        migrations.ensure_schema(ledger.engine)
 
 
 def test_validation_with_pairs_round_trips(ledger_url):
@@ -251,7 +251,7 @@ def test_upgrade_to_v2_keys_launches_by_run(ledger_url):
         ]
         for row in rows:
             conn.execute(s.launches.insert().values(**row, created_at=now, updated_at=now))
-    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION
     with ledger.engine.connect() as conn:
         versions = conn.execute(text("SELECT version FROM gf_schema_version")).scalars().all()
     assert sorted(versions) == list(range(1, s.SCHEMA_VERSION + 1))
@@ -262,7 +262,7 @@ def test_upgrade_to_v2_keys_launches_by_run(ledger_url):
         (f"legacy-{kept[2]['id']}", "a", "stopped"),
         (f"legacy-{kept[3]['id']}", "a", "confirmed"),
     ]
-    assert s.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # idempotent
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # idempotent
     found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
     assert not created and found["pool"] == "b"
 

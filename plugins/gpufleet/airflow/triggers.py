@@ -147,3 +147,97 @@ class WorkloadTrigger(BaseTrigger):
                 )
                 return
             await asyncio.sleep(self.poll_interval)
+
+
+class CloudResourcesTrigger(BaseTrigger):
+    """Poll cloud resources an onboarding step started creating until every one is READY.
+
+    ``resources``: ``[cluster, kind, name]`` with kind ``cluster``, ``node_pool``,
+    ``filesystem`` or ``nodes`` (every node of pool ``name`` Ready). Fires ``{"status":
+    "ready"|"failed"|"timeout"|"error", "statuses": {"cluster/kind/name": status}, "notes",
+    "message", "carry"}``: ``failed`` when a resource reports ERROR or disappears. Reads only.
+    """
+
+    def __init__(
+        self,
+        resources: list[list[str]],
+        poll_interval: float = 30.0,
+        timeout: float = 3600.0,
+        started: float | None = None,
+        carry: Any = None,
+    ):
+        super().__init__()
+        self.resources = [list(r) for r in resources]
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.started = started if started is not None else time.time()
+        self.carry = carry
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "gpufleet.airflow.triggers.CloudResourcesTrigger",
+            {
+                "resources": self.resources,
+                "poll_interval": self.poll_interval,
+                "timeout": self.timeout,
+                "started": self.started,
+                "carry": self.carry,
+            },
+        )
+
+    def check_now(self) -> dict[str, Any] | None:
+        """The event when the wait is over (every resource READY, or one failed), else None."""
+        look = self._look()
+        return look if look.get("status") else None
+
+    def _look(self) -> dict[str, Any]:
+        """Every resource's status now; ``status`` set when the wait is over."""
+        from gpufleet.backends import cloud_backend, cluster_backend
+        from gpufleet.backends.base import ABSENT, ERROR, READY
+        from gpufleet.config.catalog import load_catalog
+        from gpufleet.services.onboarding import resource_status
+
+        catalog = load_catalog()
+        statuses: dict[str, str] = {}
+        notes: list[str] = []
+        for cluster_name, kind, name in self.resources:
+            cluster = catalog.cluster(cluster_name)
+            try:
+                status, note = resource_status(
+                    cloud_backend(cluster), lambda c=cluster: cluster_backend(c), kind, name
+                )
+            except TransientBackendError as exc:
+                status, note = "UNKNOWN", str(exc)
+            statuses[f"{cluster_name}/{kind}/{name}"] = status
+            if note:
+                notes.append(note)
+        base = {"statuses": statuses, "notes": notes, "carry": self.carry}
+        failed = [k for k, v in statuses.items() if v in (ERROR, ABSENT)]
+        if failed:
+            return {**base, "status": "failed", "message": f"{', '.join(failed)}: failed"}
+        if all(v == READY for v in statuses.values()):
+            return {**base, "status": "ready"}
+        return base
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        last: dict[str, Any] | None = None
+        while True:
+            try:
+                last = await asyncio.to_thread(self._look)
+            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises
+                yield TriggerEvent({"status": "error", "message": str(exc), "carry": self.carry})
+                return
+            if last.get("status"):
+                yield TriggerEvent(last)
+                return
+            if time.time() - self.started > self.timeout:
+                yield TriggerEvent(
+                    {
+                        **(last or {}),
+                        "status": "timeout",
+                        "message": f"not ready after {self.timeout:.0f} s",
+                        "carry": self.carry,
+                    }
+                )
+                return
+            await asyncio.sleep(self.poll_interval)

@@ -46,17 +46,24 @@ def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[st
     from gpufleet.services.gate import gather_facts
 
     rows = []
+    region_states = ledger.region_states()
     for ref in catalog.pools(regions=regions):
         facts = gather_facts(catalog, ledger, ref.cluster.name, [ref.pool.name])[0]
+        unreachable = None
         try:
             nodes = cluster_backend(ref.cluster).list_nodes(ref.pool.name)
             ready = f"{sum(n.ready for n in nodes)}/{len(nodes)}"
             quarantined = str(sum(n.quarantined for n in nodes))
-        except GpufleetError:
-            ready, quarantined = "?", "?"
+        except GpufleetError as exc:
+            ready, quarantined, unreachable = "?", "?", str(exc)
         fabric = ledger.latest_validation(ref.cluster.name, ref.pool.name, "fabric")
         storage = ledger.latest_validation(ref.cluster.name, ref.pool.name, "storage")
         problems = pool_problems(facts, now, DEFAULT_MAX_AGE)
+        region_state = (region_states.get(ref.region.name) or {}).get("state")
+        if region_state in ("onboarding", "failed"):
+            problems.insert(0, f"region: onboarding {region_state}")
+        elif unreachable and "does not exist yet" in unreachable:
+            problems.insert(0, "region: not onboarded (run region_onboarding)")
         fab_text = "-"
         if fabric:
             bw = f" {fabric['busbw_gbps']:.0f}GB/s" if fabric["busbw_gbps"] else ""

@@ -29,6 +29,9 @@ MAX_RDMA_NICS = 64
 MAX_RESERVATION_MACHINES = 100_000
 MAX_CAPACITY_TIB = 100_000.0  # ~100 PiB
 MAX_THROUGHPUT_MBPS_PER_TIB = 100_000
+# GKE multi-networking: a Device-type Network object's name is at most 41 characters (it
+# becomes part of a UNIX socket path); our RDMA Network objects are named after the subnets.
+MAX_GKE_DEVICE_NETWORK_NAME = 41
 
 # Which transports each real provider's plumbing can deliver; a sim cluster mimics one of them.
 PROVIDER_TRANSPORTS = {
@@ -76,6 +79,9 @@ class Reservation(_Model):
 class Subnet(_Model):
     name: Name
     cidr: str
+    zone: str | None = Field(
+        default=None, description="EKS: the subnet's availability zone (its reservation's zone)"
+    )
 
     @field_validator("cidr")
     @classmethod
@@ -93,6 +99,16 @@ class Network(_Model):
     name: Name
     rdma_nics: int = Field(ge=0, le=MAX_RDMA_NICS)
     subnets: tuple[Subnet, ...] = ()
+    gvnic: Subnet | None = Field(
+        default=None,
+        description="GKE: the extra gVNIC network GPU nodes need besides the RDMA NICs (a VPC "
+        "named after this subnet, holding it)",
+    )
+    primary_vpc: str = Field(
+        default="default",
+        description="GKE: the VPC of the cluster and the nodes' first NIC; Managed Lustre is "
+        "attached here, never to the RDMA network",
+    )
 
 
 class Filesystem(_Model):
@@ -145,10 +161,26 @@ class Connections(_Model):
     kubernetes: str | None = None
 
 
+class IamRoles(_Model):
+    """EKS: the IAM roles the control plane and the node groups run as (ARNs)."""
+
+    cluster_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    node_role_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
+    airflow_principal_arn: str | None = Field(
+        default=None,
+        description="The IAM principal Airflow runs as, given cluster access through an access "
+        "entry (empty: the caller's identity)",
+    )
+
+
 class SimSettings(_Model):
-    """How a ``provider: sim`` cluster behaves: whose plumbing it mimics and standing faults."""
+    """How a ``provider: sim`` cluster behaves: whose plumbing it mimics and standing faults.
+
+    ``preexisting``: the cluster and its pools exist from the start (true), or only once
+    ``region_onboarding`` created them (false), as with a real cloud."""
 
     mimics: Literal["gke", "eks"]
+    preexisting: bool = True
     faults: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
@@ -162,6 +194,18 @@ class Cluster(_Model):
     network: Network
     node_pools: tuple[NodePool, ...] = Field(min_length=1)
     filesystems: tuple[Filesystem, ...] = ()
+    namespaces: tuple[Name, ...] = Field(
+        default=(),
+        description="Training namespaces: each gets the Lustre volume and Kueue LocalQueues; "
+        "the launch refuses any other",
+    )
+    kubernetes_version: str | None = Field(
+        default=None,
+        pattern=r"^1\.\d{1,3}$",
+        description="Control-plane minor version to create the cluster at (empty: the "
+        "provider's default)",
+    )
+    iam: IamRoles | None = None
     sim: SimSettings | None = None
 
     @model_validator(mode="after")
@@ -170,6 +214,15 @@ class Cluster(_Model):
             raise ValueError("a gke cluster needs 'project' (the GCP project id)")
         if self.provider == "eks" and not self.account:
             raise ValueError("an eks cluster needs 'account' (the AWS account id)")
+        if self.provider == "eks" and self.iam is None:
+            raise ValueError(
+                "an eks cluster needs 'iam' (cluster_role_arn and node_role_arn) to be created"
+            )
+        if self.provider == "gke" and self.network.rdma_nics and self.network.gvnic is None:
+            raise ValueError(
+                "a gke cluster with RDMA NICs needs 'network.gvnic' (the extra gVNIC network "
+                "A3 Ultra / A4 nodes attach besides the RDMA NICs)"
+            )
         if self.provider == "sim" and self.sim is None:
             raise ValueError("a sim cluster needs a 'sim' section naming what it mimics (gke|eks)")
         if self.provider != "sim" and self.sim is not None:
@@ -327,6 +380,13 @@ def region_problems(region: Region, base: str = "") -> list[tuple[str, str]]:
             if subnet.name in names:
                 problem(f"{cbase}.network.subnets[{s}].name", f"duplicate {subnet.name!r}")
             names.add(subnet.name)
+            if shape == "gke" and len(subnet.name) > MAX_GKE_DEVICE_NETWORK_NAME:
+                problem(
+                    f"{cbase}.network.subnets[{s}].name",
+                    f"{subnet.name!r} is {len(subnet.name)} characters; GKE names a device "
+                    f"Network object after it, which may be at most "
+                    f"{MAX_GKE_DEVICE_NETWORK_NAME}",
+                )
         fs_names: set[str] = set()
         for f, fs in enumerate(cluster.filesystems):
             if fs.name in fs_names:

@@ -77,8 +77,11 @@ class PodPlumbing:
 
 
 def gke_interfaces(cluster: Cluster) -> list[dict[str, str]]:
-    """The pod's network interfaces: eth0 on the default network, one per RDMA subnet."""
+    """The pod's network interfaces: eth0 on the default network, eth1 on the extra gVNIC
+    network when the cluster has one (A3 Ultra / A4), one per RDMA subnet from eth2."""
     nics = [{"interfaceName": "eth0", "network": "default"}]
+    if cluster.network.gvnic is not None:
+        nics.append({"interfaceName": "eth1", "network": cluster.network.gvnic.name})
     for i, subnet in enumerate(cluster.network.subnets[: cluster.network.rdma_nics]):
         nics.append({"interfaceName": f"eth{i + 2}", "network": subnet.name})
     return nics

@@ -15,6 +15,8 @@ from gpufleet.domain.fleet import Cluster
 POOL_LABEL = "gpufleet.io/pool"
 QUARANTINE_KEY = "gpufleet.io/quarantine"
 QUARANTINE_LABEL = "gpufleet.io/quarantined"
+# New nodes come up with this NoSchedule taint and lose it only after they passed validation.
+UNVALIDATED_KEY = "gpufleet.io/unvalidated"
 WORKLOAD_LABEL = "gpufleet.io/workload"  # validation | training
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 EKS_POOL_LABEL = "eks.amazonaws.com/nodegroup"

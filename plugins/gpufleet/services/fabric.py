@@ -21,7 +21,7 @@ from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.pairing import Localizer, plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
-from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL
+from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL, UNVALIDATED_KEY
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.collect import Workload, read_nccl_pair
 from gpufleet.store import Ledger
@@ -116,7 +116,7 @@ class FabricValidation:
     def begin(self, run_id: str) -> FabricState:
         """Plan pass 1 over the pool's idle nodes and submit it. Returns the state."""
         nodes = self.backend.list_nodes(self.ref.pool.name)
-        idle = [n.name for n in nodes if n.free]
+        idle = [n.name for n in nodes if n.testable]  # free, or new and awaiting validation
         busy = [n.name for n in nodes if n.workloads]
         quarantined = [n.name for n in nodes if n.quarantined]
         pairs, odd = plan_pass1(idle)
@@ -255,6 +255,9 @@ class FabricValidation:
         )
         for node, why in verdict.quarantine.items():
             self.quarantine(node, why, state.run_id)
+        if verdict.passed:  # new nodes that passed take work from now on
+            passed = set(tested) - set(bad) - set(inconclusive) - set(untested)
+            self.clear_unvalidated(sorted(passed))
         transports = sorted({r["transport"] or "unknown" for r in rows})
         worst = next((t for t in transports if t != pool.transport), pool.transport)
         good_busbw = [
@@ -347,6 +350,22 @@ class FabricValidation:
         )
         summary.reasons = [reason]
         return summary
+
+    def clear_unvalidated(self, nodes: list[str]) -> list[str]:
+        """Remove the ``unvalidated`` taint from those of ``nodes`` that carry it (each passed
+        validation). Returns the nodes released."""
+        tainted = {n.name for n in self.backend.list_nodes(self.ref.pool.name) if n.unvalidated}
+        released = [n for n in nodes if n in tainted]
+        for node in released:
+            self.backend.remove_taint(node, UNVALIDATED_KEY)
+        if released:
+            log.info(
+                "%s: %d new node(s) passed validation: %s",
+                self.ref.key,
+                len(released),
+                ", ".join(released),
+            )
+        return released
 
     def quarantine(self, node: str, reason: str, run_id: str | None = None) -> None:
         """Taint the node NoSchedule, label it and record it (idempotent)."""

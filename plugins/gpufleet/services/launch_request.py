@@ -121,8 +121,10 @@ def _schema_problems(params: Mapping[str, Any]) -> dict[str, str]:
 def request_problems(params: Any, catalog: Catalog) -> list[str]:
     """Every problem with a launch request, each a sentence; empty when it may go to the gate.
 
-    The field schemas first, then the catalog: the cluster exists, each target pool is in it
-    and holds ``nodes`` nodes of ``gpus_per_node`` GPUs (a job runs within one pool)."""
+    The field schemas first, then the catalog: the cluster exists, the namespace is one of its
+    training namespaces (``namespaces``, where onboarding put the Lustre volume and the Kueue
+    queues), each target pool is in it and holds ``nodes`` nodes of ``gpus_per_node`` GPUs (a
+    job runs within one pool)."""
     if not isinstance(params, Mapping):
         return [f"a launch request is a mapping of fields, not {type(params).__name__}"]
     bad = _schema_problems(params)
@@ -133,6 +135,14 @@ def request_problems(params: Any, catalog: Catalog) -> list[str]:
         cluster = catalog.cluster(params["cluster"])
     except CatalogError as exc:
         return [*problems, str(exc)]
+    if "namespace" not in bad and params["namespace"] not in cluster.namespaces:
+        listed = ", ".join(cluster.namespaces)
+        problems.append(
+            f"namespace {params['namespace']!r} is not a training namespace of cluster "
+            f"{cluster.name!r} ("
+            + (f"its namespaces: {listed}" if listed else "it lists none")
+            + "): add it to the cluster's `namespaces` in the catalog and onboard again"
+        )
     for name in [] if "pools" in bad else params["pools"]:
         try:
             pool = cluster.pool(name)

@@ -95,7 +95,7 @@ class StorageValidation:
         if fs is None:
             state.skipped = f"{self.ref.key} has no filesystem in the catalog"
             return state
-        idle = [n.name for n in self.backend.list_nodes(self.ref.pool.name) if n.free]
+        idle = [n.name for n in self.backend.list_nodes(self.ref.pool.name) if n.testable]
         if not idle:
             state.skipped = f"{self.ref.key}: no idle node to run fio from"
             return state

@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from gpufleet.domain.gate import FINISHED_TRANSITIONS
 from gpufleet.errors import LedgerError
+from gpufleet.store import migrations
 from gpufleet.store import schema as s
 from gpufleet.store.database import (
     LEDGER_CONN_ID,
@@ -19,6 +20,7 @@ from gpufleet.store.database import (
     engine_for,
     normalise_url,
 )
+from gpufleet.store.regions import RegionRecords
 
 __all__ = ["LEDGER_CONN_ID", "Ledger"]
 
@@ -33,7 +35,7 @@ def _row(r: Any) -> dict[str, Any] | None:
     return dict(r._mapping) if r is not None else None
 
 
-class Ledger:
+class Ledger(RegionRecords):
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
 
     def __init__(self, url: str | None = None):
@@ -44,8 +46,8 @@ class Ledger:
             _ready.add(self.url)
 
     def _ensure_schema(self) -> None:
-        try:  # the schema is prepared under a database lock (see schema.ensure_schema)
-            s.ensure_schema(self.engine)
+        try:  # the schema is prepared under a database lock (see migrations.ensure_schema)
+            migrations.ensure_schema(self.engine)
         except DBAPIError as exc:
             raise LedgerError(f"cannot prepare the ledger at {self.safe_url}: {exc.orig}") from exc
 

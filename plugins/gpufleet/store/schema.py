@@ -9,7 +9,9 @@ so a retried submit finds its launch instead of recording a second one; 3 a vali
 gate reads (``CHECKS``; an existing SQLite table cannot gain a CHECK, so there they are
 triggers that abort the same inserts and updates; on PostgreSQL they are added ``NOT VALID``,
 checking new rows: old rows are refused by the gate's strict reading instead), and the pool a
-gate decision chose (``gf_gate_decisions.pool``).
+gate decision chose (``gf_gate_decisions.pool``); 5 the latest-validation index; 6 regions
+and what onboarding found, created or refused (``gf_regions``, ``gf_onboarding_actions``).
+The upgrades themselves live in ``store/migrations.py``.
 
 Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
 comes back as it is, for the reader to refuse, never as ``bool(value)``.
@@ -17,7 +19,6 @@ comes back as it is, for the reader to refuse, never as ``bool(value)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -25,9 +26,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
-    Connection,
     DateTime,
-    Engine,
     Float,
     ForeignKey,
     Index,
@@ -38,19 +37,11 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
-    cast,
-    delete,
-    func,
-    insert,
-    inspect,
-    literal,
-    select,
-    update,
 )
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = MetaData()
 
@@ -300,34 +291,6 @@ LAUNCH_KEY = (launches.c.cluster, launches.c.namespace, launches.c.job, launches
 launches_run_key = Index("uq_gf_launches_run", *LAUNCH_KEY, unique=True)
 
 
-def _v2_one_launch_per_run(conn: Connection) -> None:
-    """Version 2: the launch key. Rows without a run id get ``legacy-<id>`` (SQL's NULLs are
-    never equal, so they would escape the key); where earlier retries recorded one launch
-    several times, the newest row (the one the confirm step updated) is kept."""
-    t = launches
-    conn.execute(
-        update(t)
-        .where(t.c.run_id.is_(None))
-        .values(run_id=literal("legacy-") + cast(t.c.id, String))
-    )
-    newest = select(func.max(t.c.id)).group_by(*LAUNCH_KEY)
-    conn.execute(delete(t).where(t.c.id.not_in(newest)))
-    launches_run_key.create(conn, checkfirst=True)
-
-
-def _v3_validation_verdict(conn: Connection) -> None:
-    """Version 3: ``gf_validations.verdict``; existing rows get pass or fail from ``passed``.
-    One ADD COLUMN with its CHECK, which SQLite and PostgreSQL both accept."""
-    columns = {c["name"] for c in inspect(conn).get_columns("gf_validations")}
-    if "verdict" not in columns:
-        conn.exec_driver_sql(
-            "ALTER TABLE gf_validations ADD COLUMN verdict VARCHAR(8) NOT NULL DEFAULT 'fail' "
-            f"CONSTRAINT ck_gf_validations_verdict CHECK ({VERDICT_CHECK})"
-        )
-    v = validations
-    conn.execute(update(v).where(v.c.passed.is_(True)).values(verdict="pass"))
-
-
 def _in(column: str, values) -> str:
     return f"{{c}}{column} IN ({', '.join(repr(v) for v in values)})"
 
@@ -360,93 +323,34 @@ for _table, _name, _expr in CHECKS:
     metadata.tables[_table].append_constraint(CheckConstraint(_expr.format(c=""), name=_name))
 
 
-def _constraint_names(conn: Connection, table: str) -> set[str]:
-    return {c["name"] for c in inspect(conn).get_check_constraints(table)}
+# Region onboarding: where each region stands (onboarding | ready | failed) and, per run, what
+# each step found, created, would create (dry run) or refused.
+regions = Table(
+    "gf_regions",
+    metadata,
+    Column("region", String(63), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("reason", Text),
+    Column("run_id", String(250)),
+    _ts("updated_at", nullable=False, default=_now),
+    _ts("ready_at"),
+    CheckConstraint("state IN ('onboarding', 'ready', 'failed')", name="ck_gf_regions_state"),
+)
 
-
-def _v4_checks(conn: Connection) -> None:
-    """Version 4: the CHECKs on existing tables, and ``gf_gate_decisions.pool``."""
-    columns = {c["name"] for c in inspect(conn).get_columns("gf_gate_decisions")}
-    if "pool" not in columns:
-        conn.exec_driver_sql("ALTER TABLE gf_gate_decisions ADD COLUMN pool VARCHAR(63)")
-    checks = list(CHECKS)
-    if conn.dialect.name == "sqlite":
-        checks += [(t, f"ck_{t}_{c}", f"{{c}}{c} IN (0, 1)") for t, c in _FLAGS]
-        for table, name, expr in checks:
-            if name in _constraint_names(conn, table):
-                continue  # created with the table
-            for event in ("INSERT", "UPDATE"):
-                conn.exec_driver_sql(
-                    f"CREATE TRIGGER IF NOT EXISTS {name}_{event.lower()} BEFORE {event} ON "
-                    f"{table} WHEN NOT ({expr.format(c='NEW.')}) BEGIN "
-                    f"SELECT RAISE(ABORT, 'CHECK constraint failed: {name}'); END"
-                )
-        return
-    for table, name, expr in checks:
-        if name not in _constraint_names(conn, table):
-            conn.exec_driver_sql(
-                f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({expr.format(c='')}) NOT VALID"
-            )
-
-
-def _v5_latest_by_id(conn: Connection) -> None:
-    """Readers take a pool's latest validation by id (v4): index (cluster, pool, kind, id)
-    instead of the v1 index that ended in finished_at, which nothing orders by any more."""
-    conn.exec_driver_sql(
-        "CREATE INDEX IF NOT EXISTS ix_gf_validations_latest "
-        "ON gf_validations (cluster, pool, kind, id)"
-    )
-    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_gf_validations_pool")
-
-
-# Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
-# SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    2: _v2_one_launch_per_run,
-    3: _v3_validation_verdict,
-    4: _v4_checks,
-    5: _v5_latest_by_id,
-}
-_PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
-
-
-def ensure_schema(engine: Engine) -> int:
-    """Create missing tables and apply pending upgrades; safe to call from every process.
-
-    Airflow starts many task processes at once, each opening the ledger: the schema is
-    prepared under a database lock (SQLite: an immediate transaction, DDL included;
-    PostgreSQL: a transaction-scoped advisory lock), so one process creates the tables while
-    the others wait and then find them."""
-    with engine.connect() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        elif conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_SCHEMA_LOCK})")
-        try:
-            version = _prepare(conn)
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-    return version
-
-
-def _prepare(conn: Connection) -> int:
-    metadata.create_all(conn, checkfirst=True)
-    current = conn.execute(
-        select(schema_version.c.version).order_by(schema_version.c.version.desc()).limit(1)
-    ).scalar()
-    if current is None:
-        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION, applied_at=_now()))
-        return SCHEMA_VERSION
-    if current > SCHEMA_VERSION:
-        from gpufleet.errors import LedgerError
-
-        raise LedgerError(
-            f"the ledger is at schema version {current}, newer than this gpufleet "
-            f"({SCHEMA_VERSION}): upgrade gpufleet before using this ledger"
-        )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        _MIGRATIONS[version](conn)
-        conn.execute(insert(schema_version).values(version=version, applied_at=_now()))
-    return SCHEMA_VERSION
+onboarding_actions = Table(
+    "gf_onboarding_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("region", String(63), nullable=False),
+    Column("run_id", String(250), nullable=False),
+    Column("step", String(64), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("name", String(253), nullable=False),
+    Column("action", String(16), nullable=False),  # found | created | would_create | refused
+    Column("status", String(16)),
+    Column("differences", JSON, nullable=False, default=list),
+    Column("console_url", Text),
+    Column("detail", JSON, nullable=False, default=dict),
+    _ts("at", nullable=False, default=_now),
+)
+Index("ix_gf_onboarding_actions_run", onboarding_actions.c.region, onboarding_actions.c.run_id)

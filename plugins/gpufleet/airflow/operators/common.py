@@ -60,3 +60,15 @@ def catalog() -> Catalog:
 def poll_interval(cluster: Cluster) -> float:
     """Simulated clusters answer in seconds; real ones are polled gently."""
     return SIM_POLL_S if cluster.provider == "sim" else REAL_POLL_S
+
+
+def failed_tasks(context, exclude: tuple[str, ...] = ()) -> list[str]:
+    """This run's tasks (``task_id`` or ``task_id_<map index>``) that failed or whose upstream
+    failed, but for ``exclude`` (task ids): a DAG's last task uses it to fail the run too."""
+    run_id = context["run_id"]
+    states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
+    return sorted(
+        key
+        for key, state in (states or {}).get(run_id, {}).items()
+        if state in ("failed", "upstream_failed") and not key.startswith(exclude)
+    )

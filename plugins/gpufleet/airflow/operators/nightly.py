@@ -58,6 +58,13 @@ class ValidationTargetsOperator(BaseOperator):
             )[self.kind]
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
+        from gpufleet.airflow.operators.common import ledger
+        from gpufleet.services.onboarding import clusters_not_created
+
+        absent = clusters_not_created(catalog, ledger(), {t["cluster"] for t in scope})
+        for reason in absent.values():
+            self.log.warning("left out: %s", reason)
+        scope = [t for t in scope if t["cluster"] not in absent]
         self.log.info(
             "%s validation of %d pools: %s",
             self.kind,
@@ -73,7 +80,7 @@ class ValidationReportOperator(BaseOperator):
     def execute(self, context) -> dict[str, str]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from gpufleet.airflow.operators.common import ledger
+        from gpufleet.airflow.operators.common import failed_tasks, ledger
         from gpufleet.config.catalog import load_catalog
         from gpufleet.services.nightly import clear_run_faults, nightly_report
 
@@ -89,10 +96,7 @@ class ValidationReportOperator(BaseOperator):
         failed = list(result.failed)
         # a task that failed before recording a verdict (bad scope, lost cluster) fails the
         # run too: the report is the run's last word
-        states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
-        for key, state in sorted((states or {}).get(run_id, {}).items()):
-            if state in ("failed", "upstream_failed") and not key.startswith("report"):
-                failed.append(f"task {key} {state}")
+        failed += [f"task {key} did not succeed" for key in failed_tasks(context, ("report",))]
         if failed:
             raise AirflowFailException(
                 f"{len(failed)} problem(s) in this validation run: " + " | ".join(failed)

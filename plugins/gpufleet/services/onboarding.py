@@ -1,0 +1,367 @@
+"""Region onboarding: from the catalog's reservations to a validated, schedulable region.
+
+One ``RegionOnboarding`` per run and region; each step is a method the DAG's operators call
+(``domain.onboarding.STEPS`` is their order): preflight (refuse shortfalls and RDMA mismatches
+before anything is created), network, cluster, filesystems, node pools (tainted
+``gpufleet.io/unvalidated``), nodes Ready, cluster add-ons, then — after the nightly
+validation's own operators ran on the new nodes — release (mark the region ready, or say which
+nodes stay tainted and why).
+
+Every cloud call is an "ensure" of the cloud backend: a rerun finds what the first run created.
+Each step returns a ``StepResult`` (what was found, created, would be created with
+``dry_run``, or refused; resources still being created to wait on) and records its actions in
+the ledger, where the run's report reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.backends import cloud_backend, cluster_backend
+from gpufleet.backends.base import ABSENT, ERROR, READY, CloudBackend, ClusterBackend, Taint
+from gpufleet.domain.fleet import Catalog, Cluster, Region
+from gpufleet.domain.onboarding import preflight_refusals
+from gpufleet.domain.workloads import UNVALIDATED_KEY
+from gpufleet.errors import GpufleetError
+from gpufleet.store import Ledger
+
+log = logging.getLogger(__name__)
+
+UNVALIDATED_TAINT = Taint(UNVALIDATED_KEY, "true", "NoSchedule")
+
+
+class OnboardingRefused(GpufleetError):
+    """Onboarding stopped before creating anything (preflight), or a step cannot go on."""
+
+
+@dataclass
+class StepResult:
+    """What one step did. ``waiting``: ``[cluster, kind, name]`` of resources still being
+    created (the operator defers on them); ``notes``: sentences for the log and the report."""
+
+    step: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    waiting: list[list[str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "actions": self.actions,
+            "notes": self.notes,
+            "waiting": self.waiting,
+        }
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for a in self.actions:
+            counts[a["action"]] = counts.get(a["action"], 0) + 1
+        return ", ".join(f"{n} {what}" for what, n in sorted(counts.items())) or "nothing to do"
+
+
+def resource_status(
+    cloud: CloudBackend, backend_for: Callable[[], ClusterBackend], kind: str, name: str
+) -> tuple[str, str | None]:
+    """The normalised status of one resource a step waits on, and a note. ``kind`` ``nodes``
+    means "every node of pool ``name`` is Ready"."""
+    if kind == "cluster":
+        return cloud.get_cluster().status, None
+    if kind == "node_pool":
+        return cloud.get_node_pool(name).status, None
+    if kind == "filesystem":
+        return cloud.get_filesystem(name).status, None
+    if kind == "nodes":
+        nodes = backend_for().list_nodes(name)
+        waiting = sorted(n.name for n in nodes if not n.ready)
+        if nodes and not waiting:
+            return READY, None
+        return "CREATING", f"not Ready yet: {', '.join(waiting) or 'no nodes registered'}"
+    raise ValueError(f"unknown resource kind {kind!r}")
+
+
+class RegionOnboarding:
+    """The steps of onboarding one catalog region, for one run."""
+
+    def __init__(
+        self,
+        region: Region,
+        ledger: Ledger,
+        run_id: str,
+        *,
+        dry_run: bool = False,
+        cloud_for: Callable[[Cluster], CloudBackend] = cloud_backend,
+        cluster_for: Callable[[Cluster], ClusterBackend] = cluster_backend,
+    ):
+        self.region = region
+        self.ledger = ledger
+        self.run_id = run_id
+        self.dry_run = dry_run
+        self._cloud_for = cloud_for
+        self._cluster_for = cluster_for
+        self._clouds: dict[str, CloudBackend] = {}
+        self._clusters: dict[str, ClusterBackend] = {}
+
+    def cloud(self, cluster: Cluster) -> CloudBackend:
+        if cluster.name not in self._clouds:
+            self._clouds[cluster.name] = self._cloud_for(cluster)
+        return self._clouds[cluster.name]
+
+    def kube(self, cluster: Cluster) -> ClusterBackend:
+        if cluster.name not in self._clusters:
+            self._clusters[cluster.name] = self._cluster_for(cluster)
+        return self._clusters[cluster.name]
+
+    def _record(self, result: StepResult, ensured: Any) -> None:
+        action = ensured if isinstance(ensured, dict) else ensured.to_dict()
+        result.actions.append(action)
+        self.ledger.record_onboarding_action(self.region.name, self.run_id, result.step, action)
+        for diff in action.get("differences") or ():
+            result.notes.append(f"{action['kind']} {action['name']} differs: {diff}")
+
+    def _wait_on(self, result: StepResult, cluster: Cluster, ensured: Any) -> None:
+        if not self.dry_run and ensured.status not in (READY, ABSENT):
+            result.waiting.append([cluster.name, ensured.kind, ensured.name])
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def preflight(self) -> StepResult:
+        """Read every reservation and pool; refuse (``OnboardingRefused``, with the figures and
+        both values) before anything is created."""
+        result = StepResult("preflight")
+        reports: dict[str, Any] = {}
+        existing: set[str] = set()
+        for cluster in self.region.clusters:
+            cloud = self.cloud(cluster)
+            for pool in cluster.node_pools:
+                name = pool.reservation.name
+                if name not in reports:
+                    reports[name] = cloud.get_reservation(name)
+                    r = reports[name]
+                    result.notes.append(
+                        f"reservation {name}: {r.machine_type} x {r.count} in {r.zone or '?'}, "
+                        f"{r.in_use} in use, {r.free} free"
+                        + (f", blocks {', '.join(r.blocks)}" if r.blocks else "")
+                    )
+                if cloud.get_node_pool(pool.name).status != ABSENT:
+                    existing.add(f"{cluster.name}/{pool.name}")
+        refusals = preflight_refusals(self.region, reports, existing)
+        if existing:
+            result.notes.append(f"node pools that exist already: {', '.join(sorted(existing))}")
+        for refusal in refusals:
+            self._record(
+                result,
+                {
+                    "kind": "preflight",
+                    "name": refusal.where,
+                    "action": "refused",
+                    "detail": {"reason": refusal.reason},
+                },
+            )
+        if refusals:
+            if not self.dry_run:
+                self._set_state("failed", "preflight refused: " + str(refusals[0]))
+            raise OnboardingRefused(
+                f"region {self.region.name}: preflight refused, nothing was created: "
+                + "; ".join(str(r) for r in refusals)
+            )
+        if not self.dry_run and self._state() != "ready":
+            self._set_state("onboarding", "onboarding started")
+        return result
+
+    def network(self) -> StepResult:
+        result = StepResult("network")
+        for cluster in self.region.clusters:
+            for ensured in self.cloud(cluster).ensure_network(self.dry_run):
+                self._record(result, ensured)
+        return result
+
+    def cluster(self) -> StepResult:
+        result = StepResult("cluster")
+        for cluster in self.region.clusters:
+            ensured = self.cloud(cluster).ensure_cluster(self.dry_run)
+            self._record(result, ensured)
+            self._wait_on(result, cluster, ensured)
+        return result
+
+    def filesystems(self) -> StepResult:
+        result = StepResult("filesystems")
+        for cluster in self.region.clusters:
+            for fs in cluster.filesystems:
+                ensured = self.cloud(cluster).ensure_filesystem(fs.name, self.dry_run)
+                self._record(result, ensured)
+                self._wait_on(result, cluster, ensured)
+        return result
+
+    def node_pools(self) -> StepResult:
+        """Each pool on its reservation; new pools come up tainted ``unvalidated``."""
+        result = StepResult("node_pools")
+        for cluster in self.region.clusters:
+            for pool in cluster.node_pools:
+                ensured = self.cloud(cluster).ensure_node_pool(
+                    pool.name, self.dry_run, (UNVALIDATED_TAINT,)
+                )
+                self._record(result, ensured)
+                self._wait_on(result, cluster, ensured)
+        return result
+
+    def nodes_ready(self) -> StepResult:
+        """Which nodes registered and are Ready; ``waiting`` names pools with nodes not Ready."""
+        result = StepResult("nodes_ready")
+        if self.dry_run:
+            result.notes.append("dry run: nodes are not checked")
+            return result
+        for cluster in self.region.clusters:
+            for pool in cluster.node_pools:
+                nodes = self.kube(cluster).list_nodes(pool.name)
+                not_ready = sorted(n.name for n in nodes if not n.ready)
+                result.notes.append(
+                    f"{cluster.name}/{pool.name}: {len(nodes) - len(not_ready)} of "
+                    f"{pool.nodes} nodes Ready"
+                    + (f"; not Ready: {', '.join(not_ready)}" if not_ready else "")
+                )
+                if not_ready or len(nodes) < pool.nodes:
+                    result.waiting.append([cluster.name, "nodes", pool.name])
+        return result
+
+    def addons(self, controllers_source: str | None = None) -> StepResult:
+        """Render and converge every cluster add-on (read-compare-patch: a rerun writes
+        nothing)."""
+        from gpufleet.services.addons import apply_cluster_addons
+
+        result = StepResult("addons")
+        for cluster in self.region.clusters:
+            if self.dry_run:
+                result.notes.append(f"{cluster.name}: dry run: add-ons are not applied")
+                continue
+            for action, note in apply_cluster_addons(
+                cluster, self.cloud(cluster), self.kube(cluster), controllers_source
+            ):
+                if action is not None:
+                    self._record(result, action)
+                if note:
+                    result.notes.append(note)
+        return result
+
+    def release(self, validate: bool) -> tuple[bool, StepResult]:
+        """Mark the region ready when every node of every pool passed validation (lost the
+        ``unvalidated`` taint); otherwise name each node that stays tainted and why.
+        Returns (ready, result); ``ready`` is whether this run made it ready."""
+        from gpufleet.services.nightly import latest_per_check
+
+        result = StepResult("release")
+        tainted: list[str] = []
+        for cluster in self.region.clusters:
+            for pool in cluster.node_pools:
+                for node in self.kube(cluster).list_nodes(pool.name):
+                    if node.unvalidated:
+                        why = (
+                            "not Ready"
+                            if not node.ready
+                            else ("quarantined" if node.quarantined else "not passed validation")
+                        )
+                        tainted.append(f"{node.name} ({why})")
+        failed = [
+            f"{v['cluster']}/{v['pool']} {v['kind']}: {v.get('verdict') or 'fail'}"
+            for v in latest_per_check(self.ledger.validations_for_run(self.run_id))
+            if v.get("verdict") != "pass" and v["cluster"] in {c.name for c in self.region.clusters}
+        ]
+        if validate and failed:
+            reason = f"validation did not pass: {', '.join(failed)}"
+            result.notes.append(reason)
+            self._set_state("failed", reason)
+            return False, result
+        if not validate:
+            result.notes.append(
+                "validate=false: new nodes keep the gpufleet.io/unvalidated taint and the "
+                f"region is NOT ready ({len(tainted)} node(s) tainted); run again with "
+                "validate=true to validate and release them"
+            )
+            return False, result
+        if tainted:
+            reason = f"{len(tainted)} node(s) stay tainted: {', '.join(tainted)}"
+            result.notes.append(reason)
+            self._set_state("failed", reason)
+            return False, result
+        was = self._state()
+        self._set_state("ready", "every pool validated")
+        result.notes.append(
+            f"region {self.region.name} is ready" + (" (it was already)" if was == "ready" else "")
+        )
+        return was != "ready", result
+
+    # --- ledger --------------------------------------------------------------------------
+
+    def _state(self) -> str | None:
+        row = self.ledger.region_state(self.region.name)
+        return row["state"] if row else None
+
+    def _set_state(self, state: str, reason: str) -> None:
+        self.ledger.set_region_state(self.region.name, state, reason, self.run_id)
+
+
+def error_statuses(statuses: dict[str, str]) -> list[str]:
+    """The resources (``cluster/kind/name``) whose status is ERROR."""
+    return sorted(k for k, v in statuses.items() if v == ERROR)
+
+
+def onboarding_report(ledger: Ledger, region: str, run_id: str) -> tuple[str, str]:
+    """A run's onboarding report in Markdown (what each step found, created, would create or
+    refused, differences, console links; the region's state), written under
+    ``<state dir>/reports/onboarding/<region>/<run>/report.md`` (and ``.../latest/``).
+    Returns (text, path)."""
+    import re
+
+    from gpufleet.config.paths import state_dir
+    from gpufleet.services.report import write_reports
+
+    actions = ledger.onboarding_actions(region, run_id)
+    state = ledger.region_state(region) or {}
+    lines = [
+        f"# Region onboarding: {region}",
+        "",
+        f"Run `{run_id}`. Region state: **{state.get('state', 'not onboarded')}**"
+        + (f" ({state['reason']})" if state.get("reason") else ""),
+        "",
+        "| step | resource | action | status | differences / reason |",
+        "|---|---|---|---|---|",
+    ]
+    for a in actions:
+        name = f"[{a['name']}]({a['console_url']})" if a.get("console_url") else a["name"]
+        why = "; ".join(a.get("differences") or []) or (a.get("detail") or {}).get("reason", "")
+        lines.append(
+            f"| {a['step']} | {a['kind']} {name} | {a['action']} | {a.get('status') or ''} "
+            f"| {why} |"
+        )
+    if not actions:
+        lines.append("| | | nothing recorded | | |")
+    text = "\n".join(lines) + "\n"
+    folder = state_dir() / "reports" / "onboarding" / region / re.sub(r"[^\w.-]+", "_", run_id)
+    paths = write_reports(folder, {"report.md": text})
+    return text, paths["report.md"]
+
+
+def clusters_not_created(catalog: Catalog, ledger: Ledger, clusters: set[str]) -> dict[str, str]:
+    """Of ``clusters``, those the cloud reports absent in regions the ledger does not record as
+    ready: not onboarded yet, so the nightly leaves them out (saying so) instead of failing on
+    them. A region recorded ready whose cluster is gone is not excused: validation fails
+    loudly there. A cloud that cannot be asked keeps its clusters in scope."""
+    states = ledger.region_states()
+    out: dict[str, str] = {}
+    for name in sorted(clusters):
+        region, cluster = catalog.clusters[name]
+        if (states.get(region.name) or {}).get("state") == "ready":
+            continue
+        try:
+            status = cloud_backend(cluster).get_cluster().status
+        except Exception as exc:  # noqa: BLE001 - no cloud credentials here: validate as before
+            log.warning("%s: cannot ask the cloud whether it exists (%s)", name, exc)
+            continue
+        if status == ABSENT:
+            out[name] = (
+                f"cluster {name} does not exist yet: onboard region {region.name} first "
+                "(the region_onboarding DAG)"
+            )
+    return out

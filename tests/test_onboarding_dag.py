@@ -1,0 +1,155 @@
+"""region_onboarding end to end with dag.test() on the simulated fleet.
+
+``sim-europe-west4`` is the catalog's region still to be onboarded (its cluster is
+``preexisting: false``): nothing exists until the DAG creates it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.airflow.assets import REGION_READY
+from gpufleet.backends import cloud_backend, cluster_backend
+from gpufleet.backends.base import ABSENT
+from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
+from tests.support.fleet import asset_events, get_dag, run_dag, task_states
+
+pytestmark = [pytest.mark.slow]
+
+DAG = "region_onboarding"
+REGION = "sim-europe-west4"
+CLUSTER = "a3u-euw4-sim"
+POOL = "h200-eu"
+
+
+@pytest.fixture
+def fleet(airflow_db, fleet_state):
+    return fleet_state
+
+
+def onboard(**conf):
+    dr = run_dag(DAG, {"region": REGION, **conf})
+    return dr, task_states(dr)
+
+
+def ledger():
+    from gpufleet.store import Ledger
+
+    return Ledger()
+
+
+def actions(run_id: str) -> list[dict]:
+    return ledger().onboarding_actions(REGION, run_id)
+
+
+def cluster():
+    return load_catalog().cluster(CLUSTER)
+
+
+def cloud_rows() -> list[tuple[str, str]]:
+    with SimState().read() as conn:
+        return [
+            (r["kind"], r["name"])
+            for r in conn.execute("SELECT kind, name FROM cloud WHERE cluster=?", (CLUSTER,))
+        ]
+
+
+def test_onboarding_creates_validates_and_marks_ready_then_changes_nothing(fleet):
+    dr, states = onboard()
+    assert str(dr.state) == "success", states
+    done = actions(dr.run_id)
+    created = {(a["step"], a["kind"]) for a in done if a["action"] == "created"}
+    assert {("network", "network"), ("cluster", "cluster"), ("node_pools", "node_pool")} <= created
+    assert ("filesystems", "filesystem") in created
+    assert any(a["step"] == "addons" and a["action"] == "created" for a in done)
+    nodes = cluster_backend(cluster()).list_nodes(POOL)
+    assert len(nodes) == 4 and all(n.ready and n.free and not n.unvalidated for n in nodes)
+    assert ledger().region_state(REGION)["state"] == "ready"
+    assert asset_events(REGION_READY.uri, dr.run_id) == [{"region": REGION, "run_id": dr.run_id}]
+    # the nightly validation is scheduled on that event
+    nightly = get_dag("nightly_fabric_validation")
+    assert nightly.timetable.asset_condition.uri == REGION_READY.uri
+    before = sorted(cloud_rows())
+
+    again, states = onboard()
+    assert str(again.state) == "success", states
+    assert states["announce_ready"] == "skipped"  # already ready: no second region-ready event
+    rerun = actions(again.run_id)
+    assert rerun and not [a for a in rerun if a["action"] in ("created", "updated")]
+    assert sorted(cloud_rows()) == before
+    assert len(cluster_backend(cluster()).list_nodes(POOL)) == 4
+    assert asset_events(REGION_READY.uri, again.run_id) == []
+
+
+def test_dry_run_prints_the_plan_and_creates_nothing(fleet):
+    dr, states = onboard(dry_run=True)
+    assert str(dr.state) == "success", states
+    plan = actions(dr.run_id)
+    assert plan and {a["action"] for a in plan} == {"would_create"}
+    assert {a["kind"] for a in plan} >= {"network", "subnet", "cluster", "node_pool", "filesystem"}
+    assert cloud_rows() == []
+    assert cloud_backend(cluster()).get_cluster().status == ABSENT
+    assert ledger().region_state(REGION) is None
+    assert states["validate_fabric"] == "skipped" and states["announce_ready"] == "skipped"
+
+
+def test_capacity_short_is_refused_at_preflight_with_the_figures(fleet):
+    dr, states = onboard(sim_faults=[f"{CLUSTER}/{POOL}=capacity-short:2"])
+    assert str(dr.state) == "failed"
+    assert states["preflight"] == "failed" and states["network"] == "upstream_failed"
+    refused = [a for a in actions(dr.run_id) if a["action"] == "refused"]
+    assert len(refused) == 1
+    assert refused[0]["detail"]["reason"] == (
+        f"capacity short: {CLUSTER}/{POOL} (4) need 4 machines; the reservation has 2 free "
+        "(2 reserved, 0 in use)"
+    )
+    assert cloud_rows() == []  # nothing was created
+    assert ledger().region_state(REGION)["state"] == "failed"
+
+
+def test_api_errors_midway_fail_the_step_and_a_rerun_completes_without_duplicates(fleet):
+    # the first 3 calls (2 preflight reads, the network) go through, then every call fails
+    dr, states = onboard(sim_faults=[f"{CLUSTER}/{POOL}=api-errors:1:after=3"])
+    assert str(dr.state) == "failed"
+    assert states["preflight"] == "success" and states["network"] == "success"
+    assert states["cluster"] == "failed"
+    assert ledger().region_state(REGION)["state"] == "failed"
+    assert "cluster" in ledger().region_state(REGION)["reason"]
+    network_rows = sorted(cloud_rows())
+    assert ("network", "a3u-euw4-rdma") in network_rows and ("cluster", CLUSTER) not in network_rows
+
+    again, states = onboard()  # the run's faults were cleared by its report task
+    assert str(again.state) == "success", states
+    rerun = {(a["kind"], a["name"]): a["action"] for a in actions(again.run_id)}
+    assert rerun[("network", "a3u-euw4-rdma")] == "found"  # not recreated
+    assert rerun[("cluster", CLUSTER)] == "created"
+    kinds = [k for k, _ in cloud_rows()]
+    assert kinds.count("network") == 1 and kinds.count("cluster") == 1
+    assert len(cluster_backend(cluster()).list_nodes(POOL)) == 4
+
+
+def test_validate_false_leaves_the_taints_and_the_region_not_ready(fleet):
+    dr, states = onboard(validate=False)
+    assert str(dr.state) == "success", states
+    assert states["validate_fabric"] == "skipped" and states["announce_ready"] == "skipped"
+    nodes = cluster_backend(cluster()).list_nodes(POOL)
+    assert len(nodes) == 4 and all(n.unvalidated and not n.free for n in nodes)
+    assert ledger().region_state(REGION)["state"] == "onboarding"
+
+
+def test_a_node_that_never_becomes_ready_stays_tainted_and_is_named(fleet):
+    stuck = f"{CLUSTER}-{POOL}-2"
+    dr, states = onboard(
+        sim_faults=[f"{CLUSTER}/{POOL}=not-ready:{stuck}"], nodes_ready_timeout_minutes=0.05
+    )
+    assert str(dr.state) == "failed"
+    assert states["nodes_ready"] == "success" and states["validate_fabric[0]"] == "success"
+    assert states["release"] == "failed"
+    region = ledger().region_state(REGION)
+    assert region["state"] == "failed" and f"{stuck} (not Ready)" in region["reason"]
+    nodes = {n.name: n for n in cluster_backend(cluster()).list_nodes(POOL)}
+    assert nodes[stuck].unvalidated and not nodes[stuck].free  # it takes no job
+    assert [n for n, info in nodes.items() if not info.unvalidated] == sorted(
+        n for n in nodes if n != stuck
+    )
