@@ -95,6 +95,20 @@ class PodInfo:
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
     labels: dict[str, str] = field(default_factory=dict)
     message: str | None = None
+    namespace: str | None = None
+    # kind of the pod's controlling owner (``metadata.ownerReferences``): ``DaemonSet`` pods
+    # stay on a drained node (their controller ignores cordons), ``Job``, ``ReplicaSet``, ...
+    owner_kind: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded or Failed: the pod holds nothing on its node any more."""
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def daemonset(self) -> bool:
+        """Run by a DaemonSet: a drain leaves it, as ``kubectl drain --ignore-daemonsets``."""
+        return self.owner_kind == "DaemonSet"
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,11 @@ class ClusterBackend(Protocol):
         """Set labels; a None value removes the label."""
 
     def list_pods(self, namespace: str | None, selector: str) -> list[PodInfo]: ...
+
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """Every pod bound to ``node``, in any namespace, that has not finished (phase not
+        Succeeded/Failed), with its namespace, labels and owner kind: what a drain evicts
+        (``PodInfo.daemonset`` ones excepted)."""
 
     def evict(self, pod: str, namespace: str) -> bool:
         """Evict through the Eviction API (respects PDBs); False when a PDB refuses for now,
@@ -251,6 +270,7 @@ class FilesystemInfo:
     endpoint: str | None = None  # the Lustre MGS address (``10.0.0.2@tcp``) or DNS name
     network: str | None = None  # the VPC the filesystem serves
     console_url: str | None = None
+    csi_handle: str | None = None  # the CSI driver's volumeHandle for it (default: ``id``)
 
 
 @dataclass(frozen=True)

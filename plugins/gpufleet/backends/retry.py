@@ -174,6 +174,9 @@ class RetryingClusterBackend:
     def list_pods(self, namespace: str | None, selector: str) -> list[PodInfo]:
         return self._retry(self.inner.list_pods, namespace, selector)
 
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        return self._retry(self.inner.pods_on_node, node)
+
     def evict(self, pod: str, namespace: str) -> bool:
         return self._retry(self.inner.evict, pod, namespace)
 

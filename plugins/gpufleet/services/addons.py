@@ -45,7 +45,7 @@ def apply_cluster_addons(
     for fs in cluster.filesystems:
         info = cloud.get_filesystem(fs.name)
         lustre[fs.name] = LustreVolumeSource(
-            handle=info.id or info.name,
+            handle=info.csi_handle or info.id or info.name,
             endpoint=info.endpoint or "",
             mount_name=info.mount_name or "",
         )

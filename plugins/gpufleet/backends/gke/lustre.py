@@ -177,4 +177,14 @@ def get_filesystem(scope: Scope, name: str) -> FilesystemInfo:
         endpoint=mount_point.split(":/")[0] or None,
         network=existing.network or None,
         console_url=_console(scope, name),
+        csi_handle=_csi_handle(existing.name),
     )
+
+
+def _csi_handle(full_name: str) -> str:
+    """The Managed Lustre CSI driver's volumeHandle, ``<project>/<location>/<instance>``, from
+    the instance's ``projects/P/locations/L/instances/I``."""
+    parts = full_name.split("/")
+    if len(parts) == 6 and parts[0] == "projects":
+        return f"{parts[1]}/{parts[3]}/{parts[5]}"
+    return full_name

@@ -1,4 +1,5 @@
-"""Pods: list them (as ``PodInfo``), evict one through the Eviction API, read its logs."""
+"""Pods: list them (as ``PodInfo``, by selector or by node), evict one through the Eviction
+API, read its logs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,23 @@ class KubePods(KubeApi):
                 label_selector=selector,
             )
         return sorted((pod_info(item) for item in items), key=lambda p: p.name)
+
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """Unfinished pods bound to ``node`` in every namespace (DaemonSet pods included: see
+        ``PodInfo.owner_kind``), sorted by namespace and name.
+
+        One ``list_pod_for_all_namespaces`` with the field selector ``spec.nodeName=<node>``
+        (a field the API server indexes for pods) plus ``status.phase`` exclusions; both are
+        checked again here, which keeps the answer right against servers that ignore them.
+        """
+        items = self._list_items(
+            f"list pods on node {node} (all namespaces)",
+            self.core.list_pod_for_all_namespaces,
+            field_selector=(f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"),
+        )
+        pods = [pod_info(item) for item in items]
+        pods = [p for p in pods if p.node == node and not p.finished]
+        return sorted(pods, key=lambda p: (p.namespace or "", p.name))
 
     def evict(self, pod: str, namespace: str) -> bool:
         """Evict ``pod`` through the Eviction API, which honours PodDisruptionBudgets.
@@ -80,7 +98,17 @@ def pod_info(item: dict[str, Any]) -> PodInfo:
         phase=status.get("phase") or "Pending",
         labels=dict(metadata.get("labels") or {}),
         message=_pod_message(status),
+        namespace=metadata.get("namespace") or None,
+        owner_kind=_owner_kind(metadata),
     )
+
+
+def _owner_kind(metadata: dict[str, Any]) -> str | None:
+    """Kind of the pod's controller: the owner reference marked ``controller: true``, else
+    the first one (clients that omit the flag); None for a bare pod."""
+    owners = [o for o in metadata.get("ownerReferences") or () if isinstance(o, dict)]
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    return (owner or {}).get("kind") or None
 
 
 def _pod_message(status: dict[str, Any]) -> str | None:

@@ -1,7 +1,8 @@
 """The simulated fleet's ``ClusterBackend``: one Kubernetes cluster, as a fabric model.
 
 Nodes (labels, taints, cordons), objects (create-if-absent ``apply``, ``get``, ``delete``),
-pods and their logs, workload status and eviction, all kept in the state file. Applying a Job
+pods (by selector or by node) and their logs, workload status and eviction (PodDisruptionBudgets
+and the workload failing: ``disruption``), all kept in the state file. Applying a Job
 or JobSet places its pods (``placement``: selectors, hostname affinity, taints, one GPU pod per
 node, Kueue gang admission) and decides how each ends (``programs``: what NCCL would do with
 the pod as rendered, the healthy figures of ``performance``, the faults in force).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from typing import Any
 
@@ -28,10 +30,19 @@ from gpufleet.backends.base import (
     WorkloadStatus,
 )
 from gpufleet.backends.sim.base import SimBackendBase
-from gpufleet.backends.sim.placement import Placement, place, record_pods
+from gpufleet.backends.sim.disruption import (
+    UNFINISHED,
+    eviction_refusal,
+    fail_workload,
+    keep_outcome,
+    terminal_condition,
+)
+from gpufleet.backends.sim.placement import Placement, place, pod_phase, record_pods
 from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
 from gpufleet.domain.workloads import POOL_LABEL, WORKLOAD_LABEL, workload_selector
 from gpufleet.errors import BackendError, TransientBackendError
+
+log = logging.getLogger(__name__)
 
 
 def _contains(have: Any, want: Any) -> bool:
@@ -247,17 +258,30 @@ class SimClusterBackend(SimBackendBase):
                 out.append(self._pod_info(r, labels, now))
         return out
 
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """Unfinished pods bound to ``node`` (a pod whose simulated end passed has finished),
+        every namespace, sorted by namespace and name. The sim runs no DaemonSets: every
+        ``owner_kind`` is None."""
+        self._api_call("list pods")
+        now = time.time()
+        with self.state.read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM pods WHERE cluster=? AND node=? ORDER BY namespace, name",
+                (self.cluster.name, node),
+            ).fetchall()
+        pods = (self._pod_info(r, json.loads(r["labels"]), now) for r in rows)
+        return [p for p in pods if not p.finished]
+
     @staticmethod
     def _pod_info(row, labels: dict[str, str], now: float) -> PodInfo:
-        if row["node"] is None or now < row["start_at"]:
-            phase = "Pending"
-        elif row["outcome"] == "Failed" and now >= row["start_at"]:
-            phase = "Failed" if row["end_at"] is not None and now >= row["end_at"] else "Running"
-        elif row["end_at"] is not None and now >= row["end_at"]:
-            phase = row["outcome"]
-        else:
-            phase = "Running"
-        return PodInfo(row["name"], row["node"], phase, labels, row["message"])
+        return PodInfo(
+            row["name"],
+            row["node"],
+            pod_phase(row, now),
+            labels,
+            row["message"],
+            namespace=row["namespace"],
+        )
 
     def workload_status(self, kind: str, name: str, namespace: str) -> WorkloadStatus:
         self._api_call("get workload")
@@ -265,6 +289,9 @@ class SimClusterBackend(SimBackendBase):
         if body is None:
             return WorkloadStatus(kind, name, namespace, "NotFound")
         pods = tuple(self.list_pods(namespace, workload_selector(kind, name)))
+        ended = terminal_condition(body)  # set when its pods were evicted (``disruption``)
+        if ended is not None:
+            return WorkloadStatus(kind, name, namespace, ended[0], pods, ended[1])
         if not pods or any(p.node is None for p in pods):
             msg = pods[0].message if pods else "no pods"
             return WorkloadStatus(kind, name, namespace, "Pending", pods, msg)
@@ -310,12 +337,32 @@ class SimClusterBackend(SimBackendBase):
         return logs[container]
 
     def evict(self, pod: str, namespace: str) -> bool:
+        """The Eviction API (``disruption``): False when a PodDisruptionBudget refuses for now
+        (the pod stays); otherwise the pod is removed and True (also when it was gone). A pod
+        of a Job or JobSet that had not finished fails its workload, as backoffLimit 0 does."""
         self._api_call("evict pod")
+        now = time.time()
         with self.state.tx() as conn:
+            row = conn.execute(
+                "SELECT * FROM pods WHERE cluster=? AND namespace=? AND name=?",
+                (self.cluster.name, namespace, pod),
+            ).fetchone()
+            if row is None:
+                return True
+            refusal = eviction_refusal(conn, self.cluster.name, row, now)
+            if refusal is not None:
+                log.info("eviction of pod %s/%s refused for now: %s", namespace, pod, refusal)
+                return False
+            unfinished = pod_phase(row, now) in UNFINISHED
+            if not unfinished:
+                keep_outcome(conn, self.cluster.name, row, now)
             conn.execute(
                 "DELETE FROM pods WHERE cluster=? AND namespace=? AND name=?",
                 (self.cluster.name, namespace, pod),
             )
+            if unfinished:
+                fail_workload(conn, self.cluster.name, row, now)
+        log.info("evicted pod %s/%s", namespace, pod)
         return True
 
     # --- starting a workload --------------------------------------------------------------

@@ -165,3 +165,13 @@ def record_pods(
                 int(requests_gpu(p.template)),
             ),
         )
+
+
+def pod_phase(row: sqlite3.Row, now: float) -> str:
+    """A pod row's phase at ``now``: Pending until placed and started, then Running until its
+    fixed end, then its outcome (a pod that fails fails at its end, not at its start)."""
+    if row["node"] is None or now < row["start_at"]:
+        return "Pending"
+    if row["end_at"] is not None and now >= row["end_at"]:
+        return row["outcome"]
+    return "Running"
