@@ -1,14 +1,24 @@
-"""`make run`: every gpufleet DAG, in lifecycle order, through `airflow dags test` on the
-simulated fleet; then the fleet readiness table.
+"""`make run`: the whole story on the simulated fleet, one act after another, each visible.
 
-Each DAG's full log goes to $AIRFLOW_HOME/run-logs/<dag_id>.log; the terminal gets one line
-per DAG (and the log's tail when it fails), the validation report's summary, and the table.
+1. onboard `sim-europe-west4`, the region that does not exist yet;
+2. the nightly validation of every pool;
+3. a training launch onto `a3u-sim/h200-a`, confirmed on RDMA;
+4. a fault: `a3u-sim/h200-b`'s fabric falls back to TCP sockets;
+5. the next nightly flags it (the run fails, naming the pool and why);
+6. the gate refuses a launch onto h200-b, naming why, while a launch onto h200-a is confirmed;
+7. a reservation transition moves h200-b's work to h200-c (a new reservation), validated first;
+8. the readiness table: every pool in service ready, h200-b retired.
+
+Each DAG runs through `airflow dags test` (its full log in $AIRFLOW_HOME/run-logs/); the
+simulated fleet and its default SQLite ledger start fresh, so the story is the same every time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -16,24 +26,78 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Lifecycle order, with the run configuration `make run` uses for each.
-LIFECYCLE: list[tuple[str, dict]] = [
-    # sim-europe-west4 is the catalog's region that does not exist yet (preexisting: false)
-    ("region_onboarding", {"region": "sim-europe-west4"}),
-    ("reservation_transition", {}),
-    ("nightly_fabric_validation", {}),
+
+
+def _launch(pool: str, name: str) -> dict:
+    return {
+        "cluster": "a3u-sim",
+        "pools": [pool],
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "job_name": f"{name}-{datetime.now(UTC):%H%M%S}",
+        "namespace": "ml-demo",
+        "image": "us-docker.pkg.dev/example/train/qwen-fsdp:1.0",
+        "command": ["torchrun", "train.py"],
+    }
+
+
+# (title, DAG id or a gpufleet CLI command, conf, expected outcome, log lines worth showing)
+STORY: list[tuple[str, str | list[str], dict, str, str]] = [
     (
+        "onboard a region that does not exist yet",
+        "region_onboarding",
+        {"region": "sim-europe-west4"},
+        "success",
+        r"Region state|\| (created|found) \|",
+    ),
+    (
+        "nightly validation of every pool",
+        "nightly_fabric_validation",
+        {},
+        "success",
+        r"^\| (a3u|p5)[^|]*\| (PASS|FAIL|ERROR) \| [a-z-]+ \(",
+    ),
+    (
+        "launch a training job onto a3u-sim/h200-a",
         "gated_training_launch",
-        {
-            "cluster": "a3u-sim",
-            "pools": ["h200-a"],
-            "nodes": 2,
-            "gpus_per_node": 8,
-            "job_name": f"demo-finetune-{datetime.now(UTC):%H%M%S}",
-            "namespace": "ml-demo",
-            "image": "us-docker.pkg.dev/example/train/qwen-fsdp:1.0",
-            "command": ["torchrun", "train.py"],
-        },
+        _launch("h200-a", "demo-finetune"),
+        "success",
+        r"gate: .*chosen|every rank of .* runs on",
+    ),
+    (
+        "fault: a3u-sim/h200-b's RDMA fabric goes down (NCCL falls back to sockets)",
+        ["gpufleet", "sim", "inject", "--pool", "a3u-sim/h200-b", "--fault", "fabric-down"],
+        {},
+        "success",
+        r".",
+    ),
+    (
+        "the next nightly flags h200-b",
+        "nightly_fabric_validation",
+        {},
+        "failed",
+        r"^airflow.*failed fabric validation",
+    ),
+    (
+        "the gate refuses a launch onto h200-b, naming why",
+        "gated_training_launch",
+        _launch("h200-b", "refused-job"),
+        "failed",
+        r"^airflow.*refused; nothing was submitted",
+    ),
+    (
+        "a launch onto healthy h200-a is confirmed",
+        "gated_training_launch",
+        _launch("h200-a", "healthy-job"),
+        "success",
+        r"gate: .*chosen|every rank of .* runs on",
+    ),
+    (
+        "transition h200-b's work to h200-c on reservation res-a3u-c",
+        "reservation_transition",
+        {"cluster": "a3u-sim", "old_pool": "h200-b", "new_pool": "h200-c", "soak_minutes": 0.05},
+        "success",
+        r"passed validation|Kueue admits|retired|commit this catalog change",
     ),
 ]
 
@@ -42,24 +106,48 @@ def dag_ids() -> set[str]:
     return {p.stem for p in (ROOT / "dags").glob("*.py") if not p.name.startswith("_")}
 
 
-def run_dag(dag_id: str, conf: dict, logs: Path) -> bool:
-    log_file = logs / f"{dag_id}.log"
+def run_dag(dag_id: str, conf: dict, logs: Path, expect: str, show: str) -> bool:
+    """Run one DAG; True when it ended as the story expects. Prints the log lines matching
+    ``show`` (the act's evidence) and, on a surprise, the errors."""
+    log_file = logs / f"{dag_id}-{time.strftime('%H%M%S')}.log"
     cmd = ["airflow", "dags", "test", dag_id]
     if conf:
         cmd += ["--conf", json.dumps(conf)]
     start = time.monotonic()
-    print(f"==> {dag_id}: airflow dags test{' (with conf)' if conf else ''} ...", flush=True)
     with log_file.open("w") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     text = log_file.read_text(errors="replace")
-    ok = proc.returncode == 0 and "state=failed" not in text.lower().replace(" ", "")
+    failed = proc.returncode != 0 or "state=failed" in text.lower().replace(" ", "")
+    ok = failed == (expect == "failed")
     took = time.monotonic() - start
-    print(f"    {'success' if ok else 'FAILED'} in {took:.0f} s (log: {log_file})")
+    verdict = "failed" if failed else "success"
+    note = "as expected" if ok else f"UNEXPECTED (expected {expect})"
+    print(f"    {verdict} in {took:.0f} s, {note} (log: {log_file})")
+    pattern = re.compile(show)
+    seen: list[str] = []
+    for line in text.splitlines():
+        m = re.search(r"\] (.*?) \[", line) or re.search(r"(?:INFO|ERROR)\s+(.*)", line)
+        message = (m.group(1) if m else line).strip()
+        if pattern.search(line) and message not in seen and "Task failed" not in message:
+            seen.append(message)
+    for message in seen[-6:]:
+        print(f"    | {message[:220]}")
     if not ok:
         tail = [ln for ln in text.splitlines() if "ERROR" in ln or "Failed" in ln][-8:]
         for line in tail:
-            print(f"    | {line[:200]}")
+            print(f"    ! {line[:200]}")
     return ok
+
+
+def fresh_fleet(home: Path) -> None:
+    """The simulated fleet, and the default SQLite ledger when no other is configured."""
+    subprocess.run(["gpufleet", "sim", "reset"], check=False, capture_output=True)
+    if not (
+        os.environ.get("GPUFLEET_LEDGER_URL") or os.environ.get("AIRFLOW_CONN_GPUFLEET_LEDGER")
+    ):
+        for suffix in ("", "-wal", "-shm"):
+            (home / "gpufleet" / f"ledger.db{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(home / "gpufleet" / "reports", ignore_errors=True)
 
 
 def main() -> int:
@@ -67,25 +155,30 @@ def main() -> int:
     logs = home / "run-logs"
     logs.mkdir(parents=True, exist_ok=True)
     present = dag_ids()
-    print(f"gpufleet on the simulated fleet (AIRFLOW_HOME={home})")
-    subprocess.run(["gpufleet", "sim", "show"], check=False)
-    results = {}
-    for dag_id, conf in LIFECYCLE:
-        if dag_id in present:
-            results[dag_id] = run_dag(dag_id, conf, logs)
-    onboarding = home / "gpufleet" / "reports" / "onboarding"
-    for path in sorted(onboarding.glob("*/latest/report.md")):
-        print(f"\n--- region onboarding report ({path}) ---")
-        print(path.read_text())
+    print(f"gpufleet on the simulated fleet (AIRFLOW_HOME={home}); a fresh fleet and ledger")
+    fresh_fleet(home)
+    surprises = []
+    for act, (title, what, conf, expect, show) in enumerate(STORY, start=1):
+        print(f"\n==> {act}. {title}", flush=True)
+        if isinstance(what, list):
+            proc = subprocess.run(what, capture_output=True, text=True, cwd=ROOT)
+            print(f"    $ {' '.join(what)}\n    | {proc.stdout.strip() or proc.stderr.strip()}")
+            if proc.returncode != 0:
+                surprises.append(title)
+            continue
+        if what not in present:
+            print(f"    (no DAG {what} in dags/: skipped)")
+            continue
+        if not run_dag(what, conf, logs, expect, show):
+            surprises.append(title)
     report = home / "gpufleet" / "reports" / "latest" / "report.md"
     if report.exists():
-        print(f"\n--- nightly validation report ({report.with_suffix('.html')}) ---")
+        print(f"\n--- the last nightly validation report ({report.with_suffix('.html')}) ---")
         print(report.read_text())
     print()
     subprocess.run(["gpufleet", "status"], check=False)
-    failed = [d for d, ok in results.items() if not ok]
-    if failed:
-        print(f"\n{len(failed)} DAG run(s) failed: {', '.join(failed)}")
+    if surprises:
+        print(f"\n{len(surprises)} act(s) did not go as the story expects: {'; '.join(surprises)}")
         return 1
     return 0
 

@@ -122,7 +122,9 @@ def test_status_prints_the_readiness_table(fleet_state):
     assert other.rstrip().endswith("no lifecycle state recorded")
     new = next(ln for ln in lines if "a3u-euw4-sim/h200-eu" in ln)  # preexisting: false
     assert new.rstrip().endswith("not onboarded (run region_onboarding)")
-    assert lines[-1] == "1 of 4 pools ready for training"
+    planned = next(ln for ln in lines if "a3u-sim/h200-c" in ln)  # state: planned
+    assert planned.rstrip().endswith("a reservation transition creates it")
+    assert lines[-1] == "1 of 5 pools ready for training"
 
 
 def test_gate_refuses_while_a_transition_is_in_flight(fleet_state):

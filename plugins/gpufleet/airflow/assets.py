@@ -10,3 +10,5 @@ REGION_READY = Asset("x-gpufleet://fleet/region-ready", group="gpufleet")
 POOL_VALIDATED = Asset("x-gpufleet://fleet/pool-validated", group="gpufleet")
 # A training job was launched and its transport confirmed (extra: job, pool, transport).
 JOB_CONFIRMED = Asset("x-gpufleet://fleet/job-transport-confirmed", group="gpufleet")
+# A node pool was retired by a reservation transition (extra: cluster, pool, replaced_by).
+POOL_RETIRED = Asset("x-gpufleet://fleet/pool-retired", group="gpufleet")

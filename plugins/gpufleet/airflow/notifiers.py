@@ -104,7 +104,10 @@ class FleetAlertNotifier(BaseNotifier):
         }
 
     def notify(self, context) -> None:
-        msg = self.message(context)
+        self.deliver(self.message(context))
+
+    def deliver(self, msg: dict) -> None:
+        """Log the alert (the alert of record) and post it to the alerts webhook, if any."""
         text = f"{msg['summary']}: {msg['where']} ({msg['run_id']}): {msg['error'] or 'failed'}"
         log.error("ALERT %s", text)
         try:
@@ -123,3 +126,11 @@ class FleetAlertNotifier(BaseNotifier):
             resp.raise_for_status()
         except requests.RequestException as exc:  # the log line above is the alert of record
             log.error("could not deliver the alert to %s: %s", where_to(url), failure(exc))
+
+
+def send_alert(summary: str, where: str, text: str, run_id: str | None = None) -> None:
+    """An alert from inside a running task (a drain still waiting for jobs, ...), delivered like
+    a task failure's."""
+    FleetAlertNotifier(summary=summary).deliver(
+        {"summary": summary, "where": where, "run_id": run_id, "error": text}
+    )

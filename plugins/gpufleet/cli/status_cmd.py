@@ -47,6 +47,7 @@ def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[st
 
     rows = []
     region_states = ledger.region_states()
+    transitioned = ledger.transitioned_pools()
     for ref in catalog.pools(regions=regions):
         facts = gather_facts(catalog, ledger, ref.cluster.name, [ref.pool.name])[0]
         unreachable = None
@@ -60,7 +61,11 @@ def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[st
         storage = ledger.latest_validation(ref.cluster.name, ref.pool.name, "storage")
         problems = pool_problems(facts, now, DEFAULT_MAX_AGE)
         region_state = (region_states.get(ref.region.name) or {}).get("state")
-        if region_state in ("onboarding", "failed"):
+        if facts.state == "retired":
+            problems.insert(0, "retired: remove from the catalog")
+        elif ref.pool.planned and (ref.cluster.name, ref.pool.name) not in transitioned:
+            problems.insert(0, "planned: a reservation transition creates it")
+        elif region_state in ("onboarding", "failed"):
             problems.insert(0, f"region: onboarding {region_state}")
         elif unreachable and "does not exist yet" in unreachable:
             problems.insert(0, "region: not onboarded (run region_onboarding)")
@@ -122,7 +127,12 @@ def run(args) -> int:
     print(f"gpufleet readiness, {now:%Y-%m-%d %H:%M} UTC")
     print(format_table(rows))
     ready = sum(r["READY"] == "yes" for r in rows)
-    print(f"{ready} of {len(rows)} pools ready for training")
+    retired = sum(r["STATE"] == "retired" for r in rows)
+    in_service = len(rows) - retired
+    print(
+        f"{ready} of {in_service} pools ready for training"
+        + (f" ({retired} retired: remove from the catalog)" if retired else "")
+    )
     launches = ledger.launches(limit=args.launches) if args.launches else []
     if launches:
         print("\nrecent training launches:")

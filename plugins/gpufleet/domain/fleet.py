@@ -149,6 +149,15 @@ class NodePool(_Model):
         default=0.9, gt=0, le=1, allow_inf_nan=False, description="share of baseline busbw"
     )
     kueue_queue: Name | None = None
+    state: Literal["active", "planned"] = Field(
+        default="active",
+        description="planned: a pool a reservation transition will create (not onboarding, "
+        "not the nightly); it becomes active once the transition is done",
+    )
+
+    @property
+    def planned(self) -> bool:
+        return self.state == "planned"
 
     @property
     def queue_name(self) -> str:
@@ -230,6 +239,11 @@ class Cluster(_Model):
                 f"'sim' settings are only allowed on provider sim, not {self.provider}"
             )
         return self
+
+    @property
+    def active_pools(self) -> tuple[NodePool, ...]:
+        """The pools in service or to be onboarded: all but ``planned`` ones."""
+        return tuple(p for p in self.node_pools if not p.planned)
 
     @property
     def shape(self) -> str:

@@ -135,7 +135,8 @@ class PoolFacts:
     fabric: ValidationFact | None = None
     has_filesystem: bool | None = None
     storage: ValidationFact | None = None
-    transition_in_flight: bool | None = None
+    transition_in_flight: bool | None = None  # True: a transition refuses this pool
+    transition_reason: str | None = None  # why (domain.transition.gate_refusal)
     schedulable_nodes: int | None = None
     error: str | None = None  # why facts could not be read
 
@@ -218,7 +219,7 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
     if f.transition_in_flight is None:
         out.append(f"{f.key}: unknown whether a transition is in flight")
     elif f.transition_in_flight is not False:
-        out.append(f"{f.key}: a reservation transition is in flight")
+        out.append(f"{f.key}: {f.transition_reason or 'a reservation transition is in flight'}")
     if f.schedulable_nodes is None:
         out.append(f"{f.key}: schedulable node count unknown")
     return out

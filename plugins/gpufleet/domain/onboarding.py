@@ -153,7 +153,7 @@ def preflight_refusals(
     out: list[Refusal] = []
     needed: dict[str, list[tuple[str, int]]] = {}
     for cluster in region.clusters:
-        for pool in cluster.node_pools:
+        for pool in cluster.active_pools:
             report = reports.get(pool.reservation.name)
             key = f"{cluster.name}/{pool.name}"
             if report is None:

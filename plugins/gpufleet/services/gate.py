@@ -46,11 +46,29 @@ class RecordedDecision(GateDecision):
         }
 
 
-def _in_flight(name: str, transitions: list[dict]) -> bool:
-    """Whether an unfinished transition touches pool ``name`` (an unknown state: FactError)."""
-    touching = [t for t in transitions if name in (t["to_pool"], t["from_pool"])]
-    states = [read_enum(TransitionState, t["state"], "transition state") for t in touching]
-    return any(state is TransitionState.RUNNING for state in states)
+def _transition_refusal(name: str, transitions: list[dict]) -> str | None:
+    """Why an unfinished transition refuses pool ``name``, or None (the usual rules apply).
+    The new pool is refused until validated, the old one from the scheduling switch on, each
+    naming the other (``domain.transition.gate_refusal``); a running transition whose step is
+    not recorded refuses both. An unknown transition state or step: FactError."""
+    from gpufleet.domain.transition import Step, gate_refusal
+
+    for t in transitions:
+        if name not in (t["to_pool"], t["from_pool"]):
+            continue
+        if (
+            read_enum(TransitionState, t["state"], "transition state")
+            is not TransitionState.RUNNING
+        ):
+            continue
+        if t.get("step") is None:
+            return "a reservation transition is in flight"
+        step = read_enum(Step, t["step"], "transition step")
+        role = "new" if name == t["to_pool"] else "old"
+        reason = gate_refusal(step, role, t["to_pool"], t["from_pool"])
+        if reason:
+            return reason
+    return None
 
 
 def gather_facts(
@@ -97,7 +115,7 @@ def gather_facts(
             storage = read_validation(
                 ledger.latest_validation(cluster, name, "storage"), "storage validation"
             )
-            in_flight = _in_flight(name, transitions)
+            transition_reason = _transition_refusal(name, transitions)
         except Exception as exc:  # noqa: BLE001 - an unreadable or unknown fact refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
@@ -116,7 +134,8 @@ def gather_facts(
                 fabric=fabric,
                 has_filesystem=ref.filesystem is not None,
                 storage=storage,
-                transition_in_flight=in_flight,
+                transition_in_flight=transition_reason is not None,
+                transition_reason=transition_reason,
                 schedulable_nodes=free,
                 error=None if free is not None else f"cannot list nodes: {nodes_error}",
             )

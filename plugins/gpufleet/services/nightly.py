@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +33,19 @@ def plan_scope(
     clusters: list[str] | None = None,
     pools: list[str] | None = None,
     mode: str = "both",
+    in_service: Collection[tuple[str, str]] = (),
 ) -> dict[str, list[dict[str, str]]]:
-    """The pools to validate, as mapping kwargs for the fabric and storage tasks."""
+    """The pools to validate, as mapping kwargs for the fabric and storage tasks. A ``planned``
+    pool is left out unless ``in_service`` names it (a finished transition created it)."""
     if mode not in MODES:
         raise GpufleetError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    refs = list(
-        catalog.pools(regions=regions or None, clusters=clusters or None, pools=pools or None)
-    )
+    refs = [  # a planned pool is created and validated by its transition, not here
+        r
+        for r in catalog.pools(
+            regions=regions or None, clusters=clusters or None, pools=pools or None
+        )
+        if not r.pool.planned or (r.cluster.name, r.pool.name) in in_service
+    ]
     fabric = [{"cluster": r.cluster.name, "node_pool": r.pool.name} for r in refs]
     storage = [{"cluster": r.cluster.name, "node_pool": r.pool.name} for r in refs if r.filesystem]
     return {

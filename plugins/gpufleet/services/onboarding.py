@@ -135,7 +135,7 @@ class RegionOnboarding:
         existing: set[str] = set()
         for cluster in self.region.clusters:
             cloud = self.cloud(cluster)
-            for pool in cluster.node_pools:
+            for pool in cluster.active_pools:
                 name = pool.reservation.name
                 if name not in reports:
                     reports[name] = cloud.get_reservation(name)
@@ -199,7 +199,7 @@ class RegionOnboarding:
         """Each pool on its reservation; new pools come up tainted ``unvalidated``."""
         result = StepResult("node_pools")
         for cluster in self.region.clusters:
-            for pool in cluster.node_pools:
+            for pool in cluster.active_pools:
                 ensured = self.cloud(cluster).ensure_node_pool(
                     pool.name, self.dry_run, (UNVALIDATED_TAINT,)
                 )
@@ -214,7 +214,7 @@ class RegionOnboarding:
             result.notes.append("dry run: nodes are not checked")
             return result
         for cluster in self.region.clusters:
-            for pool in cluster.node_pools:
+            for pool in cluster.active_pools:
                 nodes = self.kube(cluster).list_nodes(pool.name)
                 not_ready = sorted(n.name for n in nodes if not n.ready)
                 result.notes.append(
@@ -254,7 +254,7 @@ class RegionOnboarding:
         result = StepResult("release")
         tainted: list[str] = []
         for cluster in self.region.clusters:
-            for pool in cluster.node_pools:
+            for pool in cluster.active_pools:
                 for node in self.kube(cluster).list_nodes(pool.name):
                     if node.unvalidated:
                         why = (

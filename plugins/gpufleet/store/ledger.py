@@ -6,10 +6,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from gpufleet.domain.gate import FINISHED_TRANSITIONS
 from gpufleet.errors import LedgerError
 from gpufleet.store import migrations
 from gpufleet.store import schema as s
@@ -21,6 +20,7 @@ from gpufleet.store.database import (
     normalise_url,
 )
 from gpufleet.store.regions import RegionRecords
+from gpufleet.store.transitions import TransitionRecords
 
 __all__ = ["LEDGER_CONN_ID", "Ledger"]
 
@@ -35,7 +35,7 @@ def _row(r: Any) -> dict[str, Any] | None:
     return dict(r._mapping) if r is not None else None
 
 
-class Ledger(RegionRecords):
+class Ledger(RegionRecords, TransitionRecords):
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
 
     def __init__(self, url: str | None = None):
@@ -267,42 +267,6 @@ class Ledger(RegionRecords):
         with self.engine.connect() as conn:
             rows = conn.execute(select(q).where(and_(*cond)).order_by(q.c.node)).all()
             return [dict(r._mapping) for r in rows]
-
-    # --- transitions ---------------------------------------------------------------------------
-
-    def transitions_in_flight(self, cluster: str) -> list[dict[str, Any]]:
-        """The cluster's transitions not known to be finished: ``running`` ones and any whose
-        state is not one of the finished states (the reader decides what an unknown one means)."""
-        t = s.transitions
-        finished = [str(v) for v in FINISHED_TRANSITIONS]
-        unfinished = or_(t.c.state.is_(None), t.c.state.not_in(finished))
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(t).where(t.c.cluster == cluster, unfinished)).all()
-            return [dict(r._mapping) for r in rows]
-
-    def start_transition(
-        self, cluster: str, from_pool: str, to_pool: str, run_id: str | None = None
-    ) -> int:
-        with self.engine.begin() as conn:
-            return int(
-                conn.execute(
-                    insert(s.transitions).values(
-                        cluster=cluster,
-                        from_pool=from_pool,
-                        to_pool=to_pool,
-                        state="running",
-                        run_id=run_id,
-                        started_at=_now(),
-                    )
-                ).inserted_primary_key[0]
-            )
-
-    def finish_transition(self, transition_id: int, state: str) -> None:
-        t = s.transitions
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(t).where(t.c.id == transition_id).values(state=state, finished_at=_now())
-            )
 
     # --- gate decisions and launches -----------------------------------------------------------
 

@@ -31,6 +31,7 @@ from gpufleet.store.schema import (
     launches_run_key,
     metadata,
     schema_version,
+    transitions_lock,
     validations,
 )
 
@@ -102,6 +103,21 @@ def _v5_latest_by_id(conn: Connection) -> None:
     conn.exec_driver_sql("DROP INDEX IF EXISTS ix_gf_validations_pool")
 
 
+def _v7_transition_steps(conn: Connection) -> None:
+    """Version 7: ``gf_transitions.step`` and ``.params``, ``gf_transition_steps.finished_at``,
+    and the lock (a unique index on the cluster of running transitions)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("gf_transitions")}
+    if "step" not in columns:
+        conn.exec_driver_sql("ALTER TABLE gf_transitions ADD COLUMN step VARCHAR(32)")
+    if "params" not in columns:
+        conn.exec_driver_sql("ALTER TABLE gf_transitions ADD COLUMN params JSON")
+    columns = {c["name"] for c in inspect(conn).get_columns("gf_transition_steps")}
+    if "finished_at" not in columns:
+        kind = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+        conn.exec_driver_sql(f"ALTER TABLE gf_transition_steps ADD COLUMN finished_at {kind}")
+    transitions_lock.create(conn, checkfirst=True)
+
+
 # Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
 # SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -110,6 +126,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_checks,
     5: _v5_latest_by_id,
     6: lambda conn: None,  # new tables only: create_all made them
+    7: _v7_transition_steps,
 }
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 

@@ -10,7 +10,9 @@ gate reads (``CHECKS``; an existing SQLite table cannot gain a CHECK, so there t
 triggers that abort the same inserts and updates; on PostgreSQL they are added ``NOT VALID``,
 checking new rows: old rows are refused by the gate's strict reading instead), and the pool a
 gate decision chose (``gf_gate_decisions.pool``); 5 the latest-validation index; 6 regions
-and what onboarding found, created or refused (``gf_regions``, ``gf_onboarding_actions``).
+and what onboarding found, created or refused (``gf_regions``, ``gf_onboarding_actions``); 7 a
+transition's step and drain settings, each step's end time, and one running transition per
+cluster (``uq_gf_transitions_running``, the transition lock).
 The upgrades themselves live in ``store/migrations.py``.
 
 Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
@@ -41,7 +43,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = MetaData()
 
@@ -232,6 +234,16 @@ transitions = Table(
     Column("run_id", String(250)),
     _ts("started_at", nullable=False, default=_now),
     _ts("finished_at"),
+    Column("step", String(32)),  # the state machine's step (domain.transition.Step), from v7
+    Column("params", JSON),  # the run's drain settings, from v7
+)
+# One running transition per cluster: the lock a second transition is refused by (v7).
+transitions_lock = Index(
+    "uq_gf_transitions_running",
+    transitions.c.cluster,
+    unique=True,
+    sqlite_where=transitions.c.state == "running",
+    postgresql_where=transitions.c.state == "running",
 )
 
 transition_steps = Table(
@@ -246,9 +258,10 @@ transition_steps = Table(
         index=True,
     ),
     Column("step", String(64), nullable=False),
-    Column("state", String(32), nullable=False),
+    Column("state", String(32), nullable=False),  # started | done
     Column("detail", JSON, nullable=False, default=dict),
-    _ts("at", nullable=False, default=_now),
+    _ts("at", nullable=False, default=_now),  # when the step started
+    _ts("finished_at"),  # when it completed (v7)
     UniqueConstraint("transition_id", "step", name="uq_gf_transition_step"),
 )
 

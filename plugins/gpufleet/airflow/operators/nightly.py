@@ -41,6 +41,7 @@ class ValidationTargetsOperator(BaseOperator):
     def execute(self, context) -> list[dict[str, str]]:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from gpufleet.airflow.operators.common import ledger
         from gpufleet.config.catalog import load_catalog
         from gpufleet.errors import GpufleetError
         from gpufleet.services.nightly import inject_run_faults, plan_scope
@@ -49,22 +50,30 @@ class ValidationTargetsOperator(BaseOperator):
             catalog = load_catalog()
             if self.sim_faults:
                 inject_run_faults(catalog, list(self.sim_faults), context["run_id"])
+            book = ledger()
             scope = plan_scope(
                 catalog,
                 regions=self.regions or None,
                 clusters=self.clusters or None,
                 pools=self.pools or None,
                 mode=self.mode,
+                in_service=book.transitioned_pools(),
             )[self.kind]
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
-        from gpufleet.airflow.operators.common import ledger
         from gpufleet.services.onboarding import clusters_not_created
 
-        absent = clusters_not_created(catalog, ledger(), {t["cluster"] for t in scope})
+        absent = clusters_not_created(catalog, book, {t["cluster"] for t in scope})
         for reason in absent.values():
             self.log.warning("left out: %s", reason)
-        scope = [t for t in scope if t["cluster"] not in absent]
+        retired = {key for key, row in book.pool_states().items() if row["state"] == "retired"}
+        for key in sorted(retired):
+            self.log.warning("left out: %s/%s is retired: remove it from the catalog", *key)
+        scope = [
+            t
+            for t in scope
+            if t["cluster"] not in absent and (t["cluster"], t["node_pool"]) not in retired
+        ]
         self.log.info(
             "%s validation of %d pools: %s",
             self.kind,

@@ -38,6 +38,9 @@ START_DELAY_S = 0.5
 NCCL_RUN_S = 1.5
 FIO_RUN_S = 1.5
 TRAINING_RUN_S = 45.0
+# How long a training job runs in the sim (seconds, before GPUFLEET_SIM_SPEED) when its pod
+# template says so: the sim cannot know a real job's length; tests and demos set it.
+RUN_SECONDS_ANNOTATION = "sim.gpufleet.io/run-seconds"
 # Qwen2.5-14B FSDP on 16 H200: median step over RDMA vs after a silent TCP fallback
 # (shared/FACTS.md "Anchor figures")
 STEP_S_RDMA = 6.07
@@ -225,7 +228,9 @@ class GroupRun:
             main = "torch.distributed.DistBackendError: NCCL error: invalid usage\n"
             return self._failed_init(outcome, logs, main, end)
         step_s = STEP_S_RDMA if outcome.rdma else STEP_S_SOCKETS
-        end = self.start + TRAINING_RUN_S * self.speed
+        annotations = (self.template.get("metadata") or {}).get("annotations") or {}
+        run_s = float(annotations.get(RUN_SECONDS_ANNOTATION, TRAINING_RUN_S))
+        end = self.start + run_s * self.speed
         steps = "".join(
             f"step {i} loss {2.5 - i * 0.01:.3f} step_time {step_s:.2f}s\n" for i in range(1, 6)
         )

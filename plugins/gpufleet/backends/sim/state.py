@@ -89,7 +89,10 @@ class SimState:
 
     def ensure_seeded(self, cluster: Cluster) -> None:
         """Create the nodes of every catalog pool once (a pool deleted later stays deleted)."""
-        keys = [f"seeded:{cluster.name}/{p.name}" for p in cluster.node_pools]
+        pools = [p for p in cluster.node_pools if not p.planned]  # a transition creates those
+        keys = [f"seeded:{cluster.name}/{p.name}" for p in pools]
+        if not keys:
+            return
         with self.read() as conn:
             have = {
                 r[0]
@@ -100,7 +103,7 @@ class SimState:
         if len(have) == len(keys):
             return
         with self.tx() as conn:
-            for pool in cluster.node_pools:
+            for pool in pools:
                 key = f"seeded:{cluster.name}/{pool.name}"
                 if conn.execute("SELECT 1 FROM meta WHERE key=?", (key,)).fetchone():
                     continue

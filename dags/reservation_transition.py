@@ -1,0 +1,187 @@
+"""
+### Reservation transition
+
+Move a cluster's work from an old node pool to a new pool on another reservation: bring the new
+pool up, prove it, switch scheduling, drain and retire the old pool. It never strands a job and
+never retires the only working path. Declare the new pool in the catalog first (same cluster,
+the new reservation, `state: planned`).
+
+1. **lock**: one transition per cluster; a second is refused with the holder's run id. A rerun
+   with the same pools resumes an unfinished transition at the right step.
+2. **preflight**: the new reservation exists, holds the machine type, has room for the pool.
+3. **create_new_pool** (tainted `gpufleet.io/unvalidated`, its Kueue queue held),
+   **new_pool_ready**, then the nightly validation's NCCL and Lustre checks on it. If it fails:
+   rolled back (new pool deleted, the old one untouched and serving) and the run fails with the
+   verdict.
+4. **switch_scheduling**: the new pool's ClusterQueue admits, the old one's holds
+   (`stopPolicy: Hold`: running workloads keep running).
+5. **cordon_old**, **drain_old** in batches through the Eviction API (PodDisruptionBudgets
+   respected) with a soak between batches; training jobs are waited for, and at the drain
+   timeout handled as `on_timeout` says (`wait`: keep waiting, alert again every few hours;
+   `fail`; `evict`).
+6. **retire_old**: the old pool is deleted and recorded retired (a `pool-retired` asset event);
+   **done** prints the catalog change to commit.
+
+`action=rollback` returns to the old pool until it is deleted; `action=abandon` releases the
+lock and leaves everything as it is. Every step is recorded in the gpufleet ledger before and
+after it acts. See docs/transition.md.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import dag
+
+from gpufleet.airflow.assets import POOL_RETIRED, POOL_VALIDATED
+from gpufleet.airflow.dagkit import default_args, index, param
+from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
+from gpufleet.airflow.operators.transition import (
+    TransitionAbandonOperator,
+    TransitionLockOperator,
+    TransitionRollbackOperator,
+    TransitionStepOperator,
+    TransitionTargetsOperator,
+)
+
+fleet = index()
+
+STEPS = (  # task id -> the state machine's step it reaches
+    ("preflight", "preflighted"),
+    ("create_new_pool", "new_pool_created"),
+    ("new_pool_ready", "new_pool_ready"),
+)
+AFTER_VALIDATION = (
+    ("switch_scheduling", "scheduling_switched"),
+    ("cordon_old", "old_pool_cordoned"),
+    ("drain_old", "old_pool_drained"),
+    ("retire_old", "old_pool_retired"),
+    ("done", "done"),
+)
+
+
+@dag(
+    dag_id="reservation_transition",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=4,
+    render_template_as_native_obj=True,
+    tags=["gpufleet", "transition", "infrastructure"],
+    default_args=default_args("reservation transition failed", retries=1),
+    params={
+        "cluster": param(None, type="string", enum=fleet["clusters"], title="Cluster"),
+        "old_pool": param(
+            None,
+            type="string",
+            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            title="Old pool",
+            description="The pool in service to retire (a catalog pool of the cluster)",
+        ),
+        "new_pool": param(
+            None,
+            type="string",
+            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            title="New pool",
+            description="The catalog pool declared `state: planned` on the new reservation",
+        ),
+        "action": param(
+            "run",
+            type="string",
+            enum=["run", "rollback", "abandon"],
+            title="Action",
+            description="run (a rerun resumes), rollback (until the old pool is deleted), "
+            "abandon (release the lock, leave everything as it is)",
+        ),
+        "drain_batch_size": param(
+            1,
+            type="integer",
+            minimum=1,
+            maximum=1000,
+            title="Nodes per drain batch",
+            section="Drain",
+        ),
+        "soak_minutes": param(
+            5.0,
+            type="number",
+            minimum=0,
+            maximum=1440,
+            title="Soak between batches (minutes)",
+            section="Drain",
+        ),
+        "drain_timeout_hours": param(
+            4.0,
+            type="number",
+            minimum=0,
+            maximum=720,
+            title="Drain timeout (hours)",
+            section="Drain",
+        ),
+        "on_timeout": param(
+            "wait",
+            type="string",
+            enum=["wait", "fail", "evict"],
+            title="Training jobs still running at the timeout",
+            description="wait (keep waiting, alert again every few hours), fail, or evict",
+            section="Drain",
+        ),
+    },
+)
+def reservation_transition():
+    common = {
+        "cluster": "{{ params.cluster }}",
+        "old_pool": "{{ params.old_pool }}",
+        "new_pool": "{{ params.new_pool }}",
+        "action": "{{ params.action }}",
+        "drain": {
+            "batch_size": "{{ params.drain_batch_size }}",
+            "soak_minutes": "{{ params.soak_minutes }}",
+            "timeout_hours": "{{ params.drain_timeout_hours }}",
+            "on_timeout": "{{ params.on_timeout }}",
+        },
+    }
+    lock = TransitionLockOperator(task_id="lock", retries=0, **common)
+    forward = [TransitionStepOperator(task_id=t, step=s, **common) for t, s in STEPS]
+    targets = {
+        kind: TransitionTargetsOperator(task_id=f"{kind}_targets", kind=kind, **common)
+        for kind in ("fabric", "storage")
+    }
+    fabric = FabricValidationOperator.partial(
+        task_id="validate_fabric", outlets=[POOL_VALIDATED], retries=0
+    ).expand_kwargs(targets["fabric"].output)
+    storage = StorageValidationOperator.partial(
+        task_id="validate_storage", retries=0
+    ).expand_kwargs(targets["storage"].output)
+    validated = TransitionStepOperator(
+        task_id="new_pool_validated",
+        step="new_pool_validated",
+        trigger_rule="all_done",  # a failed validation is its input: it rolls back
+        retries=0,
+        **common,
+    )
+    after = [
+        TransitionStepOperator(
+            task_id=t,
+            step=s,
+            outlets=[POOL_RETIRED] if t == "retire_old" else [],
+            **common,
+        )
+        for t, s in AFTER_VALIDATION
+    ]
+    rollback = TransitionRollbackOperator(task_id="rollback", **common)
+    abandon = TransitionAbandonOperator(task_id="abandon", retries=0, **common)
+
+    lock >> forward[0]
+    for a, b in zip(forward, forward[1:], strict=False):
+        a >> b
+    forward[-1] >> [targets["fabric"], targets["storage"]]
+    targets["fabric"] >> fabric
+    targets["storage"] >> storage
+    [fabric, storage] >> validated >> after[0]
+    for a, b in zip(after, after[1:], strict=False):
+        a >> b
+    lock >> [rollback, abandon]
+
+
+reservation_transition()

@@ -1,0 +1,236 @@
+"""Operators of the ``reservation_transition`` DAG: thin adapters over
+``services.transition.ReservationTransition``.
+
+Every task opens the transition (the cluster's lock, resumed by this run), does its one step
+(``TransitionStepOperator``), a rollback or an abandon, logs what happened, and defers on a
+``TimeDeltaTrigger`` while a step waits (new nodes Ready, a drain batch, a soak): the state lives
+in the ledger, so a resumed run and a re-entered task pick up where it stood. Tasks that do not
+apply to this run's ``action`` skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from gpufleet.airflow.assets import POOL_RETIRED
+from gpufleet.airflow.operators.common import catalog, failed_tasks, ledger, poll_interval
+
+ALIVE = ("queued", "running")
+
+
+class _TransitionTask(BaseOperator):
+    template_fields: Sequence[str] = (
+        "cluster",
+        "old_pool",
+        "new_pool",
+        "action",
+        "drain",
+    )
+    ui_color = "#fff1d6"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        old_pool: str,
+        new_pool: str,
+        action: str = "run",
+        drain: Any = None,
+        ledger_conn_id: str | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.old_pool = old_pool
+        self.new_pool = new_pool
+        self.action = action
+        self.drain = drain  # {batch_size, soak_minutes, timeout_hours, on_timeout}
+        self.ledger_conn_id = ledger_conn_id
+
+    def _service(self, context):
+        from gpufleet.errors import GpufleetError
+        from gpufleet.services.drain import DrainSettings
+        from gpufleet.services.transition import ReservationTransition
+
+        d = dict(self.drain or {})
+        try:
+            cat = catalog()
+            settings = DrainSettings(
+                batch_size=int(d.get("batch_size", 1)),
+                soak_s=float(d.get("soak_minutes", 5)) * 60,
+                timeout_s=float(d.get("timeout_hours", 4)) * 3600,
+                on_timeout=str(d.get("on_timeout", "wait")),
+                poll_s=poll_interval(cat.cluster(self.cluster)),
+            )
+            svc = ReservationTransition(
+                cat,
+                self.cluster,
+                self.old_pool,
+                self.new_pool,
+                ledger(self.ledger_conn_id),
+                context["run_id"],
+                settings,
+            )
+            svc.open(self.action, lambda run: self._alive(context, run))
+        except GpufleetError as exc:
+            raise AirflowFailException(str(exc)) from None
+        return svc
+
+    @staticmethod
+    def _alive(context, run_id: str) -> bool:
+        state = context["ti"].get_dagrun_state(dag_id=context["dag"].dag_id, run_id=run_id)
+        return str(state).lower() in ALIVE
+
+    def _log(self, outcome) -> None:
+        from gpufleet.airflow.notifiers import send_alert
+
+        for note in outcome.notes:
+            self.log.info("%s: %s", outcome.step, note)
+        for text in outcome.alerts:
+            send_alert("reservation transition", f"{self.cluster} {outcome.step}", text)
+
+    @staticmethod
+    def _call(what: str, fn, *args):
+        """``fn(*args)``: a refusal or a drain timeout fails the task for good (retrying would
+        not change them); a cloud or cluster error fails it for Airflow's retries."""
+        from gpufleet.errors import GpufleetError
+        from gpufleet.services.drain import DrainTimeout
+        from gpufleet.services.transition import TransitionRefused
+
+        try:
+            return fn(*args)
+        except (DrainTimeout, TransitionRefused) as exc:
+            raise AirflowFailException(f"transition {what}: {exc}") from None
+        except GpufleetError as exc:
+            raise AirflowException(f"transition {what}: {exc}") from exc
+
+    def _wait(self, outcome) -> None:
+        from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
+
+        self.defer(
+            trigger=TimeDeltaTrigger(timedelta(seconds=max(outcome.next_check_s, 0.1))),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context, event: Any = None):
+        return self.execute(context)
+
+
+class TransitionLockOperator(_TransitionTask):
+    """Take (or resume) the cluster's transition lock; refuse a second transition naming the
+    holder's run. Returns the transition and the step the run works on next."""
+
+    def execute(self, context) -> dict[str, Any]:
+        svc = self._service(context)
+        nxt = svc.next_step()
+        self.log.info(
+            "transition %s: %s/%s -> %s, action %s, at %s, next %s",
+            svc.tid,
+            self.cluster,
+            self.old_pool,
+            self.new_pool,
+            self.action,
+            svc.current().value,
+            nxt.value,
+        )
+        return {"transition_id": svc.tid, "current": svc.current().value, "next": nxt.value}
+
+
+class TransitionStepOperator(_TransitionTask):
+    """One forward step; skipped unless ``action`` is run. ``new_pool_validated`` rolls the
+    transition back and fails loudly when the new pool did not pass."""
+
+    def __init__(self, *, step: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.step = step
+
+    def execute(self, context):
+        from gpufleet.domain.transition import Step
+
+        if self.action != "run":
+            raise AirflowSkipException(f"action {self.action}: no forward step")
+        if self.step == Step.NEW_POOL_VALIDATED.value:
+            earlier = [t for t in failed_tasks(context) if not t.startswith("validate_")]
+            if earlier:
+                raise AirflowFailException(
+                    f"not validated: {', '.join(earlier)} did not succeed; rerun to resume"
+                )
+        svc = self._service(context)
+        outcome = self._call(self.step, svc.advance, Step(self.step))
+        self._log(outcome)
+        if outcome.failed is not None:
+            self._roll_back(context, svc, outcome.failed)
+        if not outcome.done:
+            self._wait(outcome)
+        if self.step == Step.OLD_POOL_RETIRED.value and POOL_RETIRED in (self.outlets or ()):
+            context["outlet_events"][POOL_RETIRED].extra = {
+                "cluster": self.cluster,
+                "pool": self.old_pool,
+                "replaced_by": self.new_pool,
+                "run_id": context["run_id"],
+            }
+        return outcome.to_dict()
+
+    def _roll_back(self, context, svc, why: str) -> None:
+        outcome = self._call("rollback", svc.rollback)
+        self._log(outcome)
+        if not outcome.done:  # draining back: the rollback task of a rerun finishes it
+            raise AirflowFailException(
+                f"{self.cluster}/{self.new_pool} failed validation ({why}); the rollback is "
+                "under way: run again with action=rollback to finish it"
+            )
+        raise AirflowFailException(
+            f"{self.cluster}/{self.new_pool} failed validation: {why}. Rolled back: "
+            f"{self.old_pool} keeps serving, {self.new_pool} was deleted"
+        )
+
+
+class TransitionRollbackOperator(_TransitionTask):
+    """``action=rollback``: return to the old pool (resumable; defers while draining back)."""
+
+    def execute(self, context):
+        if self.action != "rollback":
+            raise AirflowSkipException(f"action {self.action}: no rollback")
+        outcome = self._call("rollback", self._service(context).rollback)
+        self._log(outcome)
+        if not outcome.done:
+            self._wait(outcome)
+        return outcome.to_dict()
+
+
+class TransitionAbandonOperator(_TransitionTask):
+    """``action=abandon``: release the lock, leave everything as it is, and say what is left."""
+
+    def execute(self, context):
+        if self.action != "abandon":
+            raise AirflowSkipException(f"action {self.action}: nothing to abandon")
+        outcome = self._call("abandon", self._service(context).abandon)
+        self._log(outcome)
+        return outcome.to_dict()
+
+
+class TransitionTargetsOperator(_TransitionTask):
+    """The new pool as the validation tasks' mapping kwargs, unless this run does not validate
+    (another action, or a resumed run past ``new_pool_validated``)."""
+
+    def __init__(self, *, kind: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def execute(self, context) -> list[dict[str, str]]:
+        from gpufleet.domain.transition import FORWARD, Step
+
+        if self.action != "run":
+            return []
+        svc = self._service(context)
+        if FORWARD.index(svc.next_step()) > FORWARD.index(Step.NEW_POOL_VALIDATED):
+            self.log.info("%s: validated already (resumed run)", self.new_pool)
+            return []
+        if self.kind == "storage" and svc.new.filesystem is None:
+            return []
+        return [{"cluster": self.cluster, "node_pool": self.new_pool}]

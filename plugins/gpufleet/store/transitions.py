@@ -1,0 +1,179 @@
+"""Ledger records of reservation transitions: the transition (its coarse state, the state
+machine's step, the drain settings), the lock (one running transition per cluster, a unique
+index), and each step started and completed with its times and evidence. A mixin of
+``Ledger`` (it needs ``self.engine``).
+
+Coarse states (``gf_transitions.state``): ``running`` holds the cluster's lock; ``done``,
+``rolled_back`` and ``failed`` (also for an abandoned one: ``step`` says ``abandoned``) release it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from gpufleet.domain.gate import FINISHED_TRANSITIONS
+from gpufleet.store import schema as s
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class TransitionRecords:
+    engine: Any
+
+    def transitions_in_flight(self, cluster: str) -> list[dict[str, Any]]:
+        """The cluster's transitions not known to be finished: ``running`` ones and any whose
+        state is not one of the finished states (the reader decides what an unknown one means)."""
+        t = s.transitions
+        finished = [str(v) for v in FINISHED_TRANSITIONS]
+        unfinished = or_(t.c.state.is_(None), t.c.state.not_in(finished))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t).where(t.c.cluster == cluster, unfinished)).all()
+            return [dict(r._mapping) for r in rows]
+
+    def start_transition(
+        self,
+        cluster: str,
+        from_pool: str,
+        to_pool: str,
+        run_id: str | None = None,
+        *,
+        step: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> int:
+        """A new running transition (it takes the cluster's lock: IntegrityError when another
+        one runs; ``open_transition`` is the caller that handles that)."""
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    insert(s.transitions).values(
+                        cluster=cluster,
+                        from_pool=from_pool,
+                        to_pool=to_pool,
+                        state="running",
+                        run_id=run_id,
+                        started_at=_now(),
+                        step=step,
+                        params=params,
+                    )
+                ).inserted_primary_key[0]
+            )
+
+    def open_transition(
+        self, cluster: str, from_pool: str, to_pool: str, run_id: str, **kw: Any
+    ) -> tuple[dict[str, Any], bool]:
+        """The cluster's running transition, or a new one for these pools: ``(row, created)``.
+        Atomic through the lock index: of two runs racing, one creates, the other gets the
+        first's row (and decides: the same pools resume, other pools are refused)."""
+        try:
+            tid = self.start_transition(cluster, from_pool, to_pool, run_id, **kw)
+        except IntegrityError:
+            row = self.running_transition(cluster)
+            if row is None:  # finished in between: try once more
+                return self.open_transition(cluster, from_pool, to_pool, run_id, **kw)
+            return row, False
+        return self.transition(tid) or {}, True
+
+    def running_transition(self, cluster: str) -> dict[str, Any] | None:
+        t = s.transitions
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(t).where(t.c.cluster == cluster, t.c.state == "running")
+            ).first()
+        return dict(row._mapping) if row is not None else None
+
+    def transition(self, transition_id: int) -> dict[str, Any] | None:
+        t = s.transitions
+        with self.engine.connect() as conn:
+            row = conn.execute(select(t).where(t.c.id == transition_id)).first()
+        return dict(row._mapping) if row is not None else None
+
+    def transitions(self, cluster: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        t = s.transitions
+        query = select(t).order_by(t.c.id.desc()).limit(limit)
+        if cluster:
+            query = query.where(t.c.cluster == cluster)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query).all()]
+
+    def transitioned_pools(self) -> set[tuple[str, str]]:
+        """``(cluster, pool)`` of every pool a finished transition brought into service (a
+        ``planned`` catalog pool that is in service until the catalog says so)."""
+        t = s.transitions
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.c.cluster, t.c.to_pool).where(t.c.state == "done"))
+            return {(r.cluster, r.to_pool) for r in rows}
+
+    def update_transition(self, transition_id: int, **values: Any) -> None:
+        """Set ``step``, ``run_id`` (a resuming run takes the lock over) or ``params``."""
+        t = s.transitions
+        with self.engine.begin() as conn:
+            conn.execute(update(t).where(t.c.id == transition_id).values(**values))
+
+    def finish_transition(self, transition_id: int, state: str, step: str | None = None) -> None:
+        t = s.transitions
+        values: dict[str, Any] = {"state": state, "finished_at": _now()}
+        if step is not None:
+            values["step"] = step
+        with self.engine.begin() as conn:
+            conn.execute(update(t).where(t.c.id == transition_id).values(**values))
+
+    def step_started(
+        self, transition_id: int, step: str, detail: dict[str, Any] | None = None
+    ) -> None:
+        """Record that ``step`` began (before it acts); a redo after a crash keeps the first
+        start time and merges the detail."""
+        ts = s.transition_steps
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                select(ts).where(ts.c.transition_id == transition_id, ts.c.step == step)
+            ).first()
+            if row is None:
+                conn.execute(
+                    insert(ts).values(
+                        transition_id=transition_id,
+                        step=step,
+                        state="started",
+                        detail=detail or {},
+                        at=_now(),
+                    )
+                )
+            elif detail:
+                conn.execute(
+                    update(ts)
+                    .where(ts.c.id == row.id)
+                    .values(detail={**(row.detail or {}), **detail})
+                )
+
+    def step_done(
+        self, transition_id: int, step: str, detail: dict[str, Any] | None = None
+    ) -> None:
+        """Record that ``step`` completed (after it acted), with its evidence."""
+        self.step_started(transition_id, step)
+        ts = s.transition_steps
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                select(ts).where(ts.c.transition_id == transition_id, ts.c.step == step)
+            ).first()
+            conn.execute(
+                update(ts)
+                .where(ts.c.id == row.id)
+                .values(
+                    state="done",
+                    finished_at=_now(),
+                    detail={**(row.detail or {}), **(detail or {})},
+                )
+            )
+
+    def transition_steps(self, transition_id: int) -> list[dict[str, Any]]:
+        ts = s.transition_steps
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(ts).where(ts.c.transition_id == transition_id).order_by(ts.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]

@@ -1,0 +1,158 @@
+"""reservation_transition end to end with dag.test() on the simulated fleet.
+
+The catalog declares ``a3u-sim/h200-c`` (``state: planned``, reservation ``res-a3u-c``): the
+transitions here move ``h200-b``'s work to it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.airflow.assets import POOL_RETIRED
+from gpufleet.backends import cloud_backend, cluster_backend
+from gpufleet.backends.base import ABSENT
+from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.transition import FORWARD
+from gpufleet.manifests.training import TrainingJobSpec, render_training_job
+from gpufleet.services.gate import check_gate
+from gpufleet.store import Ledger
+from tests.support.fleet import asset_events, run_dag, task_states
+
+pytestmark = [pytest.mark.slow]
+
+DAG = "reservation_transition"
+CLUSTER, OLD, NEW = "a3u-sim", "h200-b", "h200-c"
+
+
+@pytest.fixture
+def fleet(airflow_db, fleet_state):
+    return fleet_state
+
+
+def transition(**conf):
+    dr = run_dag(
+        DAG,
+        {"cluster": CLUSTER, "old_pool": OLD, "new_pool": NEW, "soak_minutes": 0.01, **conf},
+    )
+    return dr, task_states(dr)
+
+
+def start_job(pool: str, name: str, run_s: float = 150) -> None:
+    """A 2-node training job on ``pool``, running ``run_s`` x GPUFLEET_SIM_SPEED (0.2) seconds:
+    long enough to still run when the transition drains the pool (about 15 s in)."""
+    from gpufleet.backends.sim.programs import RUN_SECONDS_ANNOTATION
+    from gpufleet.domain.workloads import workload_pod_templates
+
+    ref = load_catalog().pool(CLUSTER, pool)
+    spec = TrainingJobSpec(
+        name=name,
+        namespace="ml-team",
+        image="example/train:1",
+        command=["t"],
+        nodes=2,
+        gpus_per_node=8,
+    )
+    job = render_training_job(ref, spec)
+    for _, _, template in workload_pod_templates(job):
+        template["metadata"].setdefault("annotations", {})[RUN_SECONDS_ANNOTATION] = str(run_s)
+    cluster_backend(ref.cluster).apply(job)
+
+
+def job_phase(name: str) -> str:
+    backend = cluster_backend(load_catalog().cluster(CLUSTER))
+    return backend.workload_status("JobSet", name, "ml-team").phase
+
+
+def nodes(pool: str):
+    return cluster_backend(load_catalog().cluster(CLUSTER)).list_nodes(pool)
+
+
+def last_transition() -> dict:
+    return Ledger().transitions(CLUSTER, limit=1)[0]
+
+
+def test_happy_path_moves_the_work_and_retires_the_old_pool(fleet):
+    start_job(OLD, "long-job", run_s=120)
+    dr, states = transition()
+    assert str(dr.state) == "success", states
+    assert job_phase("long-job") == "Succeeded"  # it finished before the old pool went
+    t = last_transition()
+    assert (t["state"], t["step"]) == ("done", "done")
+    steps = {r["step"]: r for r in Ledger().transition_steps(t["id"])}
+    assert [s.value for s in FORWARD[1:]] == [s for s in steps]  # every step, in order
+    assert all(r["state"] == "done" and r["at"] and r["finished_at"] for r in steps.values())
+    drain = steps["old_pool_drained"]["detail"]["drain"]
+    assert sorted(drain["drained"]) == sorted(f"{CLUSTER}-{OLD}-{i}" for i in range(4))
+    assert cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(OLD).status == ABSENT
+    assert Ledger().pool_state(CLUSTER, OLD)["state"] == "retired"
+    new_nodes = nodes(NEW)
+    assert len(new_nodes) == 4 and all(n.free for n in new_nodes)  # validated: untainted
+    assert asset_events(POOL_RETIRED.uri, dr.run_id) == [
+        {"cluster": CLUSTER, "pool": OLD, "replaced_by": NEW, "run_id": dr.run_id}
+    ]
+    gate = check_gate(load_catalog(), Ledger, CLUSTER, [OLD, NEW], 2)
+    assert gate.launch and gate.pool == NEW
+    old_only = check_gate(load_catalog(), Ledger, CLUSTER, [OLD], 2)
+    assert not old_only.launch and any("retired" in r for r in old_only.reasons)
+
+
+def test_a_new_pool_that_fails_validation_is_rolled_back(fleet):
+    SimState().inject(CLUSTER, NEW, "fabric-down")
+    dr, states = transition()
+    assert str(dr.state) == "failed"
+    assert states["new_pool_validated"] == "failed" and states["switch_scheduling"] == (
+        "upstream_failed"
+    )
+    t = last_transition()
+    assert (t["state"], t["step"]) == ("rolled_back", "rolled_back")
+    assert cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(NEW).status == ABSENT
+    old = nodes(OLD)
+    assert len(old) == 4 and all(n.free for n in old)  # untouched and serving
+
+
+def test_capacity_short_is_refused_before_anything_is_created(fleet):
+    SimState().inject(CLUSTER, NEW, "capacity-short:2")
+    dr, states = transition()
+    assert str(dr.state) == "failed" and states["preflight"] == "failed"
+    assert nodes(NEW) == []
+    t = last_transition()
+    assert t["state"] == "failed"  # the lock is released
+    assert [r["step"] for r in Ledger().transition_steps(t["id"])] == ["preflighted"]
+
+
+def test_a_stopped_run_holds_the_lock_then_resumes_or_rolls_back(fleet):
+    start_job(OLD, "stuck-job")
+    first, states = transition(drain_timeout_hours=0, on_timeout="fail")
+    assert str(first.state) == "failed" and states["drain_old"] == "failed"
+    t = last_transition()
+    assert (t["state"], t["step"]) == ("running", "old_pool_cordoned")
+
+    # a second transition on the cluster is refused, naming the first run
+    other, states = transition(old_pool="h200-a")
+    assert str(other.state) == "failed" and states["lock"] == "failed"
+
+    # rollback after the switch: the old pool admits again, nothing is lost
+    back, states = transition(action="rollback")
+    assert str(back.state) == "success", states
+    t = last_transition()
+    assert (t["state"], t["step"]) == ("rolled_back", "rolled_back")
+    assert job_phase("stuck-job") in ("Running", "Succeeded")  # never evicted
+    assert all(not n.unschedulable for n in nodes(OLD))
+    assert nodes(NEW) == []
+    gate = check_gate(load_catalog(), Ledger, CLUSTER, [OLD], 2)
+    assert not any("transition" in r for r in gate.reasons)
+
+
+def test_a_failed_drain_resumes_without_a_second_pool_or_drain(fleet):
+    start_job(OLD, "busy-job")
+    first, states = transition(drain_timeout_hours=0, on_timeout="fail")
+    assert states["drain_old"] == "failed"
+    again, states = transition()  # the job finishes meanwhile; the rerun resumes at the drain
+    assert str(again.state) == "success", states
+    t = last_transition()
+    assert t["run_id"] == again.run_id and t["state"] == "done"
+    assert states["validate_fabric"] == "skipped"  # validated in the first run: not again
+    steps = {r["step"]: r for r in Ledger().transition_steps(t["id"])}
+    assert steps["new_pool_created"]["finished_at"] < steps["old_pool_drained"]["at"]
+    assert len(nodes(NEW)) == 4  # one pool, created once
