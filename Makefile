@@ -50,6 +50,7 @@ bench: setup  # each prints its figures and exits 1 when it misses its target; a
 	-$(BIN)/python bench/parse_time.py
 	-$(BIN)/python bench/log_scan.py
 	-$(BIN)/python bench/gate_latency.py
+	-$(BIN)/python bench/fault_campaign.py
 
 constraints:  # regenerate the full pin set from a clean install of requirements.txt
 	rm -rf $(CURDIR)/.venv-constraints

@@ -8,9 +8,13 @@ filesystem do what they were bought for.
   bus bandwidth against the baseline *and* on the transport NCCL actually used (a silent
   fallback to TCP sockets fails even when the bandwidth looks fine). Failed pairs are
   localized against known-good nodes; a node that fails with two good partners is
-  quarantined (`gpufleet.io/quarantine=<reason>:NoSchedule`). If more than
-  `max_quarantine_share` of a pool would be quarantined, nothing is: the pool is marked
-  degraded and a human is paged.
+  quarantined (`gpufleet.io/quarantine=<reason>:NoSchedule`). At most
+  `max(1, floor(max_quarantine_share x nodes))` nodes of a pool are quarantined at once;
+  beyond that nothing more is: the pool is marked degraded and a human is paged.
+- **Nodes out of service** (quarantined, suspect, back from repair) are retested first, against
+  known-good partners: a pass releases them. One that fails is drained and repaired through the
+  cloud by the `remediate_nodes` task (within the pool's repair budget), or, after
+  `max_repairs` repairs, handed to a person (paged). See docs/nodes.md.
 - **Storage**: fio read/write throughput on the pool's Lustre filesystem against
   `tolerance x tier x capacity`.
 
@@ -38,6 +42,7 @@ from gpufleet.airflow.dagkit import (
 )
 from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
 from gpufleet.airflow.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
+from gpufleet.airflow.operators.remediation import NodeRemediationOperator
 from gpufleet.domain.names import POOL_KEY
 
 fleet = index()
@@ -100,6 +105,25 @@ fleet = index()
             "catalog setting, default 0.9)",
             section="Checks",
         ),
+        "max_repairs": param(
+            2,
+            type="integer",
+            minimum=0,
+            maximum=10,
+            title="Repairs before a person",
+            description="A node whose retest still fails after this many cloud repairs is "
+            "handed to a human (needs-human, paged)",
+            section="Node remediation",
+        ),
+        "repair_drain": param(
+            "wait",
+            type="string",
+            enum=["wait", "evict"],
+            title="Training jobs on a node to repair",
+            description="wait for them (named in an alert; the next night looks again), or "
+            "evict them through the Eviction API",
+            section="Node remediation",
+        ),
         "sim_faults": param(
             [],
             type="array",
@@ -127,6 +151,7 @@ def nightly_fabric_validation():
         task_id="validate_fabric",
         max_quarantine_share="{{ params.max_quarantine_share }}",
         tolerance="{{ params.tolerance }}",
+        max_repairs="{{ params.max_repairs }}",
         outlets=[POOL_VALIDATED],
         retries=1,
         map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
@@ -138,10 +163,21 @@ def nightly_fabric_validation():
         map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
     ).expand_kwargs(storage_targets.output)
 
+    # after each pool's validation (which retested its nodes out of service): drain and repair
+    remediate = NodeRemediationOperator.partial(
+        task_id="remediate_nodes",
+        max_repairs="{{ params.max_repairs }}",
+        drain="{{ params.repair_drain }}",
+        trigger_rule="all_done",
+        retries=1,
+        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
+    ).expand_kwargs(fabric_targets.output)
+
     report = ValidationReportOperator(task_id="report", trigger_rule="all_done", retries=0)
 
     fabric_targets >> storage_targets
-    [fabric, storage] >> report
+    fabric >> remediate
+    [remediate, storage] >> report
 
 
 nightly_fabric_validation()

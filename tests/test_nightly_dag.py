@@ -145,7 +145,7 @@ def test_too_many_bad_nodes_quarantines_nothing_and_pages(fleet):
     assert str(dr.state) == "failed"
     ledger = Ledger()
     row = fabric_row(ledger, dr.run_id, "h200-a")
-    assert "more than the 20% that may be quarantined" in row["reasons"][0]
+    assert "more than the 1 (20%, at least one) that may be quarantined" in row["reasons"][0]
     assert ledger.quarantined() == []
     assert ledger.pool_state("a3u-sim", "h200-a")["state"] == "degraded"
 

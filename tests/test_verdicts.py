@@ -259,3 +259,24 @@ def test_storage_with_a_job_that_reported_an_error_fails_with_the_reason():
     v = judge_storage([good, bad], expected_mb_s=18000, tolerance=0.9)
     assert not v.passed
     assert any("cannot be trusted" in r and "seqwrite-eio" in r for r in v.reasons), v.reasons
+
+
+def test_the_guard_always_allows_one_node_and_counts_those_still_out():
+    tested = [f"n{i}" for i in range(4)]
+    common = {"pool_nodes": 4, "max_quarantine_share": 0.2, "expected_transport": "gib"}
+    pass1 = [pv("n0", "n1", True), pv("n2", "n3", False)]
+    one = judge_pool(
+        tested=tested, pass1=pass1, bad={"n2": "low"}, inconclusive=[], untested=[], **common
+    )
+    assert one.passed and one.quarantine == {"n2": "low"}  # 25% > 20%, but one is allowed
+    second = judge_pool(
+        tested=tested,
+        pass1=pass1,
+        bad={"n2": "low"},
+        inconclusive=[],
+        untested=[],
+        already_out=["n3"],
+        **common,
+    )
+    assert not second.passed and second.page and second.quarantine == {}
+    assert "(1 more already quarantined)" in second.reasons[0]

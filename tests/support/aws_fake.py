@@ -15,7 +15,8 @@ The front:
   describes, or ``set_filesystem_lifecycle``) and ``LustreConfiguration.MountName`` to moto's
   FSx responses;
 - calls ``on_nodegroup_created`` callbacks when a CreateNodegroup succeeded (the integration
-  test registers the group's nodes in its Kubernetes emulator);
+  test registers the group's nodes in its Kubernetes emulator), and ``on_instances_terminated``
+  callbacks when a TerminateInstances succeeded (``aws_fake_nodegroup`` replaces them);
 - injects errors (``fail``/``throttle``) in each protocol's real error shape;
 - logs ``(service, action, params)`` of every request (``requests``, ``actions()``,
   ``writes()``).
@@ -140,6 +141,7 @@ class AwsFake:
         self.types_from_template: set[tuple[str, str]] = set()  # (cluster, node group)
         self.injections: list[Injection] = []
         self.nodegroup_callbacks: list[Callable[[NodegroupCreated], None]] = []
+        self.termination_callbacks: list[Callable[[list[str]], None]] = []
         self.callback_errors: list[BaseException] = []
         self.lock = threading.RLock()
         self._moto: ThreadedMotoServer | None = None
@@ -206,6 +208,7 @@ class AwsFake:
             self.filesystems.clear()
             self.injections.clear()
             self.nodegroup_callbacks.clear()
+            self.termination_callbacks.clear()
             self.callback_errors.clear()
             self.fsx_describes_until_available = 1
             self.cluster_describes_until_active = 0
@@ -238,6 +241,11 @@ class AwsFake:
         """Call ``callback`` after each successful CreateNodegroup (errors go to
         ``callback_errors``, the response is unaffected)."""
         self.nodegroup_callbacks.append(callback)
+
+    def on_instances_terminated(self, callback: Callable[[list[str]], None]) -> None:
+        """Call ``callback(instance_ids)`` after each successful EC2 TerminateInstances (moto
+        replaces nothing: ``aws_fake_nodegroup.NodeGroupPlayer`` plays the node group)."""
+        self.termination_callbacks.append(callback)
 
     def fail(
         self,

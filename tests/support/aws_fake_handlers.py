@@ -342,6 +342,14 @@ def _pending_status(
 def patch(fake: AwsFake, service, action, params, status, headers, data):
     if status != 200:
         return status, headers, data
+    if service == "ec2" and action == "TerminateInstances":
+        ids = [v for k, v in sorted(params.items()) if k.startswith("InstanceId.")]
+        for callback in list(fake.termination_callbacks):
+            try:
+                callback(ids)
+            except Exception as exc:  # reported through callback_errors
+                fake.callback_errors.append(exc)
+        return status, headers, data
     if service == "fsx" and action in ("CreateFileSystem", "DescribeFileSystems"):
         body = json.loads(data)
         with fake.lock:

@@ -5,8 +5,9 @@ One threaded HTTP server serves, over plain HTTP, the paths the generated REST c
 - container v1: ``/v1/projects/P/locations/L/clusters[/C[/nodePools[/NP]]]`` and
   ``/v1/projects/P/locations/L/operations/OP``;
 - compute v1: ``/compute/v1/projects/P/global/networks[/N]``,
-  ``.../regions/R/subnetworks[/S]``, ``.../zones/Z/reservations/R[/reservationBlocks]`` and the
-  global / region / zone ``operations/OP``;
+  ``.../regions/R/subnetworks[/S]``, ``.../zones/Z/reservations/R[/reservationBlocks]``,
+  ``.../zones/Z/instances/I[/reportHostAsFaulty]`` (``gcp_fake_instances``), the zone's
+  operations list and the global / region / zone ``operations/OP``;
 - lustre v1: ``/v1/projects/P/locations/L/instances[/I]`` and its operations.
 
 Bodies are checked as strictly as Google does (``gcp_fake_schema``): an unknown field or a bad
@@ -15,7 +16,8 @@ enum value is a 400. Creates answer with running operations that complete after
 ``GPUFLEET_GCP_ENDPOINT=fake.url`` (or ``GkeCloudBackend(..., endpoint=fake.url)``).
 
 Test helpers: ``add_reservation``, ``add_network``/``add_subnet``/``add_cluster``/
-``add_node_pool`` (seed existing resources), ``set_cluster_endpoint``,
+``add_node_pool``/``add_instance`` (seed existing resources), ``begin_host_report``,
+``host_reports``/``host_moves``, ``set_cluster_endpoint``,
 ``on_node_pool_created``, ``inject_error``, ``requests`` (the log) with ``writes()`` and
 ``bodies()``.
 """
@@ -194,6 +196,27 @@ class GcpFake:
                 "status": "RUNNING",
                 **fields,
             }
+
+    def add_instance(
+        self, project: str, zone: str, name: str, status: str = "RUNNING", **fields: Any
+    ) -> None:
+        """Seed a Compute Engine VM (a GKE node's machine: ``gce://project/zone/name``)."""
+        with self._lock:
+            self._router.vms.add(project, zone, name, status, **fields)
+
+    def begin_host_report(self, project: str, zone: str, name: str) -> str:
+        """Start a host-fault report of a seeded VM without a request (as one an earlier
+        task left running); it stays RUNNING until its operation is polled. Its name."""
+        with self._lock:
+            return self._router.vms.begin_report(project, zone, name).name
+
+    def host_reports(self) -> list[dict[str, Any]]:
+        """The accepted ``reportHostAsFaulty`` requests: ``{project, zone, instance, body}``."""
+        return list(self._router.vms.reports)
+
+    def host_moves(self, project: str, zone: str, name: str) -> int:
+        """How many completed host-fault reports moved this VM to another host."""
+        return self._router.vms.vms[(project, zone, name)]["hostMoves"]
 
     def set_cluster_endpoint(self, endpoint: str, ca_data: str | None = None) -> None:
         """What clusters report as ``endpoint`` once created (e.g. a kmock ``http://...``

@@ -1,6 +1,7 @@
 """The GCP fake's URL table: which handler serves which REST path of container v1, compute v1
-and lustre v1, with each request body checked (``gcp_fake_schema``) before the state sees it.
-``checked`` keeps the last body as read (enum names), for the fake's request log."""
+(VMs in ``gcp_fake_instances``) and lustre v1, with each request body checked
+(``gcp_fake_schema``) before the state sees it. ``checked`` keeps the last body as read (enum
+names), for the fake's request log."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.support import gcp_fake_schema as schema
+from tests.support.gcp_fake_instances import ComputeInstances
 from tests.support.gcp_fake_schema import ApiError
 from tests.support.gcp_fake_state import GcpState, not_found
 
@@ -20,6 +22,7 @@ class Router:
     def __init__(self, state: GcpState) -> None:
         self.state = state
         self.checked: Any = None
+        self.vms = ComputeInstances(state)
         self._routes = self._table()
 
     def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Any:
@@ -79,6 +82,13 @@ class Router:
                 rf"{c}/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)/reservationBlocks",
                 self._list_blocks,
             ),
+            ("GET", rf"{c}/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", self.vms.get),
+            (
+                "POST",
+                rf"{c}/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/reportHostAsFaulty",
+                self._report_host,
+            ),
+            ("GET", rf"{c}/zones/(?P<zone>[^/]+)/operations", self.vms.list_operations),
             (
                 "GET",
                 rf"{c}/(?:global|regions/[^/]+|zones/[^/]+)/operations/(?P<op>[^/]+)",
@@ -157,6 +167,11 @@ class Router:
         if key not in store:
             raise not_found(f"The resource '{what}'")
         return store[key]
+
+    def _report_host(self, project: str, zone: str, name: str, body: Any, **_: Any) -> Any:
+        op = self.vms.report_host_as_faulty(project, zone, name, body)
+        self.checked = self.vms.reports[-1]["body"]
+        return self.state.compute_operation(op, project)
 
     def _list_blocks(self, project: str, zone: str, name: str, **_: Any) -> dict[str, Any]:
         if (project, zone, name) not in self.state.reservations:

@@ -37,6 +37,9 @@ class NodeInfo:
     unschedulable: bool
     ready: bool
     workloads: tuple[str, ...] = ()  # names of non-validation workloads with pods on the node
+    # The cloud's id of the machine (``spec.providerID``: ``gce://project/zone/instance``,
+    # ``aws:///zone/i-...``): what a repair acts on.
+    provider_id: str | None = None
 
     @property
     def quarantined(self) -> bool:
@@ -350,3 +353,10 @@ class CloudBackend(Protocol):
     def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured: ...
 
     def get_filesystem(self, name: str) -> FilesystemInfo: ...
+
+    def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """Have the cloud repair the machine behind ``node`` while keeping it in its
+        reservation (GKE: ``instances.reportHostAsFaulty``, which moves the VM to a healthy
+        host; EKS: terminate the instance, which its node group replaces from the same capacity
+        reservation or Capacity Block). Idempotent: a repair already under way is ``found``.
+        Returns ``kind="repair"``, ``name=node.name``, ``action`` created|found|would_create."""

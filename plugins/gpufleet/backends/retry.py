@@ -228,3 +228,6 @@ class RetryingCloudBackend:
 
     def get_filesystem(self, name: str) -> FilesystemInfo:
         return self._retry(self.inner.get_filesystem, name)
+
+    def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        return self._retry(self.inner.repair_node, node, dry_run)

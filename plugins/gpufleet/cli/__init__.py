@@ -21,7 +21,15 @@ import traceback
 from gpufleet.errors import GpufleetError
 
 # subcommand modules, in help order; each has register(subparsers)
-_COMMANDS = ("sim_cmd", "parse_cmd", "gate_cmd", "trigger_cmd", "status_cmd", "catalog_cmd")
+_COMMANDS = (
+    "sim_cmd",
+    "parse_cmd",
+    "gate_cmd",
+    "trigger_cmd",
+    "status_cmd",
+    "node_cmd",
+    "catalog_cmd",
+)
 
 
 class _Parser(argparse.ArgumentParser):

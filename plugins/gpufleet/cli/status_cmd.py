@@ -48,6 +48,11 @@ def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[st
     rows = []
     region_states = ledger.region_states()
     transitioned = ledger.transitioned_pools()
+    lifecycle: dict[tuple[str, str], dict[str, int]] = {}
+    for row in ledger.node_states():
+        if row["state"] != "released":
+            counts = lifecycle.setdefault((row["cluster"], row["pool"]), {})
+            counts[row["state"]] = counts.get(row["state"], 0) + 1
     for ref in catalog.pools(regions=regions):
         facts = gather_facts(catalog, ledger, ref.cluster.name, [ref.pool.name])[0]
         unreachable = None
@@ -94,6 +99,13 @@ def readiness_rows(catalog, ledger, now: datetime, regions=None) -> list[dict[st
                 if facts.schedulable_nodes is not None
                 else "?",
                 "QUAR": quarantined,
+                "OUT": ",".join(
+                    f"{n} {state}"
+                    for state, n in sorted(
+                        lifecycle.get((ref.cluster.name, ref.pool.name), {}).items()
+                    )
+                )
+                or "-",
                 "STATE": facts.state or "-",
                 "FABRIC": fab_text,
                 "LUSTRE": sto_text,

@@ -15,10 +15,12 @@ correctness: a pair passes only when
 from __future__ import annotations
 
 import statistics
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.domain.baselines import SMALL_MESSAGE_BYTES, Baseline
+from gpufleet.domain.nodes import max_quarantined
 
 MIB = 2**20
 
@@ -209,9 +211,13 @@ def judge_pool(
     untested: list[str],
     max_quarantine_share: float,
     expected_transport: str,
+    already_out: Collection[str] = (),
 ) -> PoolFabricVerdict:
-    """Combine pair verdicts into the pool's: localized bad nodes are quarantined, unless more
-    than ``max_quarantine_share`` of the pool would be, which is a fabric problem."""
+    """Combine pair verdicts into the pool's: localized bad nodes are quarantined, unless the
+    pool would then have more than ``max(1, floor(share x nodes))`` quarantined at once
+    (``already_out`` counts: nodes still quarantined), which is a fabric problem: nothing is
+    quarantined, the pool is degraded and a human paged. One bad node is always allowed, so a
+    small pool keeps its other nodes in service."""
     failed = [v for v in pass1 if not v.passed]
     reasons: list[str] = []
     if not tested:
@@ -230,11 +236,19 @@ def judge_pool(
             )
         reasons += [f"{'/'.join(v.nodes)}: {v.reasons[0]}" for v in failed[:3]]
         return PoolFabricVerdict(False, "degraded", reasons, page=True)
-    if bad and len(bad) > max_quarantine_share * pool_nodes:
+    limit = max_quarantined(pool_nodes, max_quarantine_share)
+    out_after = set(bad) | set(already_out)
+    if bad and len(out_after) > limit:
         reasons.append(
-            f"{len(bad)} of {pool_nodes} nodes failed with known-good partners, more than the "
-            f"{max_quarantine_share:.0%} that may be quarantined: quarantining nothing, "
-            "paging a human (fabric problem, not node problem)"
+            f"{len(bad)} of {pool_nodes} nodes failed with known-good partners"
+            + (
+                f" ({len(set(already_out) - set(bad))} more already quarantined)"
+                if set(already_out) - set(bad)
+                else ""
+            )
+            + f", more than the {limit} ({max_quarantine_share:.0%}, at least one) that may "
+            "be quarantined at once: quarantining nothing, paging a human (fabric problem, "
+            "not node problem)"
         )
         reasons += [f"{node}: {why}" for node, why in sorted(bad.items())]
         return PoolFabricVerdict(False, "degraded", reasons, page=True)

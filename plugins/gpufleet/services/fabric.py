@@ -15,15 +15,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.base import ClusterBackend, Taint
+from gpufleet.backends.base import ClusterBackend
 from gpufleet.config.baselines import find_baseline
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.pairing import Localizer, plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
-from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL, UNVALIDATED_KEY
+from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.collect import Workload, read_nccl_pair
+from gpufleet.services.nodes import NodeLifecycle
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class FabricState:
     quarantined_before: list[str]
     odd: list[str]
     round: int = 0
+    retest: list[str] = field(default_factory=list)  # out-of-service nodes retested this run
     pass1: list[dict[str, Any]] = field(default_factory=list)
     pass2: list[dict[str, Any]] = field(default_factory=list)
     workload: Workload | None = None
@@ -97,6 +99,7 @@ class FabricValidation:
         *,
         max_quarantine_share: float = 0.2,
         tolerance: float | None = None,
+        max_repairs: int = 2,
         namespace: str = VALIDATION_NAMESPACE,
         image: str | None = None,
     ):
@@ -104,6 +107,8 @@ class FabricValidation:
         self.ledger = ledger
         self.backend = backend or cluster_backend(ref.cluster)
         self.max_quarantine_share = max_quarantine_share
+        self.max_repairs = max_repairs
+        self.lifecycle = NodeLifecycle(ref, ledger, self.backend)
         self.tolerance = tolerance if tolerance is not None else ref.pool.tolerance
         self.namespace = namespace
         self.image = image
@@ -116,7 +121,9 @@ class FabricValidation:
     def begin(self, run_id: str) -> FabricState:
         """Plan pass 1 over the pool's idle nodes and submit it. Returns the state."""
         nodes = self.backend.list_nodes(self.ref.pool.name)
-        idle = [n.name for n in nodes if n.testable]  # free, or new and awaiting validation
+        # out-of-service nodes are retested first, each against known-good partners
+        retest = self.lifecycle.retest_candidates(nodes, run_id)
+        idle = [n.name for n in nodes if n.testable and n.name not in retest]
         busy = [n.name for n in nodes if n.workloads]
         quarantined = [n.name for n in nodes if n.quarantined]
         pairs, odd = plan_pass1(idle)
@@ -129,7 +136,8 @@ class FabricValidation:
             idle=idle,
             busy=busy,
             quarantined_before=quarantined,
-            odd=odd,
+            odd=odd + retest,
+            retest=retest,
         )
         log.info(
             "%s: %d nodes, %d idle, %d running jobs (not disturbed), %d quarantined",
@@ -243,15 +251,19 @@ class FabricValidation:
         pass1 = [_verdict(r) for r in state.pass1]
         rows = state.pass1 + state.pass2
         tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])})
-        verdict = judge_pool(
+        retested = self.lifecycle.record_retests(
+            state.retest, bad, inconclusive + untested, rows, state.run_id, self.max_repairs
+        )
+        verdict = judge_pool(  # the pool is judged on the nodes in service
             pool_nodes=state.pool_nodes,
-            tested=tested,
+            tested=[n for n in tested if n not in state.retest],
             pass1=pass1,
-            bad=bad,
-            inconclusive=inconclusive,
-            untested=untested,
+            bad={n: why for n, why in bad.items() if n not in state.retest},
+            inconclusive=[n for n in inconclusive if n not in state.retest],
+            untested=[n for n in untested if n not in state.retest],
             max_quarantine_share=self.max_quarantine_share,
             expected_transport=pool.transport,
+            already_out=[n for n in state.quarantined_before if retested.get(n) != "passed"],
         )
         for node, why in verdict.quarantine.items():
             self.quarantine(node, why, state.run_id)
@@ -369,9 +381,7 @@ class FabricValidation:
 
     def quarantine(self, node: str, reason: str, run_id: str | None = None) -> None:
         """Taint the node NoSchedule, label it and record it (idempotent)."""
-        self.backend.add_taint(node, Taint(QUARANTINE_KEY, _label_value(reason), "NoSchedule"))
-        self.backend.set_labels(node, {QUARANTINE_LABEL: "true"})
-        self.ledger.quarantine(self.ref.cluster.name, self.ref.pool.name, node, reason, run_id)
+        self.lifecycle.quarantine(node, reason, {"reason": reason}, run_id=run_id)
         log.warning("%s: quarantined %s: %s", self.ref.key, node, reason)
 
 

@@ -364,12 +364,15 @@ class TrainingLaunch:
         return TransportCheck(problems=problems, ranks=ranks)
 
     def settle(self, job: SubmittedJob, check: TransportCheck) -> str:
-        """Record the outcome; on a mismatch apply the policy. Returns the launch state."""
+        """Record the outcome; on a mismatch apply the policy. Returns the launch state.
+        The nodes of ranks on the wrong transport become suspects either way: the next
+        nightly retests them first, against known-good partners."""
         ledger = self.ledger_factory()
         seen = {"confirmed_transport": check.transport, "ranks": check.ranks_dict()}
         if check.confirmed:
             ledger.update_launch(job.launch_id, state="confirmed", **seen)
             return "confirmed"
+        self._suspect_nodes(job, check, ledger)
         if job.policy == "warn":
             state = "running-unconfirmed"
             ledger.update_launch(job.launch_id, state=state, reasons=check.problems, **seen)
@@ -383,3 +386,26 @@ class TrainingLaunch:
             f"job {job.namespace}/{job.name}: " + "; ".join(check.problems[:2]),
         )
         return "stopped"
+
+    def _suspect_nodes(self, job: SubmittedJob, check: TransportCheck, ledger) -> None:
+        from gpufleet.services.nodes import NodeLifecycle
+
+        wrong = sorted(
+            {
+                r.node
+                for r in check.ranks.values()
+                if r.node and r.transport != job.expected_transport
+            }
+        )
+        if not wrong:
+            return
+        lifecycle = NodeLifecycle(
+            self.catalog.pool(job.cluster, job.pool), ledger, self.backend(job.cluster)
+        )
+        for node in wrong:
+            lifecycle.suspect(
+                node,
+                f"job {job.namespace}/{job.name} ran on it over the wrong transport",
+                {"launch_id": job.launch_id, "transport": check.transport},
+                run_id=None,
+            )

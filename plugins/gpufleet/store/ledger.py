@@ -19,6 +19,7 @@ from gpufleet.store.database import (
     engine_for,
     normalise_url,
 )
+from gpufleet.store.nodes import NodeRecords
 from gpufleet.store.regions import RegionRecords
 from gpufleet.store.transitions import TransitionRecords
 
@@ -35,7 +36,7 @@ def _row(r: Any) -> dict[str, Any] | None:
     return dict(r._mapping) if r is not None else None
 
 
-class Ledger(RegionRecords, TransitionRecords):
+class Ledger(RegionRecords, TransitionRecords, NodeRecords):
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
 
     def __init__(self, url: str | None = None):

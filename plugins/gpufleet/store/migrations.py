@@ -127,6 +127,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _v5_latest_by_id,
     6: lambda conn: None,  # new tables only: create_all made them
     7: _v7_transition_steps,
+    8: lambda conn: None,  # new tables only: create_all made them
 }
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 

@@ -12,7 +12,9 @@ checking new rows: old rows are refused by the gate's strict reading instead), a
 gate decision chose (``gf_gate_decisions.pool``); 5 the latest-validation index; 6 regions
 and what onboarding found, created or refused (``gf_regions``, ``gf_onboarding_actions``); 7 a
 transition's step and drain settings, each step's end time, and one running transition per
-cluster (``uq_gf_transitions_running``, the transition lock).
+cluster (``uq_gf_transitions_running``, the transition lock); 8 the node lifecycle
+(``gf_node_states``: where each node out of service stands; ``gf_node_events``: every move, timed,
+with its evidence and who made it).
 The upgrades themselves live in ``store/migrations.py``.
 
 Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
@@ -43,7 +45,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = MetaData()
 
@@ -367,3 +369,34 @@ onboarding_actions = Table(
     _ts("at", nullable=False, default=_now),
 )
 Index("ix_gf_onboarding_actions_run", onboarding_actions.c.region, onboarding_actions.c.run_id)
+
+# The node lifecycle (domain.nodes): one row per node that left service, and every move.
+node_states = Table(
+    "gf_node_states",
+    metadata,
+    Column("cluster", String(63), primary_key=True),
+    Column("node", String(253), primary_key=True),
+    Column("pool", String(63), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("reason", Text),
+    Column("failed_repairs", Integer, nullable=False, default=0),
+    Column("evidence", JSON, nullable=False, default=dict),
+    _ts("since", nullable=False, default=_now),
+)
+
+node_events = Table(
+    "gf_node_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cluster", String(63), nullable=False),
+    Column("node", String(253), nullable=False),
+    Column("pool", String(63), nullable=False),
+    Column("from_state", String(32)),
+    Column("to_state", String(32), nullable=False),
+    Column("reason", Text),
+    Column("evidence", JSON, nullable=False, default=dict),
+    Column("by", String(253)),  # a person (gpufleet node ...), else None: the DAG
+    Column("run_id", String(250)),
+    _ts("at", nullable=False, default=_now),
+)
+Index("ix_gf_node_events_node", node_events.c.cluster, node_events.c.node, node_events.c.id)

@@ -132,14 +132,26 @@ class FabricValidationOperator(_WorkloadDeferring):
     """
 
     kind = "fabric"
-    template_fields: Sequence[str] = ("cluster", "node_pool", "max_quarantine_share", "tolerance")
+    template_fields: Sequence[str] = (
+        "cluster",
+        "node_pool",
+        "max_quarantine_share",
+        "tolerance",
+        "max_repairs",
+    )
 
     def __init__(
-        self, *, max_quarantine_share: float = 0.2, tolerance: float | None = None, **kwargs: Any
+        self,
+        *,
+        max_quarantine_share: float = 0.2,
+        tolerance: float | None = None,
+        max_repairs: Any = 2,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.max_quarantine_share = max_quarantine_share
         self.tolerance = tolerance
+        self.max_repairs = max_repairs
 
     def _service(self):
         from gpufleet.services.fabric import FabricValidation
@@ -150,6 +162,7 @@ class FabricValidationOperator(_WorkloadDeferring):
             ledger(self.ledger_conn_id),
             max_quarantine_share=float(self.max_quarantine_share),
             tolerance=tolerance,
+            max_repairs=int(self.max_repairs),
         )
 
     def execute_complete(self, context, event: dict[str, Any]):

@@ -2,7 +2,8 @@
 
 ``clients.py`` (session, clients, error mapping, console links), ``network.py`` (VPC,
 subnets, EFA security group), ``cluster.py`` (control plane, access entry, token),
-``nodegroups.py`` (EFA launch template, managed node group), ``fsx.py`` (FSx for Lustre).
+``nodegroups.py`` (EFA launch template, managed node group), ``fsx.py`` (FSx for Lustre),
+``repair.py`` (a node's instance terminated for its node group to replace).
 """
 
 from __future__ import annotations

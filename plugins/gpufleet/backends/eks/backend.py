@@ -2,7 +2,8 @@
 
 Reservations (EC2 capacity reservations and Capacity Blocks), the network (VPC, subnets, EFA
 security group), the EKS cluster and Airflow's access entry, GPU node groups on EFA launch
-templates, and FSx for Lustre. Each ``ensure_*`` reads first, creates only what is missing,
+templates, FSx for Lustre, and node repair (``repair.py``: terminate the instance, the node
+group replaces it). Each ``ensure_*`` reads first, creates only what is missing,
 reports differences from the catalog and never changes what exists.
 """
 
@@ -13,6 +14,7 @@ from gpufleet.backends.base import (
     ClusterInfo,
     Ensured,
     FilesystemInfo,
+    NodeInfo,
     NodePoolInfo,
     ReservationInfo,
     Taint,
@@ -22,6 +24,7 @@ from gpufleet.backends.eks.cluster import EksControlPlane
 from gpufleet.backends.eks.fsx import EksFilesystems
 from gpufleet.backends.eks.network import EksNetwork, check_network
 from gpufleet.backends.eks.nodegroups import EksNodeGroups
+from gpufleet.backends.eks.repair import repair_node
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import BackendError, CatalogError
 
@@ -116,6 +119,11 @@ class EksCloudBackend:
 
     def delete_node_pool(self, pool: str) -> bool:
         return self.node_groups.delete(pool)
+
+    def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """Terminate the node's instance so its managed node group replaces it from the same
+        capacity reservation or Capacity Block (``repair.py``)."""
+        return repair_node(self.clients, self.cluster, node, dry_run)
 
     # -- filesystems -----------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ their REST transports, credentials from the google provider's connection.
 ``backend.py`` (``GkeCloudBackend``, the ``CloudBackend`` protocol), ``clients.py`` (endpoint,
 credentials, clients, error translation, compute operation waits), ``network.py`` (RDMA and
 gVNIC VPCs and subnets), ``cluster.py`` (the cluster and its credentials), ``pools.py``
-(reservations and GPU node pools), ``lustre.py`` (Managed Lustre). Google libraries and the
+(reservations and GPU node pools), ``lustre.py`` (Managed Lustre), ``repair.py`` (a faulty
+node's host reported through ``instances.reportHostAsFaulty``). Google libraries and the
 provider hook are imported lazily, so importing this package stays cheap.
 """
 

@@ -1,8 +1,8 @@
 """``GkeCloudBackend``: the ``CloudBackend`` protocol on Google Cloud, one catalog cluster.
 
 Each method delegates to the module of its concept (``network``, ``cluster``, ``pools``,
-``lustre``); ``clients`` builds the REST clients (endpoint, credentials) and turns Google API
-errors into gpufleet's. The retry rule is applied by the caller's wrapper
+``lustre``, ``repair``); ``clients`` builds the REST clients (endpoint, credentials) and turns
+Google API errors into gpufleet's. The retry rule is applied by the caller's wrapper
 (``RetryingCloudBackend``), not here.
 """
 
@@ -13,6 +13,7 @@ from gpufleet.backends.base import (
     ClusterInfo,
     Ensured,
     FilesystemInfo,
+    NodeInfo,
     NodePoolInfo,
     ReservationInfo,
     Taint,
@@ -21,6 +22,7 @@ from gpufleet.backends.gke import cluster as _cluster
 from gpufleet.backends.gke import lustre as _lustre
 from gpufleet.backends.gke import network as _network
 from gpufleet.backends.gke import pools as _pools
+from gpufleet.backends.gke import repair as _repair
 from gpufleet.backends.gke.clients import DEFAULT_CONN_ID, Endpoint, GcpClients, Scope
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import CatalogError
@@ -31,7 +33,8 @@ class GkeCloudBackend:
 
     ``region`` gives the reservations (their zones); ``endpoint`` overrides
     ``GPUFLEET_GCP_ENDPOINT``; ``poll_interval``/``operation_timeout`` are the waits on compute
-    operations (network and subnet inserts), the only operations this backend waits on.
+    operations (network and subnet inserts, host-fault reports), the only operations this
+    backend waits on.
     """
 
     def __init__(
@@ -88,3 +91,7 @@ class GkeCloudBackend:
 
     def get_filesystem(self, name: str) -> FilesystemInfo:
         return _lustre.get_filesystem(self.scope, name)
+
+    def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """Report the host of the node's VM as faulty (``instances.reportHostAsFaulty``)."""
+        return _repair.repair_node(self.scope, node, dry_run)

@@ -42,7 +42,8 @@ ANONYMOUS_TOKEN = "gpufleet-anonymous-token"  # the bearer token against a plain
 # The IAM role that grants each service's permissions, named in a 403's advice.
 _ROLE_FOR_SERVICE = {
     "container": "roles/container.admin",
-    "compute": "roles/compute.networkAdmin (networks) or roles/compute.viewer (reservations)",
+    "compute": "roles/compute.networkAdmin (networks), roles/compute.viewer (reservations) "
+    "or roles/compute.instanceAdmin.v1 (host-fault reports)",
     "lustre": "roles/lustre.admin",
 }
 
@@ -210,7 +211,7 @@ class GcpClients:
 
     def compute(self, name: str) -> Any:
         """A compute_v1 client by service name: ``networks``, ``subnetworks``,
-        ``reservations``, ``reservation_blocks``, ``global_operations``,
+        ``reservations``, ``reservation_blocks``, ``instances``, ``global_operations``,
         ``region_operations``, ``zone_operations``."""
         cache = self.__dict__.setdefault("_compute", {})
         if name not in cache:

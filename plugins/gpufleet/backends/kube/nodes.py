@@ -90,6 +90,7 @@ class KubeNodes(KubeApi):
             taints=taints,
             unschedulable=bool(spec.get("unschedulable")),
             ready=ready,
+            provider_id=spec.get("providerID"),
         )
 
     def _workloads_by_node(self) -> dict[str, set[str]]:

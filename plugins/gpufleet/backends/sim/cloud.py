@@ -11,6 +11,8 @@ one NotReady). Reservations report the catalog's zone and blocks, as GCE does.
 A ``preexisting`` sim cluster (the default) exists from the start with its pools; one with
 ``preexisting: false`` exists only once ``ensure_cluster`` created it. ``capacity-short``
 shrinks a reservation; ``api-errors`` fails calls with a 503 as a throttled control plane would.
+``repair_node`` moves a node to a healthy host: its non-sticky host faults go, and it reads
+NotReady for the repair's simulated duration (a ``repair`` row of the cloud table).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from gpufleet.backends.base import (
     CREATING,
     FOUND,
     READY,
+    UPDATING,
     WOULD_CREATE,
     ClusterCredentials,
     ClusterInfo,
     Ensured,
     FilesystemInfo,
+    NodeInfo,
     NodePoolInfo,
     ReservationInfo,
     Taint,
@@ -38,7 +42,7 @@ from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.programs import speed
 from gpufleet.errors import BackendError
 
-CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0}
+CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0, "repair": 2.0}
 SIM_CONSOLE = "sim://"
 
 
@@ -238,25 +242,39 @@ class SimCloudBackend(SimBackendBase):
         return Ensured("node_pool", pool, CREATED, CREATING, (), url, {"nodes": spec.nodes})
 
     def settle_nodes(self) -> None:
-        """Nodes of pools whose creation finished turn Ready (but for ``not-ready`` ones)."""
+        """Nodes of pools whose creation finished turn Ready (but for ``not-ready`` ones); a
+        node under repair stays NotReady until its repair's ``ready_at``, then turns Ready
+        whatever its pool's row says (but for a ``not-ready`` fault the repair kept)."""
         with self.state.read() as conn:
             pending = conn.execute(
-                "SELECT DISTINCT pool FROM nodes WHERE cluster=? AND ready=0", (self.cluster.name,)
+                "SELECT name, pool FROM nodes WHERE cluster=? AND ready=0", (self.cluster.name,)
             ).fetchall()
-        for (pool,) in pending:
-            if self._status(self._row("node_pool", pool)) != READY:
-                continue
-            stuck = self.faults(pool).not_ready_nodes
+        if not pending:
+            return
+        repairs = self._repairs()
+        now = time.time()
+        pool_ready: dict[str, bool] = {}
+        stuck: dict[str, frozenset[str]] = {}
+        settled = []
+        for node, pool in pending:
+            if node in repairs:
+                if now < repairs[node]:
+                    continue
+            else:
+                if pool not in pool_ready:
+                    pool_ready[pool] = self._status(self._row("node_pool", pool)) == READY
+                if not pool_ready[pool]:
+                    continue
+            if pool not in stuck:
+                stuck[pool] = self.faults(pool).not_ready_nodes
+            if node not in stuck[pool]:
+                settled.append(node)
+        if settled:
             with self.state.tx() as conn:
-                for (node,) in conn.execute(
-                    "SELECT name FROM nodes WHERE cluster=? AND pool=? AND ready=0",
-                    (self.cluster.name, pool),
-                ).fetchall():
-                    if node not in stuck:
-                        conn.execute(
-                            "UPDATE nodes SET ready=1 WHERE cluster=? AND name=?",
-                            (self.cluster.name, node),
-                        )
+                conn.executemany(
+                    "UPDATE nodes SET ready=1 WHERE cluster=? AND name=?",
+                    [(self.cluster.name, node) for node in settled],
+                )
 
     def delete_node_pool(self, pool: str) -> bool:
         self._api_call("delete node pool")
@@ -270,6 +288,75 @@ class SimCloudBackend(SimBackendBase):
                     "DELETE FROM nodes WHERE cluster=? AND pool=?", (self.cluster.name, pool)
                 ).rowcount
             )
+
+    # --- repair -------------------------------------------------------------------------------
+
+    def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """The sim's host repair: the machine moves to a healthy host. Every injected fault
+        naming the node (``bad-node:<node>[:nic]``, ``not-ready:<node>``) is cleared unless
+        injected with scope ``sticky`` (a fault that is not the host's: a bad cable or switch
+        port; the catalog's standing faults are not the host's either); the node reads
+        NotReady for ``CREATE_S["repair"]`` x ``GPUFLEET_SIM_SPEED`` seconds, then Ready, with
+        its labels and taints. A repair still under way is ``found``."""
+        self._api_call("repair node")
+        prefix = f"sim://{self.cluster.name}/"
+        if not (node.provider_id or "").startswith(prefix) or node.provider_id == prefix:
+            raise BackendError(
+                f"node {node.name!r} has providerID {node.provider_id!r}, not a machine of sim "
+                f"cluster {self.cluster.name!r} ({prefix}NODE): refusing to repair it"
+            )
+        name = node.provider_id[len(prefix) :]
+        url = self._url("repair", name)
+        with self.state.read() as conn:
+            if not conn.execute(
+                "SELECT 1 FROM nodes WHERE cluster=? AND name=?", (self.cluster.name, name)
+            ).fetchone():
+                raise BackendError(
+                    f"sim {self.cluster.name}: node {name!r} does not exist (list the nodes again)"
+                )
+        ready_at = self._repairs().get(name)
+        if ready_at is not None and time.time() < ready_at:
+            return Ensured("repair", node.name, FOUND, UPDATING, (), url, {"ready_at": ready_at})
+        if dry_run:
+            return Ensured("repair", node.name, WOULD_CREATE, ABSENT, console_url=url)
+        host_faults = (f"bad-node:{name}", f"bad-node:{name}:nic", f"not-ready:{name}")
+        marks = ",".join("?" * len(host_faults))
+        with self.state.tx() as conn:
+            kept = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT fault FROM faults WHERE cluster=? AND scope='sticky' "
+                    f"AND fault IN ({marks})",
+                    (self.cluster.name, *host_faults),
+                )
+            ]
+            cleared = [
+                r[0]
+                for r in conn.execute(
+                    f"DELETE FROM faults WHERE cluster=? AND scope!='sticky' "
+                    f"AND fault IN ({marks}) RETURNING fault",
+                    (self.cluster.name, *host_faults),
+                )
+            ]
+            conn.execute(
+                "DELETE FROM cloud WHERE cluster=? AND kind='repair' AND name=?",
+                (self.cluster.name, name),
+            )
+            self._insert(conn, "repair", name, {"node": name})
+            conn.execute(
+                "UPDATE nodes SET ready=0 WHERE cluster=? AND name=?", (self.cluster.name, name)
+            )
+        detail = {"cleared": sorted(set(cleared)), "kept": sorted(set(kept))}
+        return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
+
+    def _repairs(self) -> dict[str, float]:
+        """Node -> when its last repair finishes (``ready_at``), from the cloud table."""
+        with self.state.read() as conn:
+            rows = conn.execute(
+                "SELECT name, body FROM cloud WHERE cluster=? AND kind='repair'",
+                (self.cluster.name,),
+            ).fetchall()
+        return {r["name"]: json.loads(r["body"])["ready_at"] for r in rows}
 
     # --- filesystems ---------------------------------------------------------------------------
 

@@ -134,6 +134,7 @@ class SimClusterBackend(SimBackendBase):
                 unschedulable=bool(r["unschedulable"]),
                 ready=bool(r["ready"]),
                 workloads=tuple(sorted(busy.get(r["name"], ()))),
+                provider_id=f"sim://{self.cluster.name}/{r['name']}",
             )
             for r in rows
         ]

@@ -1,0 +1,159 @@
+"""A simulated fault campaign: 30 nights, one random fault per night, through the real services.
+
+Each night one fault is injected into one pool of the simulated fleet (chosen at random among
+fabric-down, bad-node, bad-node NIC, lustre-slow and none), the nightly's per-pool work runs on
+every pool in service (the fabric validation, which retests nodes out of service first; the
+storage validation; the remediation pass: drain, repair within the budget, page), the gate is
+asked for a launch onto every pool, and the fault is cleared at dawn. It reports:
+
+- faults detected by the next nightly (the pool failed, or the bad node was quarantined);
+- good nodes quarantined (a node quarantined while nothing was wrong with it);
+- launches the gate allowed onto a pool known bad that night;
+- nights a quarantined node stayed out of service after its fault was cleared or repaired.
+
+    python bench/fault_campaign.py [--nights 30] [--seed 7]
+
+Exits 1 unless every fault was detected, no good node was quarantined, no launch went onto a
+known-bad pool, and every quarantined node was back in service within two nights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plugins"))
+
+POOLS = [("a3u-sim", "h200-a"), ("a3u-sim", "h200-b"), ("p5-sim", "h100-a")]
+FAULTS = ("fabric-down", "bad-node", "bad-node-nic", "lustre-slow", "none")
+
+
+def _wait(backend, workload, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not backend.workload_status(workload.kind, workload.name, workload.namespace).done:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{workload.name} did not finish")
+        time.sleep(0.02)
+
+
+def nightly(catalog, ledger, run_id: str) -> dict:
+    """The nightly's per-pool work on every pool; returns (cluster, pool) -> outcomes."""
+    from gpufleet.services.fabric import FabricValidation
+    from gpufleet.services.remediation import NodeRemediation
+    from gpufleet.services.storage import StorageValidation
+
+    out = {}
+    for cluster, pool in POOLS:
+        ref = catalog.pool(cluster, pool)
+        fab = FabricValidation(ref, ledger)
+        state = fab.begin(run_id)
+        while state.workload:
+            _wait(fab.backend, state.workload)
+            state = fab.collect(state)
+        fabric = fab.finish(state)
+        sto = StorageValidation(ref, ledger)
+        st = sto.begin(run_id)
+        if st.workload:
+            _wait(sto.backend, st.workload)
+        storage = sto.finish(st)
+        remediation = NodeRemediation(ref, ledger).step(run_id)
+        out[(cluster, pool)] = {"fabric": fabric, "storage": storage, "remediation": remediation}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nights", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    state_dir = tempfile.mkdtemp(prefix="gpufleet-campaign-")
+    os.environ["GPUFLEET_STATE_DIR"] = state_dir
+    os.environ.setdefault("GPUFLEET_SIM_SPEED", "0.05")
+    for var in ("GPUFLEET_LEDGER_URL", "AIRFLOW_CONN_GPUFLEET_LEDGER"):
+        os.environ.pop(var, None)
+
+    from gpufleet.backends import cluster_backend
+    from gpufleet.backends.sim.state import SimState
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.gate import check_gate
+    from gpufleet.store import Ledger
+
+    rng = random.Random(args.seed)
+    catalog, ledger, sim = load_catalog(), Ledger(), SimState()
+    nodes_of = {
+        key: [n.name for n in cluster_backend(catalog.cluster(key[0])).list_nodes(key[1])]
+        for key in POOLS
+    }
+    nightly(catalog, ledger, "night-0")  # a clean first night: every pool validated
+    faults, detected, good_quarantined, bad_launches = [], 0, [], []
+    out_since: dict[str, int] = {}  # node -> night its fault was cleared (or repaired)
+    late: list[tuple[str, int]] = []
+    started = time.monotonic()
+    for night in range(1, args.nights + 1):
+        kind = rng.choice(FAULTS)
+        key = rng.choice(POOLS)
+        node = rng.choice(nodes_of[key])
+        fault = {
+            "fabric-down": "fabric-down",
+            "bad-node": f"bad-node:{node}",
+            "bad-node-nic": f"bad-node:{node}:nic",
+            "lustre-slow": "lustre-slow",
+        }.get(kind)
+        if fault:
+            sim.inject(key[0], key[1], fault, scope="campaign")
+        results = nightly(catalog, ledger, f"night-{night}")
+        res = results[key]
+        quarantined_now = {r["node"] for r in ledger.quarantined()}
+        if kind in ("fabric-down", "bad-node", "bad-node-nic"):
+            hit = not res["fabric"].passed or node in quarantined_now
+        elif kind == "lustre-slow":
+            hit = not res["storage"].passed
+        else:
+            hit = True
+        detected += int(hit and kind != "none")
+        faults.append((night, kind, key, node if "node" in kind else None, hit))
+        bad_nodes = {node} if "node" in kind else set()
+        for r in ledger.quarantined():
+            if r["node"] not in bad_nodes and r["node"] not in out_since:
+                good_quarantined.append((night, r["node"]))
+        if kind in ("fabric-down", "lustre-slow"):
+            decision = check_gate(catalog, lambda: ledger, key[0], [key[1]], 1)
+            if decision.launch:
+                bad_launches.append((night, key))
+        sim.clear(scope="campaign")  # the fault is gone at dawn (cleared or repaired)
+        for r in ledger.quarantined():
+            out_since.setdefault(r["node"], night)
+        for n, since in list(out_since.items()):
+            if n not in {r["node"] for r in ledger.quarantined()}:
+                del out_since[n]
+            elif night - since > 2:
+                late.append((n, night - since))
+        time.sleep(0.2)  # let simulated repairs finish before the next night
+    took = time.monotonic() - started
+    injected = sum(1 for f in faults if f[1] != "none")
+    print(f"fault campaign: {args.nights} nights, seed {args.seed}, {took:.0f} s")
+    for night, kind, key, node, hit in faults:
+        print(
+            f"  night {night:2d}: {kind:13s} {key[0]}/{key[1]}{' ' + node if node else ''}"
+            f" -> {'detected' if hit else 'MISSED'}"
+        )
+    print(f"faults detected by the next nightly: {detected} of {injected}")
+    print(f"good nodes quarantined: {len(good_quarantined)} {good_quarantined or ''}")
+    print(f"launches onto a known-bad pool: {len(bad_launches)} {bad_launches or ''}")
+    print(
+        f"quarantined nodes out of service > 2 nights after the fault went: {len(late)}"
+        f" {sorted(set(late)) or ''}"
+    )
+    ok = detected == injected and not good_quarantined and not bad_launches and not late
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""The nightly's node remediation: one pool's drain-and-repair pass
+(``services.nodes.NodeRemediation``), after its fabric validation retested the nodes out of
+service. It never waits: a node whose training jobs still run is named in an alert and the next
+night looks again; pages for nodes that need a person go out once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from gpufleet.airflow.operators.common import catalog, ledger
+
+
+class NodeRemediationOperator(BaseOperator):
+    """Drain the pool's nodes that failed their retest, repair drained ones through the cloud
+    (within the pool's repair budget), page for nodes that need a person."""
+
+    template_fields: Sequence[str] = ("cluster", "node_pool", "max_repairs", "drain")
+    ui_color = "#fde2e4"
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        node_pool: str,
+        max_repairs: Any = 2,
+        drain: str = "wait",
+        ledger_conn_id: str | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.node_pool = node_pool
+        self.max_repairs = max_repairs
+        self.drain = drain
+        self.ledger_conn_id = ledger_conn_id
+
+    def execute(self, context) -> dict[str, Any]:
+        from gpufleet.airflow.notifiers import send_alert
+        from gpufleet.errors import GpufleetError
+        from gpufleet.services.remediation import NodeRemediation, RemediationSettings
+
+        try:
+            settings = RemediationSettings(max_repairs=int(self.max_repairs), drain=self.drain)
+            ref = catalog().pool(self.cluster, self.node_pool)
+        except (GpufleetError, ValueError) as exc:
+            raise AirflowFailException(str(exc)) from None
+        result = NodeRemediation(ref, ledger(self.ledger_conn_id), settings).step(context["run_id"])
+        for note in result.notes:
+            self.log.info("%s/%s: %s", self.cluster, self.node_pool, note)
+        where = f"{self.cluster}/{self.node_pool}"
+        for text in result.alerts:
+            send_alert("node remediation waiting", where, text, context["run_id"])
+        for text in result.pages:
+            send_alert("PAGE: a node needs a person", where, text, context["run_id"])
+        return result.to_dict()

@@ -1,0 +1,131 @@
+"""Repair a GPU node on EKS: terminate its EC2 instance so its managed node group replaces it.
+
+A managed node group keeps its desired size: when one of its instances terminates, its Auto
+Scaling group launches a replacement from the same launch template, which targets the same
+capacity reservation or Capacity Block, on another host. That is how a node is repaired
+without leaving its reservation (EKS's own node auto-repair replaces instances the same way).
+
+Safety first, since this is the one destructive cloud call gpufleet makes on a node:
+
+- the instance comes from the node's ``spec.providerID`` (``aws:///ZONE/i-...``); a node
+  without one, or with one of another cloud, is refused before any call;
+- the instance must carry the tags EKS puts on a managed node group's instances,
+  ``eks:cluster-name`` equal to the catalog cluster and ``eks:nodegroup-name``: an instance of
+  another cluster, or one no node group would replace, is refused, never terminated.
+
+It is an "ensure": an instance already ``shutting-down`` or ``terminated`` is ``found`` and no
+second call is sent. ``ec2:TerminateInstances`` returns at once; the replacement joins the
+cluster as a new node (a new name), which the node lifecycle then validates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufleet.backends.base import (
+    ABSENT,
+    CREATED,
+    FOUND,
+    UPDATING,
+    WOULD_CREATE,
+    Ensured,
+    NodeInfo,
+)
+from gpufleet.backends.eks.clients import AwsApiError, AwsClients, console_url, not_found, tag
+from gpufleet.errors import BackendError
+
+PROVIDER_PREFIX = "aws:///"
+CLUSTER_TAG = "eks:cluster-name"
+NODEGROUP_TAG = "eks:nodegroup-name"
+GONE_STATES = ("shutting-down", "terminated")
+
+
+def parse_provider_id(node: NodeInfo) -> tuple[str, str]:
+    """(zone, instance id) of an EKS node, from ``aws:///ZONE/i-...``."""
+    pid = node.provider_id
+    if not pid:
+        raise BackendError(
+            f"node {node.name!r} has no spec.providerID: cannot tell which EC2 instance to "
+            "replace. Check that the node was registered by its kubelet on EC2 (kubectl get "
+            "node -o jsonpath='{.spec.providerID}')"
+        )
+    if not pid.startswith(PROVIDER_PREFIX):
+        raise BackendError(
+            f"node {node.name!r} has providerID {pid!r}, not an EC2 instance "
+            f"({PROVIDER_PREFIX}ZONE/i-...): the EKS backend repairs only the nodes of its "
+            "own cluster"
+        )
+    parts = pid[len(PROVIDER_PREFIX) :].split("/")
+    if len(parts) != 2 or not parts[0] or not parts[1].startswith("i-"):
+        raise BackendError(
+            f"node {node.name!r} has providerID {pid!r}: expected {PROVIDER_PREFIX}ZONE/i-..."
+        )
+    return parts[0], parts[1]
+
+
+def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool) -> Ensured:
+    """Terminate the instance behind ``node`` (its node group replaces it), unless it is
+    already going or gone."""
+    zone, instance_id = parse_provider_id(node)
+    if not zone.startswith(clients.region):
+        raise BackendError(
+            f"node {node.name!r} is instance {instance_id} in zone {zone}, outside the catalog "
+            f"cluster's region {clients.region}: refusing to act on another region's instance"
+        )
+    url = console_url(
+        clients.region,
+        f"ec2/home?region={clients.region}#InstanceDetails:instanceId={instance_id}",
+    )
+    detail: dict[str, Any] = {"instance": instance_id, "zone": zone}
+    instance = _describe(clients, node, instance_id)
+    state = (instance.get("State") or {}).get("Name", "")
+    detail["state"] = state
+    if state in GONE_STATES:
+        return Ensured("repair", node.name, FOUND, UPDATING, (), url, detail)
+    owner, group = tag(instance, CLUSTER_TAG), tag(instance, NODEGROUP_TAG)
+    if owner != cluster.name or not group:
+        raise BackendError(
+            f"node {node.name!r}: instance {instance_id} is "
+            + (f"tagged {CLUSTER_TAG}={owner}" if owner else f"not tagged {CLUSTER_TAG}")
+            + ("" if group else f" and has no {NODEGROUP_TAG} tag")
+            + f", so it is not an instance of a managed node group of cluster {cluster.name!r}"
+            " that would be replaced: refusing to terminate it. Replace it by hand if it is"
+            " yours"
+        )
+    detail["node_group"] = group
+    if dry_run:
+        return Ensured("repair", node.name, WOULD_CREATE, ABSENT, (), url, detail)
+    answer = clients.call(
+        "ec2",
+        "terminate_instances",
+        f"terminate instance {instance_id} of node {node.name} (node group {group})",
+        InstanceIds=[instance_id],
+    )
+    changes = answer.get("TerminatingInstances") or [{}]
+    detail["state"] = (changes[0].get("CurrentState") or {}).get("Name", "shutting-down")
+    return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
+
+
+def _describe(clients: AwsClients, node: NodeInfo, instance_id: str) -> dict[str, Any]:
+    try:
+        reservations = clients.call(
+            "ec2",
+            "describe_instances",
+            f"read instance {instance_id} of node {node.name}",
+            InstanceIds=[instance_id],
+        ).get("Reservations", [])
+    except AwsApiError as exc:
+        if not_found(exc) or exc.code.startswith("InvalidInstanceID"):
+            raise BackendError(
+                f"node {node.name!r}: instance {instance_id} does not exist (AWS: {exc.code}); "
+                "the node may have been replaced already (list the nodes again)"
+            ) from exc
+        raise
+    for res in reservations:
+        for instance in res.get("Instances", []):
+            if instance.get("InstanceId") == instance_id:
+                return instance
+    raise BackendError(
+        f"node {node.name!r}: instance {instance_id} does not exist in {clients.region}; the "
+        "node may have been replaced already (list the nodes again)"
+    )

@@ -1,0 +1,154 @@
+"""Repair a GPU node through Compute Engine: report its host as faulty.
+
+``instances.reportHostAsFaulty`` (compute v1, ``POST projects/P/zones/Z/instances/I/
+reportHostAsFaulty``) is Google's documented path for reservation-bound A3 Ultra / A4 VMs that
+misbehave: Compute Engine runs host maintenance and moves the VM to a healthy host of the same
+reservation when it can. The VM keeps its name, so the Kubernetes node comes back under its
+own name, with its labels and taints (the node lifecycle retests it before releasing it).
+
+The body is ``InstancesReportHostAsFaultyRequest``: ``disruptionSchedule: IMMEDIATE`` (the
+only value the API accepts) and one ``faultReasons`` entry, ``behavior: PERFORMANCE`` (a
+fabric fault shows as low bandwidth, not as a GPU error) with a ``description`` naming the
+evidence the caller gives.
+
+It is an "ensure": a report already under way for the VM (a zone operation of type
+``reportHostAsFaulty`` on the instance that is not DONE, or the VM in status ``REPAIRING``)
+is ``found`` and nothing is sent. Google documents the operation as taking 10-12 minutes: it
+is not waited on (status UPDATING); the node comes back Ready and the next nightly retests it.
+
+The VM comes from the node's ``spec.providerID`` (``gce://PROJECT/ZONE/INSTANCE``); a node
+without one, or with one of another cloud or project, is refused before any call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufleet.backends.base import (
+    ABSENT,
+    CREATED,
+    FOUND,
+    UPDATING,
+    WOULD_CREATE,
+    Ensured,
+    NodeInfo,
+)
+from gpufleet.backends.gke.clients import Scope, call, console, get_or_none, translate
+from gpufleet.errors import BackendError
+
+PROVIDER_PREFIX = "gce://"
+DISRUPTION_SCHEDULE = "IMMEDIATE"
+FAULT_BEHAVIOR = "PERFORMANCE"
+REPORT_OPERATION = "reporthostasfaulty"  # operationType, compared case-insensitively
+DEFAULT_REASON = "gpufleet: fabric validation failed on this node and its retest"
+
+
+def parse_provider_id(node: NodeInfo, project: str) -> tuple[str, str]:
+    """(zone, instance) of a GKE node's VM, from ``gce://PROJECT/ZONE/INSTANCE``."""
+    pid = node.provider_id
+    if not pid:
+        raise BackendError(
+            f"node {node.name!r} has no spec.providerID: cannot tell which VM to repair. "
+            "Check that the node is registered by GKE (kubectl get node -o "
+            "jsonpath='{.spec.providerID}')"
+        )
+    if not pid.startswith(PROVIDER_PREFIX):
+        raise BackendError(
+            f"node {node.name!r} has providerID {pid!r}, not a Compute Engine VM "
+            f"({PROVIDER_PREFIX}PROJECT/ZONE/INSTANCE): the GKE backend repairs only the "
+            "nodes of its own cluster"
+        )
+    parts = pid[len(PROVIDER_PREFIX) :].split("/")
+    if len(parts) != 3 or not all(parts):
+        raise BackendError(
+            f"node {node.name!r} has providerID {pid!r}: expected "
+            f"{PROVIDER_PREFIX}PROJECT/ZONE/INSTANCE"
+        )
+    vm_project, zone, instance = parts
+    if vm_project != project:
+        raise BackendError(
+            f"node {node.name!r} is VM {instance} of project {vm_project!r}, not of the "
+            f"catalog cluster's project {project!r}: refusing to report a host of another "
+            "project; check that the node belongs to this cluster"
+        )
+    return zone, instance
+
+
+def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None = None) -> Ensured:
+    """Report the host of ``node``'s VM as faulty, unless a report is already under way."""
+    from google.cloud import compute_v1
+
+    zone, instance = parse_provider_id(node, scope.project)
+    url = console(f"compute/instancesDetail/zones/{zone}/instances/{instance}", scope.project)
+    detail: dict[str, Any] = {"instance": instance, "zone": zone, "project": scope.project}
+    vm = get_or_none(
+        f"read VM {instance} of node {node.name}",
+        "compute.instances.get",
+        scope.clients.compute("instances").get,
+        project=scope.project,
+        zone=zone,
+        instance=instance,
+    )
+    if vm is None:
+        raise BackendError(
+            f"node {node.name!r}: VM {instance} does not exist in {scope.project}/{zone}; "
+            "the node may have been replaced already (list the nodes again)"
+        )
+    running = _report_under_way(scope, zone, instance)
+    if running is not None or vm.status == "REPAIRING":
+        if running is not None:
+            detail["operation"] = running
+        return Ensured("repair", node.name, FOUND, UPDATING, (), url, detail)
+    if dry_run:
+        return Ensured("repair", node.name, WOULD_CREATE, ABSENT, (), url, detail)
+    body = compute_v1.InstancesReportHostAsFaultyRequest(
+        disruption_schedule=DISRUPTION_SCHEDULE,
+        fault_reasons=[
+            compute_v1.InstancesReportHostAsFaultyRequestFaultReason(
+                behavior=FAULT_BEHAVIOR, description=reason or DEFAULT_REASON
+            )
+        ],
+    )
+    what = f"report the host of VM {instance} (node {node.name}) as faulty"
+    op = call(
+        what,
+        "compute.instances.reportHostAsFaulty",
+        scope.clients.compute("instances").report_host_as_faulty_unary,
+        project=scope.project,
+        zone=zone,
+        instance=instance,
+        instances_report_host_as_faulty_request_resource=body,
+    )
+    detail["operation"] = op.name
+    # not waited on: the host move takes 10-12 minutes; the VM reads REPAIRING meanwhile (a
+    # second call finds it) and its node comes back Ready, which the next nightly retests
+    return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
+
+
+def _report_under_way(scope: Scope, zone: str, instance: str) -> str | None:
+    """The name of a zone operation reporting this VM's host that is not DONE, if any."""
+    from google.cloud import compute_v1
+
+    what = f"list the running operations of zone {zone}"
+    pager = call(
+        what,
+        "compute.zoneOperations.list",
+        scope.clients.compute("zone_operations").list,
+        request=compute_v1.ListZoneOperationsRequest(
+            project=scope.project, zone=zone, filter="status != DONE"
+        ),
+    )
+    try:
+        operations = list(pager)  # further pages are fetched here
+    except Exception as exc:  # noqa: BLE001 - translated like every other call
+        raise translate(exc, what, "compute.zoneOperations.list") from exc
+    suffix = f"/zones/{zone}/instances/{instance}"
+    for op in operations:
+        status = getattr(op.status, "name", op.status)
+        if (
+            status != "DONE"
+            and REPORT_OPERATION in (op.operation_type or "").lower()
+            and (op.target_link or "").endswith(suffix)
+        ):
+            return op.name
+    return None

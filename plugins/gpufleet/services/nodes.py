@@ -1,0 +1,278 @@
+"""The node lifecycle: a node that left service is retested, drained, repaired and released —
+or handed to a human (``domain.nodes`` is the state machine; the ledger keeps each node's state
+and every move with its evidence).
+
+- **Retest first** (``retest_candidates``/``record_retest``, called by the fabric validation):
+  every quarantined or suspect node, and every node back from repair, that is Ready and runs
+  nothing is tested against known-good partners in the next nightly. A pass releases it (the
+  quarantine taint and label removed, the ledger row closed); a failure sends it to be drained
+  and repaired, or, once ``max_repairs`` repairs failed, to ``needs_human`` (paged).
+- **Drain and repair** (``services.remediation``): a node that failed its retest is drained
+  and repaired through the cloud, within the pool's repair budget; the next nightly retests it.
+- **By hand** (``mark``: ``gpufleet node quarantine|release``): a person's move, with their name
+  and reason, the only way out of ``needs_human``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from gpufleet.backends import cluster_backend
+from gpufleet.backends.base import ClusterBackend, NodeInfo, Taint
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.nodes import (
+    NodeState,
+    after_retest,
+    check_move,
+)
+from gpufleet.domain.workloads import (
+    GPU_TAINT_KEY,
+    QUARANTINE_KEY,
+    QUARANTINE_LABEL,
+    UNVALIDATED_KEY,
+)
+from gpufleet.store import Ledger
+
+log = logging.getLogger(__name__)
+
+# where a node is retested from (RETESTING: a retest that could not judge it is retried)
+RETEST_FROM = (
+    NodeState.QUARANTINED,
+    NodeState.SUSPECT,
+    NodeState.REPAIRING,
+    NodeState.RETESTING,
+)
+DRAIN_POLICIES = ("wait", "evict")
+
+
+def _label_value(text: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:63].strip("-_.")
+    return safe or "quarantined"
+
+
+def retestable(node: NodeInfo) -> bool:
+    """Ready, not cordoned, running nothing, and blocked only by taints validation pods
+    tolerate (GPU, unvalidated, quarantine)."""
+    tolerated = (GPU_TAINT_KEY, UNVALIDATED_KEY, QUARANTINE_KEY)
+    blocking = any(
+        t.effect in ("NoSchedule", "NoExecute") and t.key not in tolerated for t in node.taints
+    )
+    return node.ready and not node.unschedulable and not node.workloads and not blocking
+
+
+class NodeLifecycle:
+    """The lifecycle moves of one pool's nodes, recorded in the ledger."""
+
+    def __init__(self, ref: PoolRef, ledger: Ledger, backend: ClusterBackend | None = None):
+        self.ref = ref
+        self.ledger = ledger
+        self.backend = backend or cluster_backend(ref.cluster)
+
+    @property
+    def _where(self) -> tuple[str, str]:
+        return self.ref.cluster.name, self.ref.pool.name
+
+    def rows(self, states=None) -> dict[str, dict[str, Any]]:
+        cluster, pool = self._where
+        return {r["node"]: r for r in self.ledger.node_states(cluster, pool, states)}
+
+    def move(
+        self,
+        node: str,
+        target: NodeState,
+        reason: str,
+        *,
+        evidence: dict[str, Any] | None = None,
+        by: str | None = None,
+        run_id: str | None = None,
+        retest_passed: bool | None = None,
+        job_running: bool = False,
+        failed_repairs: int | None = None,
+    ) -> dict[str, Any]:
+        """Check the move with the state machine and record it (a first move: from nothing)."""
+        cluster, pool = self._where
+        row = self.ledger.node_state(cluster, node)
+        if row is not None:
+            check_move(
+                NodeState(row["state"]),
+                target,
+                by_person=by is not None,
+                retest_passed=retest_passed,
+                job_running=job_running,
+            )
+        return self.ledger.move_node(
+            cluster,
+            pool,
+            node,
+            target.value,
+            reason=reason,
+            evidence=evidence,
+            by=by,
+            run_id=run_id,
+            failed_repairs=failed_repairs,
+        )
+
+    # --- retest -------------------------------------------------------------------------------
+
+    def retest_candidates(self, nodes: list[NodeInfo], run_id: str) -> list[str]:
+        """Nodes to retest against known-good partners in this validation (moved to
+        ``retesting``): quarantined, suspect, and back from repair; Ready and idle."""
+        waiting = self.rows([s.value for s in RETEST_FROM])
+        out = []
+        for node in nodes:
+            row = waiting.get(node.name)
+            if row is None:
+                continue
+            came_from = row["state"]
+            if came_from == NodeState.REPAIRING.value and node.ready and node.unschedulable:
+                # back from repair (Ready again): uncordon for its retest; the quarantine
+                # taint still keeps every job off it
+                self.backend.set_unschedulable(node.name, False)
+                node = replace(node, unschedulable=False)
+            if not retestable(node):
+                continue
+            if came_from != NodeState.RETESTING.value:
+                self.move(
+                    node.name,
+                    NodeState.RETESTING,
+                    f"retest against known-good partners (was {came_from})",
+                    evidence={"after_repair": came_from == NodeState.REPAIRING.value},
+                    run_id=run_id,
+                )
+            out.append(node.name)
+        return sorted(out)
+
+    def record_retest(
+        self,
+        node: str,
+        outcome: str,
+        evidence: dict[str, Any],
+        run_id: str,
+        max_repairs: int,
+    ) -> NodeState:
+        """A retest's outcome (``passed``, ``failed`` or ``unsure``): release, drain for repair,
+        hand to a human, or back to quarantined when it could not be judged."""
+        cluster, _ = self._where
+        row = self.ledger.node_state(cluster, node) or {}
+        if outcome == "unsure":  # stays retesting: the next night tries again
+            self.ledger.move_node(
+                cluster,
+                row.get("pool") or self.ref.pool.name,
+                node,
+                NodeState.RETESTING.value,
+                reason="retest inconclusive: no known-good partner could test it; retried "
+                "next night",
+                evidence={**(row.get("evidence") or {}), **evidence},
+                run_id=run_id,
+            )
+            return NodeState.RETESTING
+        passed = outcome == "passed"
+        after_repair = bool((row.get("evidence") or {}).get("after_repair"))
+        failed_repairs = int(row.get("failed_repairs") or 0) + (
+            1 if after_repair and not passed else 0
+        )
+        target = after_retest(passed, failed_repairs, max_repairs)
+        if target is NodeState.RELEASED:
+            self.release(
+                node, "passed its retest against known-good partners", evidence, run_id=run_id
+            )
+            return target
+        reason = (
+            f"failed its retest after {failed_repairs} repair(s): a person must look at it"
+            if target is NodeState.NEEDS_HUMAN
+            else "failed its retest: to be drained and repaired"
+        )
+        self.move(
+            node,
+            target,
+            reason,
+            evidence=evidence,
+            run_id=run_id,
+            retest_passed=False,
+            failed_repairs=failed_repairs,
+        )
+        return target
+
+    def record_retests(
+        self,
+        retest: list[str],
+        bad: dict[str, str],
+        unsure: list[str],
+        rows: list[dict[str, Any]],
+        run_id: str,
+        max_repairs: int,
+    ) -> dict[str, str]:
+        """Each retested node's outcome (passed | failed | unsure) from the validation's pair
+        rows and localization, recorded in its lifecycle with its pairs as evidence."""
+        out: dict[str, str] = {}
+        for node in retest:
+            pairs = [
+                {k: r[k] for k in ("node_a", "node_b", "passed", "transport", "busbw_gbps")}
+                for r in rows
+                if node in (r["node_a"], r["node_b"])
+            ]
+            if node in bad:
+                outcome = "failed"
+            elif node in unsure or not any(p["passed"] for p in pairs):
+                outcome = "unsure"
+            else:
+                outcome = "passed"
+            self.record_retest(
+                node, outcome, {"pairs": pairs, "reason": bad.get(node)}, run_id, max_repairs
+            )
+            out[node] = outcome
+        return out
+
+    def release(
+        self,
+        node: str,
+        reason: str,
+        evidence: dict[str, Any] | None = None,
+        *,
+        by: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """Back in service: taint and label removed, quarantine row closed, ledger row moved."""
+        cluster, _ = self._where
+        self.move(
+            node,
+            NodeState.RELEASED,
+            reason,
+            evidence=evidence,
+            by=by,
+            run_id=run_id,
+            retest_passed=True if by is None else None,
+        )
+        self.backend.remove_taint(node, QUARANTINE_KEY)
+        self.backend.set_labels(node, {QUARANTINE_LABEL: None})
+        self.backend.set_unschedulable(node, False)
+        self.ledger.release(cluster, node)
+        log.info("%s: released %s: %s", self.ref.key, node, reason)
+
+    def quarantine(
+        self,
+        node: str,
+        reason: str,
+        evidence: dict[str, Any] | None = None,
+        *,
+        by: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """Out of service: tainted NoSchedule, labelled, recorded (idempotent)."""
+        cluster, pool = self._where
+        row = self.ledger.node_state(cluster, node)
+        if row is None or row["state"] != NodeState.QUARANTINED.value:
+            self.move(node, NodeState.QUARANTINED, reason, evidence=evidence, by=by, run_id=run_id)
+        self.backend.add_taint(node, Taint(QUARANTINE_KEY, _label_value(reason), "NoSchedule"))
+        self.backend.set_labels(node, {QUARANTINE_LABEL: "true"})
+        self.ledger.quarantine(cluster, pool, node, reason, run_id)
+
+    def suspect(self, node: str, reason: str, evidence: dict[str, Any], run_id: str) -> None:
+        """A node a running job found on the wrong transport: retested first next night."""
+        cluster, _ = self._where
+        row = self.ledger.node_state(cluster, node)
+        if row is not None and row["state"] != NodeState.RELEASED.value:
+            return  # already out of service or being handled
+        self.move(node, NodeState.SUSPECT, reason, evidence=evidence, run_id=run_id)

@@ -1,0 +1,167 @@
+"""Drain and repair a pool's nodes that failed their retest: one non-blocking pass per pool,
+after the nightly validation (``services.nodes`` has the lifecycle and the retest).
+
+A node to repair is cordoned and emptied through the Eviction API (DaemonSet pods stay);
+training jobs on it are named in an alert with their launch run and waited for (the next pass
+looks again), or evicted when the policy says ``evict``. A drained node is repaired through the
+cloud (``CloudBackend.repair_node``, keeping it in its reservation), at most
+``repair_budget(pool nodes)`` at a time; the next nightly retests it. A node handed to a person
+(``needs_human``) is paged once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.backends import cloud_backend, cluster_backend
+from gpufleet.backends.base import CloudBackend, ClusterBackend
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.nodes import NodeState, may_start_repair
+from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
+from gpufleet.errors import GpufleetError
+from gpufleet.services.nodes import NodeLifecycle
+from gpufleet.store import Ledger
+
+DRAIN_POLICIES = ("wait", "evict")
+
+
+@dataclass
+class RemediationSettings:
+    max_repairs: int = 2
+    repair_share: float = 0.10
+    drain: str = "wait"  # wait | evict
+
+    def __post_init__(self) -> None:
+        if self.drain not in DRAIN_POLICIES:
+            raise GpufleetError(f"drain {self.drain!r} is not one of {', '.join(DRAIN_POLICIES)}")
+
+
+@dataclass
+class RemediationResult:
+    notes: list[str] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)
+    repairs_started: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class NodeRemediation:
+    """One pool's drain-and-repair pass: never blocks, each nightly advances it."""
+
+    def __init__(
+        self,
+        ref: PoolRef,
+        ledger: Ledger,
+        settings: RemediationSettings | None = None,
+        *,
+        backend: ClusterBackend | None = None,
+        cloud: CloudBackend | None = None,
+    ):
+        self.ref = ref
+        self.ledger = ledger
+        self.settings = settings or RemediationSettings()
+        self.backend = backend or cluster_backend(ref.cluster)
+        self._cloud = cloud
+        self.nodes = NodeLifecycle(ref, ledger, self.backend)
+
+    @property
+    def cloud(self) -> CloudBackend:
+        if self._cloud is None:
+            self._cloud = cloud_backend(self.ref.cluster)
+        return self._cloud
+
+    def step(self, run_id: str) -> RemediationResult:
+        result = RemediationResult()
+        infos = {n.name: n for n in self.backend.list_nodes(self.ref.pool.name)}
+        for node in self.nodes.rows([NodeState.DRAINING.value]):
+            if node in infos:
+                self._drain(node, run_id, result)
+        for node, row in self.nodes.rows([NodeState.REPAIRING.value]).items():
+            if node not in infos:  # EKS: the node group replaced the instance; the new node
+                # comes up tainted unvalidated and is validated as a new node
+                self.ledger.move_node(
+                    *self._where_node(node),
+                    NodeState.RELEASED.value,
+                    reason="replaced by the cloud: the machine is gone; its replacement is "
+                    "validated as a new node",
+                    evidence=row.get("evidence") or {},
+                    run_id=run_id,
+                )
+                result.notes.append(f"{node}: replaced by the cloud")
+        repairing = len(self.nodes.rows([NodeState.REPAIRING.value]))
+        for node in self.nodes.rows([NodeState.DRAINED.value]):
+            info = infos.get(node)
+            if info is None:
+                continue
+            if not may_start_repair(repairing, len(infos), self.settings.repair_share):
+                result.notes.append(f"{node}: drained, waiting for the repair budget")
+                continue
+            busy = [p for p in self.backend.pods_on_node(node) if not p.daemonset]
+            if busy:
+                result.notes.append(f"{node}: pods came back on it; draining again")
+                self.nodes.move(node, NodeState.DRAINING, "pods came back", run_id=run_id)
+                continue
+            ensured = self.cloud.repair_node(info)
+            self.nodes.move(
+                node,
+                NodeState.REPAIRING,
+                f"repair requested from the cloud ({ensured.action})",
+                evidence={"console_url": ensured.console_url, **ensured.detail},
+                run_id=run_id,
+            )
+            repairing += 1
+            result.repairs_started.append(node)
+            result.notes.append(f"{node}: repair requested ({ensured.action})")
+        for node, row in self.nodes.rows([NodeState.NEEDS_HUMAN.value]).items():
+            if row.get("evidence", {}).get("paged") is None:
+                text = f"{self.ref.key}: {node} needs a person: {row['reason']}"
+                result.pages.append(text)
+                self.ledger.move_node(
+                    *self._where_node(node),
+                    NodeState.NEEDS_HUMAN.value,
+                    reason=row["reason"],
+                    evidence={**(row.get("evidence") or {}), "paged": run_id},
+                    run_id=run_id,
+                    failed_repairs=row["failed_repairs"],
+                )
+        return result
+
+    def _where_node(self, node: str) -> tuple[str, str, str]:
+        return self.ref.cluster.name, self.ref.pool.name, node
+
+    def _drain(self, node: str, run_id: str, result: RemediationResult) -> None:
+        self.backend.set_unschedulable(node, True)
+        pods = [p for p in self.backend.pods_on_node(node) if not p.daemonset]
+        waiting = []
+        for pod in pods:
+            training = (pod.labels or {}).get(WORKLOAD_LABEL) == "training"
+            if training and self.settings.drain != "evict":
+                waiting.append(pod)
+                continue
+            if not self.backend.evict(pod.name, pod.namespace or "default"):
+                result.notes.append(f"{node}: eviction of {pod.name} refused for now (PDB)")
+                waiting.append(pod)
+        if waiting:
+            jobs = sorted({(p.labels or {}).get(JOBSET_NAME_LABEL) or p.name for p in waiting})
+            runs = [self._launch_run(job) for job in jobs]
+            named = ", ".join(
+                f"{j} (launch run {r})" if r else j for j, r in zip(jobs, runs, strict=True)
+            )
+            result.alerts.append(
+                f"{self.ref.key}: {node} must be repaired but training jobs run on it: {named};"
+                f" waiting for them (drain policy {self.settings.drain})"
+            )
+            return
+        self.nodes.move(
+            node, NodeState.DRAINED, "drained: nothing left on it but DaemonSets", run_id=run_id
+        )
+        result.notes.append(f"{node}: drained")
+
+    def _launch_run(self, job: str) -> str | None:
+        for launch in self.ledger.launches(limit=200):
+            if launch["job"] == job and launch["cluster"] == self.ref.cluster.name:
+                return launch["run_id"]
+        return None

@@ -1,0 +1,99 @@
+"""Ledger records of the node lifecycle (``domain.nodes``): where each node that left service
+stands (``gf_node_states``) and every move it made (``gf_node_events``: timed, with its evidence
+and, for a person's move, who). A mixin of ``Ledger`` (it needs ``self.engine``).
+
+The moves themselves are judged by ``domain.nodes.check_move`` in the service; here they are
+written atomically (the state row and its event in one transaction).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from gpufleet.store import schema as s
+
+
+class NodeRecords:
+    engine: Any
+
+    def node_state(self, cluster: str, node: str) -> dict[str, Any] | None:
+        t = s.node_states
+        with self.engine.connect() as conn:
+            row = conn.execute(select(t).where(t.c.cluster == cluster, t.c.node == node)).first()
+        return dict(row._mapping) if row is not None else None
+
+    def node_states(
+        self, cluster: str | None = None, pool: str | None = None, states: Any = None
+    ) -> list[dict[str, Any]]:
+        """Rows of nodes (of ``cluster``/``pool``; in ``states`` when given), by node name."""
+        t = s.node_states
+        query = select(t).order_by(t.c.cluster, t.c.node)
+        if cluster:
+            query = query.where(t.c.cluster == cluster)
+        if pool:
+            query = query.where(t.c.pool == pool)
+        if states is not None:
+            query = query.where(t.c.state.in_([str(x) for x in states]))
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query).all()]
+
+    def move_node(
+        self,
+        cluster: str,
+        pool: str,
+        node: str,
+        to_state: str,
+        *,
+        reason: str | None = None,
+        evidence: dict[str, Any] | None = None,
+        by: str | None = None,
+        run_id: str | None = None,
+        failed_repairs: int | None = None,
+    ) -> dict[str, Any]:
+        """Set the node's state and append the move to its history; returns the new row."""
+        now = datetime.now(UTC)
+        t, e = s.node_states, s.node_events
+        with self.engine.begin() as conn:
+            row = conn.execute(select(t).where(t.c.cluster == cluster, t.c.node == node)).first()
+            values: dict[str, Any] = {
+                "pool": pool,
+                "state": str(to_state),
+                "reason": reason,
+                "evidence": evidence or {},
+                "since": now,
+            }
+            if failed_repairs is not None:
+                values["failed_repairs"] = failed_repairs
+            if row is None:
+                values.setdefault("failed_repairs", 0)
+                conn.execute(insert(t).values(cluster=cluster, node=node, **values))
+            else:
+                conn.execute(
+                    update(t).where(t.c.cluster == cluster, t.c.node == node).values(**values)
+                )
+            conn.execute(
+                insert(e).values(
+                    cluster=cluster,
+                    node=node,
+                    pool=pool,
+                    from_state=row.state if row is not None else None,
+                    to_state=str(to_state),
+                    reason=reason,
+                    evidence=evidence or {},
+                    by=by,
+                    run_id=run_id,
+                    at=now,
+                )
+            )
+        return self.node_state(cluster, node) or {}
+
+    def node_history(self, cluster: str, node: str) -> list[dict[str, Any]]:
+        e = s.node_events
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(e).where(e.c.cluster == cluster, e.c.node == node).order_by(e.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]
