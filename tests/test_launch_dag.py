@@ -143,6 +143,10 @@ def test_fabric_breaking_after_validation_stops_the_job_at_confirmation(fleet):
     # each rank's reason names what NCCL said about the pinned network (NCCL_NET=gIB)
     assert any("expected gib" in r and "gIB" in r for r in launch["reasons"]), launch["reasons"]
     assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "suspect"
+    # the nodes of the ranks on the wrong transport are suspects: retested first next night
+    ranks = {r["node"] for r in launch["ranks"].values()}
+    suspects = {r["node"] for r in ledger.node_states("a3u-sim", "h200-b", ["suspect"])}
+    assert suspects and suspects == ranks
     assert jobsets() == []  # the job was stopped
     # a suspect pool is refused until the next nightly validation clears it
     _refused(run_dag(DAG, job("next-one", pool="h200-b")), "pool is suspect", launches_before=1)

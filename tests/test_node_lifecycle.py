@@ -151,3 +151,18 @@ def test_the_nightly_dag_retests_and_releases(airflow_db, fleet_state):
     second = run_dag("nightly_fabric_validation", scope)  # the run's fault went with it
     assert str(second.state) == "success", task_states(second)
     assert state(bad) == NodeState.RELEASED and len(free("h200-a")) == 6
+
+
+def test_a_suspect_from_a_launch_is_retested_first_and_released(fleet_state):
+    from gpufleet.services.nodes import NodeLifecycle
+
+    node = f"{CLUSTER}-h200-a-1"
+    ref = load_catalog().pool(CLUSTER, "h200-a")
+    NodeLifecycle(ref, Ledger()).suspect(node, "ran a job on sockets", {"launch_id": 1}, "r0")
+    assert state(node) == NodeState.SUSPECT
+    summary = night("h200-a", 1)["summary"]
+    assert summary["passed"]
+    moves = [e["to_state"] for e in Ledger().node_history(CLUSTER, node)]
+    assert moves == ["suspect", "retesting", "released"]
+    retest = Ledger().node_history(CLUSTER, node)[-1]["evidence"]["pairs"]
+    assert retest and all(node in (p["node_a"], p["node_b"]) for p in retest)
