@@ -48,7 +48,7 @@ STORY: list[tuple[str, str | list[str], dict, str, str]] = [
         "region_onboarding",
         {"region": "sim-europe-west4"},
         "success",
-        r"Region state|\| (created|found) \|",
+        r"Region state",
     ),
     (
         "nightly validation of every pool",
