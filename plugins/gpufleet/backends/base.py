@@ -50,14 +50,19 @@ class NodeInfo:
         """Still carries the taint new nodes come up with (``gpufleet.io/unvalidated``)."""
         return any(t.key == UNVALIDATED_KEY for t in self.taints)
 
+    def open_to(self, tolerated: tuple[str, ...]) -> bool:
+        """Ready, not cordoned, and tainted NoSchedule/NoExecute only by the ``tolerated``
+        keys: whether a pod tolerating those could land here."""
+        blocking = any(
+            t.effect in ("NoSchedule", "NoExecute") and t.key not in tolerated for t in self.taints
+        )
+        return self.ready and not self.unschedulable and not blocking
+
     @property
     def schedulable(self) -> bool:
         """Ready, not cordoned, not tainted NoSchedule/NoExecute (but for the GPU taint that
         GPU workloads tolerate)."""
-        blocking = any(
-            t.effect in ("NoSchedule", "NoExecute") and t.key != GPU_TAINT_KEY for t in self.taints
-        )
-        return self.ready and not self.unschedulable and not blocking
+        return self.open_to((GPU_TAINT_KEY,))
 
     @property
     def idle(self) -> bool:
@@ -77,18 +82,17 @@ class NodeInfo:
         validation pods tolerate). Jobs never get the latter: it is not ``free``."""
         if self.free:
             return True
-        blocking = any(
-            t.effect in ("NoSchedule", "NoExecute")
-            and t.key not in (GPU_TAINT_KEY, UNVALIDATED_KEY)
-            for t in self.taints
-        )
         return (
             self.unvalidated
-            and self.ready
-            and not self.unschedulable
             and not self.workloads
-            and not blocking
+            and self.open_to((GPU_TAINT_KEY, UNVALIDATED_KEY))
         )
+
+    @property
+    def retestable(self) -> bool:
+        """A node out of service that its retest may run on: running nothing and blocked only
+        by taints validation pods tolerate (GPU, unvalidated, quarantine)."""
+        return not self.workloads and self.open_to((GPU_TAINT_KEY, UNVALIDATED_KEY, QUARANTINE_KEY))
 
 
 @dataclass(frozen=True)

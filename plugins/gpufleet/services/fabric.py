@@ -32,12 +32,6 @@ log = logging.getLogger(__name__)
 COLLECTIVE = "all_reduce"
 
 
-def _label_value(text: str) -> str:
-    """A label-safe form of a quarantine reason (label values: 63 chars, [A-Za-z0-9_.-])."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:63].strip("-_.")
-    return safe or "failed-validation"
-
-
 @dataclass
 class FabricState:
     """Where one pool's fabric validation stands between rounds. ``pass1``/``pass2``: pair

@@ -28,10 +28,8 @@ from gpufleet.domain.nodes import (
     check_move,
 )
 from gpufleet.domain.workloads import (
-    GPU_TAINT_KEY,
     QUARANTINE_KEY,
     QUARANTINE_LABEL,
-    UNVALIDATED_KEY,
 )
 from gpufleet.store import Ledger
 
@@ -50,16 +48,6 @@ DRAIN_POLICIES = ("wait", "evict")
 def _label_value(text: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:63].strip("-_.")
     return safe or "quarantined"
-
-
-def retestable(node: NodeInfo) -> bool:
-    """Ready, not cordoned, running nothing, and blocked only by taints validation pods
-    tolerate (GPU, unvalidated, quarantine)."""
-    tolerated = (GPU_TAINT_KEY, UNVALIDATED_KEY, QUARANTINE_KEY)
-    blocking = any(
-        t.effect in ("NoSchedule", "NoExecute") and t.key not in tolerated for t in node.taints
-    )
-    return node.ready and not node.unschedulable and not node.workloads and not blocking
 
 
 class NodeLifecycle:
@@ -131,7 +119,7 @@ class NodeLifecycle:
                 # taint still keeps every job off it
                 self.backend.set_unschedulable(node.name, False)
                 node = replace(node, unschedulable=False)
-            if not retestable(node):
+            if not node.retestable:
                 continue
             if came_from != NodeState.RETESTING.value:
                 self.move(
