@@ -104,7 +104,7 @@ def test_catalog_requires_what_onboarding_creates_with():
 
 
 def test_gke_rdma_subnet_names_fit_a_device_network_name():
-    from gpufleet.domain.fleet import MAX_GKE_DEVICE_NETWORK_NAME, region_problems
+    from gpufleet.domain.fleet_rules import MAX_GKE_DEVICE_NETWORK_NAME, region_problems
 
     region = load_catalog(EXAMPLES).region("us-central1")
     data = region.model_dump()

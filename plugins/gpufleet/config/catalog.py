@@ -27,8 +27,8 @@ from gpufleet.domain.fleet import (
     NodePool,
     PoolRef,
     Region,
-    region_problems,
 )
+from gpufleet.domain.fleet_rules import region_problems
 from gpufleet.errors import CatalogError
 
 __all__ = [
