@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import sqlite3
 import threading
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -93,6 +96,28 @@ def default_ledger_url() -> str:
     return f"sqlite:///{folder / 'ledger.db'}"
 
 
+def _use_wal(cur: Any, patience_s: float = 60.0) -> None:
+    """Put the SQLite file in WAL mode (a property of the file, so the first process to manage
+    it settles it for all). Switching needs a moment alone with the file, and SQLite answers
+    "database is locked" at once, without its busy handler, when processes opening a new
+    ledger together collide on it: check first, and retry the switch with a short backoff."""
+    deadline = time.monotonic() + patience_s
+    delay = 0.01
+    while True:
+        try:
+            if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+                return
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay + random.random() * delay)
+            delay = min(delay * 2, 0.5)
+
+
 def engine_for(url: str) -> Engine:
     """The engine for ``url``, created once per process."""
     with _lock:
@@ -104,9 +129,9 @@ def engine_for(url: str) -> Engine:
                 @event.listens_for(engine, "connect")
                 def _pragmas(dbapi_conn, _record):  # many task processes share the file
                     cur = dbapi_conn.cursor()
-                    cur.execute("PRAGMA journal_mode=WAL")
-                    cur.execute("PRAGMA foreign_keys=ON")
                     cur.execute("PRAGMA busy_timeout=60000")
+                    cur.execute("PRAGMA foreign_keys=ON")
+                    _use_wal(cur)
                     cur.close()
             else:
                 engine = create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
