@@ -95,6 +95,38 @@ def test_each_missing_or_bad_fact_refuses_with_its_reason():
         assert any(expected in r for r in decision.reasons), (expected, decision.reasons)
 
 
+DRIFT = "busbw 331.2 GB/s is 4.3% below its 14-night median 346.0 GB/s (noise ±1.1%)"
+
+
+def test_a_drifting_pool_launches_and_says_so():
+    """``drifting`` is a warning: the launch goes ahead, and its reasons carry the figures."""
+    drifting = replace(good(), state=PoolState.DRIFTING, state_reason=DRIFT, block_on_drift=False)
+    decision = decide([drifting], nodes=2, now=NOW)
+    assert decision.launch and decision.pool == "p"
+    assert decision.reasons[0].startswith("c/p: validated gib")
+    assert f"c/p: warning: launching on a drifting pool: {DRIFT}" in decision.reasons
+    steady = decide([good()], nodes=2, now=NOW)
+    assert not any("drift" in r for r in steady.reasons)  # no warning without drift
+
+
+def test_a_pool_that_blocks_on_drift_is_refused_naming_the_drift():
+    drifting = replace(good(), state=PoolState.DRIFTING, state_reason=DRIFT, block_on_drift=True)
+    decision = decide([drifting], nodes=2, now=NOW)
+    assert not decision.launch
+    assert decision.reasons == [f"c/p: pool is drifting (the catalog sets block_on_drift): {DRIFT}"]
+    # unknown whether it blocks: fail-closed
+    unknown = decide([replace(drifting, block_on_drift=None)], nodes=2, now=NOW)
+    assert not unknown.launch and "unknown block_on_drift" in unknown.reasons[0]
+    # the next pool takes the job, and the refusal still names the drift
+    decision = decide([drifting, good("c/q")], nodes=2, now=NOW)
+    assert decision.launch and decision.pool == "q"
+    assert any("c/p: pool is drifting" in r and DRIFT in r for r in decision.reasons)
+
+
+def test_block_on_drift_does_not_touch_a_pool_that_is_not_drifting():
+    assert decide([replace(good(), block_on_drift=True)], nodes=2, now=NOW).launch
+
+
 def test_no_pools_or_no_nodes_refuse():
     assert not decide([], 1, NOW).launch
     assert not decide(None, 1, NOW).launch
@@ -165,6 +197,7 @@ facts = st.builds(
     transition_in_flight=st.one_of(st.none(), st.booleans()),
     schedulable_nodes=st.one_of(st.none(), st.integers(0, 16)),
     error=st.one_of(st.none(), st.just("boom")),
+    block_on_drift=st.one_of(st.none(), st.booleans()),
 )
 
 
@@ -184,7 +217,10 @@ def fact_is_sound(f: PoolFacts) -> bool:
         f.known
         and f.error is None
         and isinstance(f.state, PoolState)
-        and f.state in ("validated", "ready")
+        and (
+            f.state in ("validated", "ready")
+            or (f.state == "drifting" and f.block_on_drift is False)
+        )
         and fresh_pass(f.fabric)
         and f.expected_transport is not None
         and f.fabric.transport == f.expected_transport
@@ -227,6 +263,7 @@ def test_removing_any_fact_never_turns_refuse_into_launch(pools, data):
                 "schedulable_nodes",
                 "has_filesystem",
                 "expected_transport",
+                "block_on_drift",
             ]
         )
     )
@@ -234,7 +271,11 @@ def test_removing_any_fact_never_turns_refuse_into_launch(pools, data):
     damaged[i] = replace(pools[i], **{field: None})
     after = decide(damaged, 1, NOW)
     assert not (after.launch and not before.launch)
-    if field != "storage" or pools[i].has_filesystem is not False:
+    if field == "block_on_drift":  # only a drifting pool needs to know; then it refuses
+        first = next(f for f in pools if f.key == pools[i].key)
+        if first is pools[i] and pools[i].state == "drifting":
+            assert after.pool != pools[i].name
+    elif field != "storage" or pools[i].has_filesystem is not False:
         assert not after.launch
 
 

@@ -5,6 +5,7 @@ validation that could not finish. Real catalog, simulated fleet, real ledger."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -174,3 +175,39 @@ def test_submit_uses_the_pool_the_gate_chose_never_one_chosen_again(fleet_state)
     for pool in (None, "h200-c"):
         with pytest.raises(LaunchRefused, match="chose no target pool"):
             launch.choose_pool(req, {"id": 1, "pool": pool})
+
+
+def test_a_drifting_pool_launches_with_its_figures_unless_the_catalog_blocks_it(
+    fleet_state, tmp_path
+):
+    """The drift's figures travel from the pool state's reason into the decision; a catalog
+    pool with ``block_on_drift: true`` is refused while it drifts."""
+    import yaml
+
+    from gpufleet.config.catalog import load_catalog as load
+
+    ledger = Ledger()
+    sound(ledger, "h200-a")
+    drift = "busbw 331.2 GB/s is 6.7% below its 14-night median 355.0 GB/s (noise ±0.8%)"
+    ledger.set_pool_state(CLUSTER, "h200-a", "drifting", drift, "nightly-1")
+    decision = gate(["h200-a"], 2)
+    assert decision.launch and decision.pool == "h200-a"
+    assert (
+        f"a3u-sim/h200-a: warning: launching on a drifting pool: {drift}"
+        in (ledger.gate_decision(decision.decision_id)["reasons"])
+    )
+
+    root = Path(__file__).resolve().parents[1] / "include" / "fleet"
+    for path in root.glob("*.yaml"):
+        data = yaml.safe_load(path.read_text())
+        for region in data.get("regions", []):
+            for cluster in region.get("clusters", []):
+                for pool in cluster.get("node_pools", []):
+                    if cluster["name"] == CLUSTER and pool["name"] == "h200-a":
+                        pool["block_on_drift"] = True
+        (tmp_path / path.name).write_text(yaml.safe_dump(data))
+    blocked = check_gate(load(tmp_path), Ledger, CLUSTER, ["h200-a"], 2, job="j", run_id="r")
+    assert not blocked.launch
+    assert blocked.reasons == [
+        f"a3u-sim/h200-a: pool is drifting (the catalog sets block_on_drift): {drift}"
+    ]

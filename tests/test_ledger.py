@@ -407,3 +407,45 @@ def test_a_ledger_url_is_shown_without_user_info(url, shown):
     from gpufleet.store.database import display_url
 
     assert display_url(url) == shown
+
+
+def _narrow_pool_states_to_v8(ledger: Ledger) -> None:
+    """Make ``ledger`` what version 8 created: pool-state CHECKs without ``drifting``."""
+    v8 = [s.value for s in s.PoolState if s.value != "drifting"]
+    with ledger.engine.begin() as conn:
+        for table, name, _expr in (c for c in s.CHECKS if "pool_e" in c[1] or "pool_s" in c[1]):
+            old = f"state IN ({', '.join(repr(v) for v in v8)})"
+            if conn.dialect.name != "sqlite":
+                conn.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({old})")
+                continue
+            sql = conn.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).scalar()
+            start = sql.index(f"CONSTRAINT {name} CHECK (")
+            end = sql.index(")", sql.index("IN (", start)) + 1
+            version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+            conn.exec_driver_sql("PRAGMA writable_schema = ON")
+            conn.exec_driver_sql(
+                "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?",
+                (sql[:start] + f"CONSTRAINT {name} CHECK ({old}" + sql[end:], table),
+            )
+            conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+            conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+        conn.execute(s.schema_version.delete())
+        conn.execute(s.schema_version.insert().values(version=8, applied_at=datetime.now(UTC)))
+    ledger.engine.dispose()  # connections opened before the rewrite keep the old schema
+
+
+def test_upgrade_to_v9_lets_a_pool_drift(ledger_url):
+    """A version-8 ledger refuses the ``drifting`` state; the upgrade widens its CHECKs only."""
+    ledger = Ledger(ledger_url)
+    _narrow_pool_states_to_v8(ledger)
+    with pytest.raises(IntegrityError):
+        ledger.set_pool_state("c", "p", "drifting", "busbw 4% below its median")
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 9
+    ledger.set_pool_state("c", "p", "drifting", "busbw 4% below its median")
+    assert ledger.pool_state("c", "p")["state"] == "drifting"
+    with pytest.raises(IntegrityError):  # still a CHECK: an unknown state is refused
+        ledger.set_pool_state("c", "p", "wobbly")
+    assert migrations.ensure_schema(ledger.engine) == 9  # idempotent

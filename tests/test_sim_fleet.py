@@ -105,6 +105,8 @@ def test_apply_is_idempotent_and_delete_reports(a3u):
         ("  api-errors:1 ", Fault("api-errors", rate=1.0)),
         ("api-errors:1:after=20", Fault("api-errors", rate=1.0, after=20)),
         ("not-ready:n1", Fault("not-ready", node="n1")),
+        ("drift:1", Fault("drift", percent=1.0)),
+        ("drift:2.5", Fault("drift", percent=2.5)),
     ],
 )
 def test_fault_grammar(text, expected):
@@ -146,6 +148,14 @@ def test_fault_grammar(text, expected):
         ("capacity-short:-1", "at least 1"),
         ("capacity-short:0", "at least 1"),
         ("capacity-short:1.5", "at least 1"),
+        ("drift", "drift needs a percent"),
+        ("drift:", "empty argument"),
+        ("drift:0", "within"),
+        ("drift:100", "within"),
+        ("drift:-1", "within"),
+        ("drift:fast", "must be a number"),
+        ("drift:nan", "finite"),
+        ("drift:inf", "finite"),
     ],
 )
 def test_bad_faults_are_refused_in_one_line(text, match):
@@ -174,6 +184,8 @@ def test_the_param_pattern_admits_the_grammar_and_refuses_words_signs_nan_inf():
         "api-errors:1",
         "api-errors:1:after=20",
         "not-ready:a3u-sim-h200-a-1",
+        "drift:1",
+        "drift:0.5",
     ):
         assert pattern.match(f"a3u-sim/h200-a={text}"), text
         parse_fault(text)  # and the parser reads every one of them
@@ -194,6 +206,10 @@ def test_the_param_pattern_admits_the_grammar_and_refuses_words_signs_nan_inf():
         "api-errors:1:before=3",
         "not-ready:",
         "not-ready:N1",
+        "drift",
+        "drift:-1",
+        "drift:nan",
+        "drift:1:2",
     ):
         assert not pattern.match(f"a3u-sim/h200-a={text}"), text
 

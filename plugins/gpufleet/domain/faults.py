@@ -18,6 +18,10 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
                                 ``after=N``, only once N calls went through since the fault was
                                 put in force (an API that starts failing midway)
 ``not-ready:<node>``            the node never becomes Ready (onboarding reports it by name)
+``drift:<PERCENT>``             the pool's RDMA bus bandwidth decays by PERCENT (0 < PERCENT
+                                < 100) per night, compounding, from the first night after the
+                                fault was put in force (a night: one fabric validation run of
+                                the pool); Lustre and latency are untouched
 ==============================  ===============================================================
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
@@ -39,10 +43,11 @@ FAULT_KINDS = (
     "capacity-short",
     "api-errors",
     "not-ready",
+    "drift",
 )
 SYNTAX = (
     "fabric-down[:busbw=GBPS], bad-node:<node>[:nic], lustre-slow[:FACTOR], "
-    "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>"
+    "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>, drift:<PERCENT>"
 )
 _INTEGER = re.compile(r"^[0-9]+$")
 _NUMBER = r"[0-9]+(\.[0-9]+)?"
@@ -58,7 +63,8 @@ PARAM_PATTERN = (
     r"|lustre-slow(:" + _FRACTION + r")?"
     r"|capacity-short(:[0-9]+)?"
     r"|api-errors:(" + _FRACTION + r"|1(\.0+)?)(:after=[0-9]+)?"
-    r"|not-ready:[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$"
+    r"|not-ready:[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+    r"|drift:" + _NUMBER + r")$"
 )
 
 
@@ -78,6 +84,7 @@ class Fault:
     machines: int | None = None  # capacity-short (None: half the reservation)
     rate: float | None = None  # api-errors
     after: int | None = None  # api-errors:...:after=N
+    percent: float | None = None  # drift: bus bandwidth lost per night, in percent
 
     @property
     def text(self) -> str:
@@ -94,18 +101,22 @@ class Fault:
             return f"api-errors:{self.rate:g}" + (f":after={self.after}" if self.after else "")
         if self.kind == "not-ready":
             return f"not-ready:{self.node}"
+        if self.kind == "drift":
+            return f"drift:{self.percent:g}"
         return self.kind
 
 
 @dataclass(frozen=True)
 class ActiveFault:
     """A fault in force on one pool: where, which, and who put it there (``cli``,
-    ``catalog``, or ``run:<run id>`` for a nightly run's ``sim_faults``)."""
+    ``catalog``, or ``run:<run id>`` for a nightly run's ``sim_faults``) and since when
+    (``since``: a UNIX time; None for the catalog's standing faults, in force from the start)."""
 
     cluster: str
     pool: str
     fault: Fault
     scope: str
+    since: float | None = None
 
     @property
     def text(self) -> str:
@@ -164,6 +175,13 @@ def parse_fault(text: str) -> Fault:
                 f"fault {spec!r}: after the node only ':nic' may follow (bad-node:<node>:nic)"
             )
         return Fault(kind, node=node, nic=how == "nic")
+    if kind == "drift":
+        if not arg:
+            raise FaultError(f"fault {spec!r}: drift needs a percent per night: drift:1")
+        percent = _number(arg, spec, "the drift percent per night", "drift:1")
+        if not 0 < percent < 100:
+            raise FaultError(f"fault {spec!r}: drift percent {arg} is not within (0, 100)")
+        return Fault(kind, percent=percent)
     if kind == "lustre-slow":
         if not arg:
             return Fault(kind)

@@ -144,6 +144,11 @@ class NodePool(_Model):
         description="planned: a pool a reservation transition will create (not onboarding, "
         "not the nightly); it becomes active once the transition is done",
     )
+    block_on_drift: bool = Field(
+        default=False,
+        description="true: the launch gate refuses the pool while it is drifting (its figures "
+        "moving away from its own history while still passing); false: it launches and says so",
+    )
 
     @property
     def planned(self) -> bool:

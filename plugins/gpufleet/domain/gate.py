@@ -6,7 +6,9 @@ alternatives (a job is gang-admitted onto one pool's queue, so it runs within on
 gate picks the first pool, in the order given (a repeated pool counts once), that
 
 - is known to the catalog and its facts could be read,
-- is ``ready`` or ``validated`` (an allow-list), with no transition in flight,
+- is ``ready``, ``validated`` or ``drifting`` (an allow-list), with no transition in flight;
+  ``drifting`` is a warning: a launch onto a drifting pool says so in its reasons, and a pool
+  the catalog sets to ``block_on_drift`` is refused while it drifts,
 - has a fabric validation with verdict ``pass`` of its expected transport, younger than
   ``max_age`` and not dated more than ``MAX_SKEW`` in the future,
 - has its Lustre filesystem's latest storage validation passing likewise (when it has one),
@@ -37,13 +39,15 @@ class FactError(ValueError):
 class PoolState(StrEnum):
     READY = "ready"
     VALIDATED = "validated"
+    DRIFTING = "drifting"  # passes, but its figures move away from its own history (a warning)
     DEGRADED = "degraded"
     SUSPECT = "suspect"
     TRANSITIONING = "transitioning"
     RETIRED = "retired"
 
 
-LAUNCHABLE_STATES = frozenset({PoolState.READY, PoolState.VALIDATED})  # the allow-list
+# the allow-list; DRIFTING launches with a warning unless the pool blocks on drift
+LAUNCHABLE_STATES = frozenset({PoolState.READY, PoolState.VALIDATED, PoolState.DRIFTING})
 
 
 class TransitionState(StrEnum):
@@ -132,6 +136,8 @@ class PoolFacts:
     known: bool
     expected_transport: str | None = None
     state: PoolState | None = None
+    state_reason: str | None = None  # why the pool is in its state (a drift's figures)
+    block_on_drift: bool | None = None  # the catalog refuses the pool while it drifts
     fabric: ValidationFact | None = None
     has_filesystem: bool | None = None
     storage: ValidationFact | None = None
@@ -198,6 +204,9 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
         out.append(f"{f.key}: pool state {f.state!r} is not one this gpufleet knows")
     elif f.state not in LAUNCHABLE_STATES:
         out.append(f"{f.key}: pool is {f.state.value}")
+    elif f.state is PoolState.DRIFTING and f.block_on_drift is not False:
+        why = "the catalog sets block_on_drift" if f.block_on_drift else "unknown block_on_drift"
+        out.append(f"{f.key}: pool is drifting ({why}): {f.state_reason or 'no figures recorded'}")
     fab = f.fabric
     if fab is None or fab.finished_at is None or fab.passed is None:
         out.append(f"{f.key}: no fabric validation on record")
@@ -265,4 +274,10 @@ def decide(
         f"{chosen.key}: validated {fab.transport} {_age(now, fab.finished_at)} ago, "
         f"{chosen.schedulable_nodes} schedulable nodes; chosen for {nodes} nodes"
     )
-    return GateDecision(True, [ok, *skipped], chosen.schedulable_nodes, chosen.name)
+    warnings = []
+    if chosen.state is PoolState.DRIFTING:
+        warnings.append(
+            f"{chosen.key}: warning: launching on a drifting pool: "
+            f"{chosen.state_reason or 'no figures recorded'}"
+        )
+    return GateDecision(True, [ok, *warnings, *skipped], chosen.schedulable_nodes, chosen.name)

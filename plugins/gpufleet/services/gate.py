@@ -21,6 +21,7 @@ from gpufleet.domain.gate import (
     TransitionState,
     decide,
     read_enum,
+    read_text,
     read_validation,
 )
 from gpufleet.errors import GpufleetError
@@ -109,6 +110,7 @@ def gather_facts(
         try:
             row = ledger.pool_state(cluster, name)
             state = read_enum(PoolState, row["state"], "pool state") if row else None
+            state_reason = read_text(row.get("reason"), "pool state reason") if row else None
             fabric = read_validation(
                 ledger.latest_validation(cluster, name, "fabric"), "fabric validation"
             )
@@ -131,6 +133,8 @@ def gather_facts(
                 known=True,
                 expected_transport=ref.pool.transport,
                 state=state,
+                state_reason=state_reason,
+                block_on_drift=ref.pool.block_on_drift,
                 fabric=fabric,
                 has_filesystem=ref.filesystem is not None,
                 storage=storage,

@@ -135,18 +135,56 @@ class Ledger(RegionRecords, TransitionRecords, NodeRecords):
             return _row(conn.execute(q).first())
 
     def validation_history(
-        self, cluster: str, pool: str, kind: str = "fabric", limit: int = 30
+        self,
+        cluster: str,
+        pool: str,
+        kind: str = "fabric",
+        limit: int = 30,
+        *,
+        passed_only: bool = False,
+        before_id: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The most recent ``limit`` verdicts (insertion order), oldest first."""
+        """The most recent ``limit`` verdicts (insertion order), oldest first; with
+        ``passed_only`` only passing ones, with ``before_id`` only those recorded before that
+        row. One query on the (cluster, pool, kind, id) index."""
         v = s.validations
-        q = (
-            select(v)
-            .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
-            .order_by(v.c.id.desc())
-            .limit(limit)
-        )
+        cond = [v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind]
+        if passed_only:
+            cond.append(v.c.verdict == "pass")
+        if before_id is not None:
+            cond.append(v.c.id < before_id)
+        q = select(v).where(*cond).order_by(v.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in reversed(conn.execute(q).all())]
+
+    def merge_validation_details(self, validation_id: int, entries: dict[str, Any]) -> None:
+        """Merge ``entries`` into one validation row's ``details`` (keys replaced whole)."""
+        v = s.validations
+        with self.engine.begin() as conn:
+            row = conn.execute(select(v.c.details).where(v.c.id == validation_id)).first()
+            if row is None:
+                raise LedgerError(f"no validation {validation_id} to add details to")
+            details = {**(row.details or {}), **entries}
+            conn.execute(update(v).where(v.c.id == validation_id).values(details=details))
+
+    def first_pass_latencies(self, validation_ids: Iterable[int]) -> dict[int, list[float]]:
+        """The small-message latency of each passing first-pass pair, per validation (one
+        query for all of them)."""
+        p = s.validation_pairs
+        ids = list(validation_ids)
+        out: dict[int, list[float]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        q = select(p.c.validation_id, p.c.small_latency_us).where(
+            p.c.validation_id.in_(ids),
+            p.c.pass_no == 1,
+            p.c.passed.is_(True),
+            p.c.small_latency_us.is_not(None),
+        )
+        with self.engine.connect() as conn:
+            for vid, latency in conn.execute(q.order_by(p.c.id)).all():
+                out[vid].append(float(latency))
+        return out
 
     def validations_for_run(self, run_id: str) -> list[dict[str, Any]]:
         v = s.validations

@@ -118,6 +118,46 @@ def _v7_transition_steps(conn: Connection) -> None:
     transitions_lock.create(conn, checkfirst=True)
 
 
+def _v9_pool_states(conn: Connection) -> None:
+    """Version 9: the pool-state CHECKs take the domain's whole vocabulary again (``drifting``
+    joined it). PostgreSQL: drop and re-add the constraints. SQLite: a ledger upgraded to v4
+    holds them as triggers (dropped and re-created); one created at v4 or later holds them in
+    the table's SQL, whose IN list is widened in place (``PRAGMA writable_schema``, which SQLite
+    documents as safe for a change that only loosens a CHECK; existing rows stay valid)."""
+    wanted = [c for c in CHECKS if c[0] in ("gf_pool_state", "gf_pool_events")]
+    if conn.dialect.name != "sqlite":
+        for table, name, expr in wanted:
+            conn.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}")
+            conn.exec_driver_sql(
+                f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({expr.format(c='')}) NOT VALID"
+            )
+        return
+    for table, name, expr in wanted:
+        if name not in _constraint_names(conn, table):  # triggers of an upgraded ledger
+            for event in ("INSERT", "UPDATE"):
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}_{event.lower()}")
+                conn.exec_driver_sql(
+                    f"CREATE TRIGGER {name}_{event.lower()} BEFORE {event} ON "
+                    f"{table} WHEN NOT ({expr.format(c='NEW.')}) BEGIN "
+                    f"SELECT RAISE(ABORT, 'CHECK constraint failed: {name}'); END"
+                )
+            continue
+        sql = conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).scalar()
+        start = sql.index(f"CONSTRAINT {name} CHECK (")
+        end = sql.index(")", sql.index("IN (", start)) + 1
+        new_sql = sql[:start] + f"CONSTRAINT {name} CHECK ({expr.format(c='')}" + sql[end:]
+        version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+        conn.exec_driver_sql("PRAGMA writable_schema = ON")
+        conn.exec_driver_sql(
+            "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?",
+            (new_sql, table),
+        )
+        conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+        conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+
+
 # Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
 # SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -128,6 +168,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: lambda conn: None,  # new tables only: create_all made them
     7: _v7_transition_steps,
     8: lambda conn: None,  # new tables only: create_all made them
+    9: _v9_pool_states,
 }
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 

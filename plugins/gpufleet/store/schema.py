@@ -45,7 +45,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = MetaData()
 
@@ -182,7 +182,8 @@ validation_pairs = Table(
     Column("reasons", JSON, nullable=False, default=list),
 )
 
-# Where each pool stands: ready | validated | degraded | suspect | transitioning | retired
+# Where each pool stands: ready | validated | drifting | degraded | suspect | transitioning |
+# retired (domain.gate.PoolState)
 pool_state = Table(
     "gf_pool_state",
     metadata,

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpufleet.backends.base import (
@@ -37,12 +38,24 @@ from gpufleet.backends.sim.disruption import (
     keep_outcome,
     terminal_condition,
 )
+from gpufleet.backends.sim.faults import night_of
 from gpufleet.backends.sim.placement import Placement, place, pod_phase, record_pods
-from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
-from gpufleet.domain.workloads import POOL_LABEL, WORKLOAD_LABEL, workload_selector
+from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, run_times, speed
+from gpufleet.domain.workloads import (
+    COMPLETION_INDEX_LABEL,
+    POOL_LABEL,
+    REPLICATED_JOB_LABEL,
+    WORKLOAD_LABEL,
+    workload_selector,
+)
 from gpufleet.errors import BackendError, TransientBackendError
 
 log = logging.getLogger(__name__)
+
+# pods with their run time on the modelled clock (NULL where the sim has no model of the program)
+_PODS = (
+    "SELECT pods.*, pod_runs.run_s FROM pods LEFT JOIN pod_runs USING (cluster, namespace, name)"
+)
 
 
 def _contains(have: Any, want: Any) -> bool:
@@ -237,6 +250,11 @@ class SimClusterBackend(SimBackendBase):
                 (self.cluster.name, kind, ns, name),
             ).rowcount
             conn.execute(
+                "DELETE FROM pod_runs WHERE cluster=? AND namespace=? AND name IN (SELECT name "
+                "FROM pods WHERE cluster=? AND namespace=? AND workload_kind=? AND workload=?)",
+                (self.cluster.name, ns, self.cluster.name, ns, kind, name),
+            )
+            conn.execute(
                 "DELETE FROM pods WHERE cluster=? AND namespace=? AND workload_kind=? "
                 "AND workload=?",
                 (self.cluster.name, ns, kind, name),
@@ -249,7 +267,8 @@ class SimClusterBackend(SimBackendBase):
         now = time.time()
         with self.state.read() as conn:
             rows = conn.execute(
-                "SELECT * FROM pods WHERE cluster=? AND (? IS NULL OR namespace=?) ORDER BY name",
+                f"{_PODS} WHERE pods.cluster=? AND (? IS NULL OR pods.namespace=?) "
+                "ORDER BY pods.name",
                 (self.cluster.name, namespace, namespace),
             ).fetchall()
         out = []
@@ -267,7 +286,7 @@ class SimClusterBackend(SimBackendBase):
         now = time.time()
         with self.state.read() as conn:
             rows = conn.execute(
-                "SELECT * FROM pods WHERE cluster=? AND node=? ORDER BY namespace, name",
+                f"{_PODS} WHERE pods.cluster=? AND pods.node=? ORDER BY pods.namespace, pods.name",
                 (self.cluster.name, node),
             ).fetchall()
         pods = (self._pod_info(r, json.loads(r["labels"]), now) for r in rows)
@@ -275,13 +294,27 @@ class SimClusterBackend(SimBackendBase):
 
     @staticmethod
     def _pod_info(row, labels: dict[str, str], now: float) -> PodInfo:
+        """A pod row as the API shows it. Container times: started when the pod started (wall
+        clock); finished, once it has, its modelled run time later (``programs.run_times``),
+        or at its wall-clock end where the sim has no model of the program."""
+        phase = pod_phase(row, now)
+        started = finished = None
+        if phase != "Pending":
+            started = datetime.fromtimestamp(row["start_at"], UTC)
+        if started is not None and phase in ("Succeeded", "Failed"):
+            if row["run_s"] is not None:
+                finished = started + timedelta(seconds=row["run_s"])
+            else:
+                finished = datetime.fromtimestamp(max(row["end_at"], row["start_at"]), UTC)
         return PodInfo(
             row["name"],
             row["node"],
-            pod_phase(row, now),
+            phase,
             labels,
             row["message"],
             namespace=row["namespace"],
+            started_at=started,
+            finished_at=finished,
         )
 
     def workload_status(self, kind: str, name: str, namespace: str) -> WorkloadStatus:
@@ -372,12 +405,46 @@ class SimClusterBackend(SimBackendBase):
         """Place the workload's pods and fix how each one ends."""
         now = time.time()
         plan, message = place(conn, self.cluster.name, body, now)
-        runs = self._run(body, plan, now)
+        runs = self._run(conn, body, plan, now)
         start_at = now + START_DELAY_S * speed()
         record_pods(conn, self.cluster.name, body, plan, runs, message, start_at, now)
+        self._record_run_times(conn, body, plan, runs)
 
-    def _run(self, body: dict[str, Any], plan: list[Placement], now: float) -> list[PodRun | None]:
-        """How each placed pod ends, group by group (None: the pod was not placed)."""
+    def _record_run_times(
+        self, conn, body: dict[str, Any], plan: list[Placement], runs: list[PodRun | None]
+    ) -> None:
+        """Each placed pod's run time on the modelled clock (``programs.run_times``, group by
+        group), keyed by the pod names ``record_pods`` gave them."""
+        kind, meta = body["kind"], body["metadata"]
+        name, namespace = meta["name"], meta.get("namespace") or ""
+        groups: dict[str, list[tuple[Placement, PodRun]]] = {}
+        for p, run in zip(plan, runs, strict=True):
+            if run is not None and p.node is not None:
+                groups.setdefault(p.group, []).append((p, run))
+        seconds: dict[tuple[str, int], float | None] = {}
+        for group, members in groups.items():
+            times = run_times(members[0][0].template, [run for _, run in members])
+            seconds.update({(group, p.index): t for (p, _), t in zip(members, times, strict=True)})
+        for row in conn.execute(
+            "SELECT name, labels FROM pods WHERE cluster=? AND namespace=? AND workload_kind=? "
+            "AND workload=?",
+            (self.cluster.name, namespace, kind, name),
+        ).fetchall():
+            labels = json.loads(row["labels"])
+            group = labels.get(REPLICATED_JOB_LABEL, name) if kind == "JobSet" else name
+            run_s = seconds.get((group, int(labels.get(COMPLETION_INDEX_LABEL, "0"))))
+            if run_s is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO pod_runs VALUES (?, ?, ?, ?)",
+                    (self.cluster.name, namespace, row["name"], run_s),
+                )
+
+    def _run(
+        self, conn, body: dict[str, Any], plan: list[Placement], now: float
+    ) -> list[PodRun | None]:
+        """How each placed pod ends, group by group (None: the pod was not placed). A
+        validation workload counts as a night of its pool (what ``drift`` faults count)."""
+        night = night_of(body)
         groups: dict[str, list[Placement]] = {}
         for p in plan:
             groups.setdefault(p.group, []).append(p)
@@ -389,15 +456,23 @@ class SimClusterBackend(SimBackendBase):
                 continue
             template = members[0].template
             pool = self._pool_of(template)
+            if night is not None:
+                self.state.record_night(conn, self.cluster.name, pool.name, night)
+            faults = self.faults(pool.name)
+            name = pool.name
+            decay = faults.busbw_decay(
+                lambda since, p=name: self.state.nights_since(conn, self.cluster.name, p, since)
+            )
             runs = GroupRun(
                 self.cluster,
                 pool,
-                self.faults(pool.name),
+                faults,
                 body["metadata"]["name"],
                 group,
                 template,
                 [n for n in nodes if n is not None],
                 now,
+                busbw_decay=decay,
             ).run()
             ends.update({(group, p.index): run for p, run in zip(members, runs, strict=True)})
         return [ends[(p.group, p.index)] for p in plan]

@@ -9,14 +9,33 @@ not measurements: they only have to be unmistakable to the verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from gpufleet.backends.sim.nights import drift_factor
 from gpufleet.domain.faults import ActiveFault
+from gpufleet.domain.workloads import WORKLOAD_LABEL
 
 DEGRADED_BUSBW_FACTOR = 0.42  # a node with a flapping NIC drags its pairs down to this share
 DEGRADED_LATENCY_FACTOR = 1.6
 SLOW_LUSTRE_FACTOR = 0.3  # lustre-slow without a factor
+# The raw run id on every validation workload (written by gpufleet.manifests.labels, a sibling
+# layer the backends may not import) and the round suffix the fabric service adds to it
+# (services/fabric.py ``_submit``: ``<run id>-r<round>``): every round of one run is one night.
+RUN_ID_ANNOTATION = "gpufleet.io/run-id"
+_ROUND = re.compile(r"-r[0-9]+$")
+
+
+def night_of(body: dict[str, Any]) -> str | None:
+    """The night a workload belongs to: its run id without the round, when it is a gpufleet
+    validation workload (None otherwise: a training job is no night)."""
+    meta = body.get("metadata") or {}
+    if (meta.get("labels") or {}).get(WORKLOAD_LABEL) != "validation":
+        return None
+    run_id = (meta.get("annotations") or {}).get(RUN_ID_ANNOTATION)
+    return _ROUND.sub("", run_id) if isinstance(run_id, str) and run_id else None
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,7 @@ class PoolFaults:
     api_error_rate: float = 0.0
     api_errors_after: int | None = None  # calls that go through before the errors start
     not_ready_nodes: frozenset[str] = frozenset()
+    drifts: tuple[tuple[float, float | None], ...] = ()  # drift: (percent per night, since)
 
     @classmethod
     def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:
@@ -41,6 +61,7 @@ class PoolFaults:
         nic: set[str] = set()
         lustre, short, rate, after = 1.0, None, 0.0, None
         not_ready: set[str] = set()
+        drifts: list[tuple[float, float | None]] = []
         for active in faults:
             if pool is not None and active.pool != pool:
                 continue
@@ -59,6 +80,8 @@ class PoolFaults:
                 after = f.after if after is None else min(after, f.after or 0)
             elif f.kind == "not-ready":
                 not_ready.add(f.node or "")
+            elif f.kind == "drift":
+                drifts.append((f.percent or 0.0, active.since))
         return cls(
             fabric_down=fabric_down,
             socket_busbw_gbps=busbw,
@@ -69,7 +92,16 @@ class PoolFaults:
             api_error_rate=rate,
             api_errors_after=after or None,
             not_ready_nodes=frozenset(not_ready),
+            drifts=tuple(drifts),
         )
+
+    def busbw_decay(self, nights_since: Callable[[float | None], int]) -> float:
+        """The share of bus bandwidth the ``drift`` faults leave tonight; ``nights_since(t)``
+        counts the pool's nights since time ``t`` (tonight included)."""
+        decay = 1.0
+        for percent, since in self.drifts:
+            decay *= drift_factor(percent, nights_since(since))
+        return decay
 
     def rdma_lost(self, nodes: Iterable[str]) -> list[str]:
         """Why RDMA is unusable for ranks on ``nodes`` (empty: it is usable)."""

@@ -34,6 +34,36 @@ def busbw_factor(collective: str, ranks: int) -> float:
     return 1.0
 
 
+def nccl_rows(
+    *,
+    collective: str,
+    ranks: int,
+    link: LinkModel,
+    min_bytes: int = 8,
+    max_bytes: int = 8 * 2**30,
+    row_jitter: float = 0.0,
+    rng: random.Random,
+) -> list[tuple[int, list[tuple[float, float, float]]]]:
+    """The figures of each message size, doubling from ``min_bytes`` to ``max_bytes``: ``(size,
+    [(time us, algbw, busbw) out-of-place, (...) in-place])``. Each cell's time is the link's
+    (latency + size / bandwidth) times a uniform draw within +/- ``row_jitter`` (the sim passes
+    its model's documented ``noise.row_jitter``)."""
+    factor = busbw_factor(collective, ranks)
+    peak_algbw = link.busbw_gbps / factor  # GB/s
+    rows = []
+    size = min_bytes
+    while size <= max_bytes:
+        cells = []
+        for _ in range(2):  # out-of-place, in-place
+            jitter = rng.uniform(1 - row_jitter, 1 + row_jitter)
+            time_us = (link.latency_us + size / (peak_algbw * 1e3)) * jitter
+            algbw = size / time_us / 1e3
+            cells.append((time_us, algbw, algbw * factor))
+        rows.append((size, cells))
+        size *= 2
+    return rows
+
+
 def nccl_tests_text(
     *,
     collective: str,
@@ -43,13 +73,13 @@ def nccl_tests_text(
     link: LinkModel,
     min_bytes: int = 8,
     max_bytes: int = 8 * 2**30,
+    row_jitter: float = 0.0,
     seed: int = 0,
 ) -> str:
-    """The stdout of ``<collective>_perf -b min -e max -f 2 -g 1`` across ``hosts``."""
+    """The stdout of ``<collective>_perf -b min -e max -f 2 -g 1`` across ``hosts``, with the
+    figures of ``nccl_rows``."""
     rng = random.Random(seed)
     ranks = len(hosts) * gpus_per_node
-    factor = busbw_factor(collective, ranks)
-    peak_algbw = link.busbw_gbps / factor  # GB/s
     gpu = GPU_NAMES.get(gpu_model, f"NVIDIA {gpu_model}")
     out = [
         f"# nThread 1 nGpus 1 minBytes {min_bytes} maxBytes {max_bytes} step: 2(factor) "
@@ -74,17 +104,17 @@ def nccl_tests_text(
         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
         "            (us)  (GB/s)  (GB/s)       ",
     ]
-    size = min_bytes
     total_busbw = 0.0
-    rows = 0
-    while size <= max_bytes:
-        cells = []
-        for _ in range(2):  # out-of-place, in-place
-            jitter = rng.uniform(0.985, 1.015)
-            time_us = (link.latency_us + size / (peak_algbw * 1e3)) * jitter
-            algbw = size / time_us / 1e3
-            busbw = algbw * factor
-            cells.append((time_us, algbw, busbw))
+    rows = nccl_rows(
+        collective=collective,
+        ranks=ranks,
+        link=link,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        row_jitter=row_jitter,
+        rng=rng,
+    )
+    for size, cells in rows:
         count = size // 4
         line = f"{size:12d}  {count:12d}     float     sum      -1"
         for time_us, algbw, busbw in cells:
@@ -95,11 +125,9 @@ def nccl_tests_text(
             )
         out.append(line)
         total_busbw += cells[0][2]
-        rows += 1
-        size *= 2
     out += [
         "# Out of bounds values : 0 OK",
-        f"# Avg bus bandwidth    : {total_busbw / max(rows, 1):.4f} ",
+        f"# Avg bus bandwidth    : {total_busbw / max(len(rows), 1):.4f} ",
         "#",
     ]
     return "\n".join(out) + "\n"
@@ -173,9 +201,9 @@ def nccl_info_log(
     return "\n".join(lines) + "\n"
 
 
-def fio_json(*, host: str, write_mib_s: float, read_mib_s: float, seed: int = 0) -> str:
-    """``fio --output-format=json`` for a write job then a stonewalled read job."""
-    rng = random.Random(seed)
+def fio_json(*, host: str, write_mib_s: float, read_mib_s: float) -> str:
+    """``fio --output-format=json`` for a write job then a stonewalled read job, reporting
+    exactly the figures given (the sim draws its noise before: ``nights.lustre_clients``)."""
 
     def side(mib_s: float) -> dict:
         bw_bytes = int(mib_s * 2**20)
@@ -196,13 +224,13 @@ def fio_json(*, host: str, write_mib_s: float, read_mib_s: float, seed: int = 0)
             "groupid": 0,
             "error": 0,
             "read": empty,
-            "write": side(write_mib_s * rng.uniform(0.99, 1.01)),
+            "write": side(write_mib_s),
         },
         {
             "jobname": "seq-read",
             "groupid": 1,
             "error": 0,
-            "read": side(read_mib_s * rng.uniform(0.99, 1.01)),
+            "read": side(read_mib_s),
             "write": empty,
         },
     ]

@@ -3,8 +3,10 @@
 Reads ``include/sim/fabric.yaml`` (bus bandwidth and small-message time per GPU model x GPUs
 per node x transport, and NCCL's socket transport) and ``include/sim/filesystems.yaml`` (the
 throughput tiers each Lustre product sells and what a healthy filesystem delivers at its
-tier). Every figure carries its source. Never reads ``include/baselines.yaml``: the verdicts
-judge the sim's figures against the baselines, so a wrong baseline must be able to fail.
+tier), and how each varies from night to night (``noise``: the sim's documented noise,
+drawn by ``gpufleet.backends.sim.nights``). Every figure carries its source. Never reads
+``include/baselines.yaml``: the verdicts judge the sim's figures against the baselines, so a
+wrong baseline must be able to fail.
 
 The files are read once per folder and modification time. A shape or tier the model does not
 cover is refused with a ``BackendError`` naming the file to extend, never guessed.
@@ -47,9 +49,20 @@ class SocketFigure(_Model):
     source: str = Field(min_length=10)
 
 
+class FabricNoise(_Model):
+    """How a healthy pair's figures vary: from one night to the next (relative standard
+    deviations) and between the message sizes of one run (``row_jitter``, +/- share)."""
+
+    busbw_sd: float = Field(ge=0, lt=0.2, allow_inf_nan=False)
+    latency_sd: float = Field(ge=0, lt=0.2, allow_inf_nan=False)
+    row_jitter: float = Field(ge=0, lt=0.2, allow_inf_nan=False)
+    source: str = Field(min_length=10)
+
+
 class FabricModel(_Model):
     rdma: tuple[RdmaFigure, ...]
     sockets: SocketFigure
+    noise: FabricNoise
 
 
 class TierModel(_Model):
@@ -57,13 +70,23 @@ class TierModel(_Model):
 
     kind: str
     tiers_mbps_per_tib: tuple[int, ...] = Field(min_length=1)
-    read: tuple[float, float]
-    write: tuple[float, float]
+    read: float = Field(gt=0, allow_inf_nan=False)  # share of tier x capacity, on average
+    write: float = Field(gt=0, allow_inf_nan=False)
+    source: str = Field(min_length=10)
+
+
+class StorageNoise(_Model):
+    """How a healthy filesystem's throughput varies: from one night to the next (relative
+    standard deviation) and between the fio clients of one run (+/- share)."""
+
+    night_sd: float = Field(ge=0, lt=0.2, allow_inf_nan=False)
+    client_jitter: float = Field(ge=0, lt=0.2, allow_inf_nan=False)
     source: str = Field(min_length=10)
 
 
 class StorageModel(_Model):
     filesystems: tuple[TierModel, ...]
+    noise: StorageNoise
 
 
 def model_dir() -> Path:
@@ -122,6 +145,16 @@ def socket_link() -> LinkModel:
     """NCCL over TCP sockets on the front-end NIC."""
     fig = fabric_model().sockets
     return LinkModel(fig.busbw_gbps, fig.latency_us)
+
+
+def fabric_noise() -> FabricNoise:
+    """How a healthy pair's figures vary (``include/sim/fabric.yaml`` ``noise``)."""
+    return fabric_model().noise
+
+
+def storage_noise() -> StorageNoise:
+    """How a healthy filesystem's throughput varies (``include/sim/filesystems.yaml``)."""
+    return storage_model().noise
 
 
 def filesystem_tier(fs: Filesystem) -> TierModel:

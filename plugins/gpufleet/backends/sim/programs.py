@@ -6,9 +6,11 @@ The main container's command says which program it is: ``<collective>_perf`` (nc
 - nccl-tests and training need GPUs: a pod that requests none sees no CUDA device and fails
   before NCCL starts (no figure, no NCCL log). Otherwise NCCL's choice comes from
   ``nccl.nccl_outcome``; a pinned network that is unavailable fails the pods with NCCL's
-  warning. Healthy figures come from ``performance`` (include/sim), degraded by the faults.
+  warning. Healthy figures come from ``performance`` (include/sim), with the model's noise and
+  the ``drift`` in force (``nights``), degraded by the faults.
 - fio needs the pool's Lustre PVC mounted at the filesystem's mount path; it delivers what the
-  filesystem model says for the tier, slowed by ``lustre-slow``.
+  filesystem model says for the tier, with the model's noise (``nights``), slowed by
+  ``lustre-slow``.
 - Every pod's logs are kept per container: the main container's output, and the ``nccl-log``
   sidecar's stream of NCCL's debug file when the pod carries the sidecar (at the pod's
   ``NCCL_DEBUG`` level).
@@ -27,8 +29,15 @@ from typing import Any
 
 from gpufleet.backends.sim.faults import DEGRADED_BUSBW_FACTOR, DEGRADED_LATENCY_FACTOR, PoolFaults
 from gpufleet.backends.sim.nccl import NcclOutcome, debug_lines, nccl_outcome
+from gpufleet.backends.sim.nights import lustre_clients, pair_link
 from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_tests_text
-from gpufleet.backends.sim.performance import filesystem_tier, rdma_link, socket_link
+from gpufleet.backends.sim.performance import (
+    fabric_noise,
+    filesystem_tier,
+    rdma_link,
+    socket_link,
+    storage_noise,
+)
 from gpufleet.domain.fleet import Cluster, NodePool
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, inspect_pod
 
@@ -97,10 +106,33 @@ def program_of(template: dict[str, Any]) -> dict[str, Any]:
             "collective": m.group(1),
             "min_bytes": sizes["-b"],
             "max_bytes": sizes["-e"],
+            # nccl-tests' own defaults when the command does not say: -n 20 -w 5 -c 1
+            "iters": _int_flag(tokens, "-n", 20),
+            "warmup": _int_flag(tokens, "-w", 5),
+            "check": _int_flag(tokens, "-c", 1),
         }
     if re.search(r"\bfio\b", words):
-        return {"kind": "fio"}
+        return {
+            "kind": "fio",
+            "size_mib": _int_option(words, "size", 1024, unit=True),  # per fio job
+            "numjobs": _int_option(words, "numjobs", 1),
+            "runtime_s": _int_option(words, "runtime", 0),  # 0: no cap
+        }
     return {"kind": "training"}
+
+
+def _int_flag(tokens: list[str], flag: str, default: int) -> int:
+    """The integer after ``flag`` in a command's tokens (``default`` when absent or unreadable)."""
+    if flag in tokens and tokens.index(flag) + 1 < len(tokens):
+        with contextlib.suppress(ValueError):
+            return int(tokens[tokens.index(flag) + 1])
+    return default
+
+
+def _int_option(words: str, name: str, default: int, unit: bool = False) -> int:
+    """fio's ``--name=<int>`` (``unit``: an ``M`` suffix, MiB, is allowed) or ``default``."""
+    m = re.search(rf"--{name}=(\d+)({'M' if unit else ''})?\b", words)
+    return int(m.group(1)) if m else default
 
 
 def _main_name(template: dict[str, Any]) -> str:
@@ -121,8 +153,11 @@ class GroupRun:
         template: dict[str, Any],
         nodes: list[str],
         now: float,
+        busbw_decay: float = 1.0,
     ):
+        """``busbw_decay``: the share of RDMA bus bandwidth the pool's ``drift`` leaves."""
         self.cluster, self.pool, self.faults = cluster, pool, faults
+        self.busbw_decay = busbw_decay
         self.workload, self.group, self.template, self.nodes = workload, group, template, nodes
         self.now = now
         self.speed = speed()
@@ -192,7 +227,7 @@ class GroupRun:
             return LinkModel(self.faults.socket_busbw_gbps or tcp.busbw_gbps, tcp.latency_us)
         healthy = rdma_link(self.pool, outcome.transport or self.pool.transport)
         rng = random.Random(seed(self.workload, self.group, *self.nodes))
-        link = LinkModel(healthy.busbw_gbps * rng.uniform(0.985, 1.025), healthy.latency_us)
+        link = pair_link(healthy, fabric_noise(), rng, self.busbw_decay)
         if any(n in self.faults.degraded_nodes for n in self.nodes):
             link = LinkModel(
                 link.busbw_gbps * DEGRADED_BUSBW_FACTOR, link.latency_us * DEGRADED_LATENCY_FACTOR
@@ -211,6 +246,7 @@ class GroupRun:
             link=self._link(outcome),
             min_bytes=program["min_bytes"],
             max_bytes=program["max_bytes"],
+            row_jitter=fabric_noise().row_jitter,
             seed=seed(self.workload, self.group),
         )
         return [
@@ -249,26 +285,17 @@ class GroupRun:
             return [PodRun("Failed", end, {self.main: msg + "\n"}, msg) for _ in self.nodes]
         tier = filesystem_tier(fs)
         rng = random.Random(seed(self.workload, self.group))
-        draw = rng.random()
-        factor = self.faults.lustre_factor
-        aggregate_mib = fs.expected_mb_s * 1e6 / 2**20 * factor
-        read = aggregate_mib * (tier.read[0] + draw * (tier.read[1] - tier.read[0]))
-        write = aggregate_mib * (tier.write[0] + draw * (tier.write[1] - tier.write[0]))
-        n = len(self.nodes)
+        expected_mib = fs.expected_mb_s * 1e6 / 2**20
+        figures = lustre_clients(
+            expected_mib, tier, storage_noise(), rng, len(self.nodes), self.faults.lustre_factor
+        )
         return [
             PodRun(
                 "Succeeded",
                 end,
-                {
-                    self.main: fio_json(
-                        host=node,
-                        write_mib_s=write / n,
-                        read_mib_s=read / n,
-                        seed=seed(self.workload, node),
-                    )
-                },
+                {self.main: fio_json(host=node, write_mib_s=write, read_mib_s=read)},
             )
-            for node in self.nodes
+            for node, (read, write) in zip(self.nodes, figures, strict=True)
         ]
 
 
@@ -281,3 +308,67 @@ def _mounts_pvc(template: dict[str, Any], mount_path: str | None) -> bool:
         m.get("name") in pvc_volumes and m.get("mountPath") == mount_path
         for m in main.get("volumeMounts") or ()
     )
+
+
+# --- the modelled clock: how long the real program would run --------------------------------
+# The wall clock of the sim is compressed (START_DELAY_S, NCCL_RUN_S ... x GPUFLEET_SIM_SPEED);
+# the containers' start/finish times it reports follow what the program itself would take, so
+# what validation costs in GPU-minutes is the figure a real cluster would show.
+# Before mpirun starts, the launcher polls its peer's sshd every 5 s (the ``sleep 5`` of
+# include/manifests/nccl-validation.yaml.j2): on average half a poll.
+SSH_WAIT_S = 2.5
+# mpirun over ssh starting 2 x GPUs-per-node ranks, and NCCL building its communicator and
+# connecting the network: an assumption of the simulator (seconds on real clusters), not a
+# measurement.
+NCCL_SETUP_S = 10.0
+
+
+def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None]:
+    """Each pod's run time in seconds on the modelled clock, for one group of ``runs`` (a
+    pair, a Job's pods) of ``template``; None where the sim has no model (a training job, a
+    pod without GPUs: the wall clock stands).
+
+    - nccl-tests: every pod of the pair holds its node while the launcher runs: the ssh wait,
+      ``NCCL_SETUP_S``, then the operations nccl-tests runs, each taking the time its own output
+      prints for that size: ``-w`` warm-up operations at the largest and at the smallest size,
+      then per size, out-of-place and in-place, one synchronising operation, ``-n`` timed ones
+      and one more when ``-c`` checks the data. A pair that failed at NCCL's init ran the setup.
+    - fio: each client writes then reads its ``--numjobs`` x ``--size`` at the throughput its
+      own JSON output reports, each pass capped by ``--runtime``.
+    """
+    from gpufleet.errors import ParseError
+    from gpufleet.parsing import parse_fio_json, parse_nccl_tests
+
+    program = program_of(template)
+    main = _main_name(template)
+    if program["kind"] == "nccl-tests":
+        setup = SSH_WAIT_S + NCCL_SETUP_S
+        try:
+            result = parse_nccl_tests(runs[0].logs.get(main, "")) if runs else None
+        except ParseError:
+            result = None
+        rows = result.runs[-1].rows if result and result.runs else ()
+        timed = [r for r in rows if r.oop_time_us is not None and r.ip_time_us is not None]
+        if not timed:
+            return [setup if r.outcome == "Failed" else None for r in runs]
+        per_size = 1 + program["iters"] + (1 if program["check"] else 0)
+        ops_us = program["warmup"] * (timed[-1].oop_time_us + timed[0].oop_time_us)
+        ops_us += sum(per_size * (r.oop_time_us + r.ip_time_us) for r in timed)
+        return [setup + ops_us / 1e6 for _ in runs]
+    if program["kind"] == "fio":
+        out: list[float | None] = []
+        mib = program["size_mib"] * program["numjobs"]
+        cap = program["runtime_s"] or float("inf")
+        for run in runs:
+            if run.outcome != "Succeeded":
+                out.append(0.0)  # refused before any I/O (no Lustre mount)
+                continue
+            try:
+                fio = parse_fio_json(run.logs.get(main, ""))
+            except ParseError:
+                out.append(None)
+                continue
+            passes = [fio.write_mib_s, fio.read_mib_s]
+            out.append(sum(min(mib / bw, cap) for bw in passes if bw))
+        return out
+    return [None for _ in runs]

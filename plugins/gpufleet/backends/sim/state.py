@@ -1,7 +1,9 @@
 """The simulated fleet's state: one SQLite file shared by every Airflow task process.
 
-Tables: nodes, faults (injected, with their scope), objects (applied manifests), pods (with
-each container's log), cloud resources. Writes take an immediate transaction so concurrent
+Tables: nodes, faults (injected, with their scope and time), objects (applied manifests), pods
+(with each container's log), pod_runs (each pod's run time on the modelled clock), cloud
+resources, nights (each pool's fabric validation runs, which
+``drift:<percent>`` counts). Writes take an immediate transaction so concurrent
 task processes serialise cleanly. Faults are stored as written and read back through the one
 parser, ``gpufleet.domain.faults.parse_fault``.
 """
@@ -38,6 +40,13 @@ CREATE TABLE IF NOT EXISTS pods (
     workload_kind TEXT NOT NULL, workload TEXT NOT NULL, node TEXT, labels TEXT NOT NULL,
     start_at REAL NOT NULL, end_at REAL, outcome TEXT NOT NULL, message TEXT,
     logs TEXT NOT NULL, gpu INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (cluster, namespace, name));
+-- each pod's run time on the modelled clock (programs.run_times): its container times
+CREATE TABLE IF NOT EXISTS pod_runs (
+    cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, run_s REAL NOT NULL,
+    PRIMARY KEY (cluster, namespace, name));
+CREATE TABLE IF NOT EXISTS nights (
+    cluster TEXT NOT NULL, pool TEXT NOT NULL, night TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (cluster, pool, night));
 CREATE TABLE IF NOT EXISTS cloud (
     cluster TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (cluster, kind, name));
@@ -200,7 +209,13 @@ class SimState:
                 if cluster and r["cluster"] != cluster:
                     continue
                 out.append(
-                    ActiveFault(r["cluster"], r["pool"], parse_fault(r["fault"]), r["scope"])
+                    ActiveFault(
+                        r["cluster"],
+                        r["pool"],
+                        parse_fault(r["fault"]),
+                        r["scope"],
+                        r["created_at"],
+                    )
                 )
         if catalog:
             for _, cl in catalog.clusters.values():
@@ -210,8 +225,27 @@ class SimState:
                     out += [ActiveFault(cl.name, pool, parse_fault(t), "catalog") for t in texts]
         return out
 
+    # --- nights: what ``drift:<percent>`` counts ------------------------------------------------
+
+    @staticmethod
+    def record_night(conn: sqlite3.Connection, cluster: str, pool: str, night: str) -> None:
+        """Note that ``night`` (a validation run's id) ran the pool's fabric check; once."""
+        conn.execute(
+            "INSERT OR IGNORE INTO nights VALUES (?, ?, ?, ?)", (cluster, pool, night, time.time())
+        )
+
+    @staticmethod
+    def nights_since(conn: sqlite3.Connection, cluster: str, pool: str, since: float | None) -> int:
+        """How many nights ran the pool's fabric check since ``since`` (None: ever)."""
+        row = conn.execute(
+            "SELECT COUNT(*) FROM nights WHERE cluster=? AND pool=? AND at >= ?",
+            (cluster, pool, since if since is not None else float("-inf")),
+        ).fetchone()
+        return int(row[0])
+
     def reset(self) -> None:
         """Forget everything (nodes are re-seeded from the catalog on next use)."""
         with self.tx() as conn:
-            for table in ("meta", "nodes", "faults", "objects", "pods", "cloud"):
+            tables = ("meta", "nodes", "faults", "objects", "pods", "pod_runs", "cloud", "nights")
+            for table in tables:
                 conn.execute(f"DELETE FROM {table}")
