@@ -12,6 +12,10 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(AIRFLOW_HOME)/airflow.db
 export PATH := $(BIN):$(PATH)
+# pytest workers (pytest-xdist): most end-to-end tests wait on Airflow and the simulated fleet,
+# so two workers keep both cores busy (each test file on one worker, so module fixtures set up
+# once); TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 2
 
 .PHONY: setup run up test lint bench clean constraints
 
@@ -44,13 +48,14 @@ lint: $(VENV)/.installed
 	cd plugins && $(BIN)/lint-imports --no-cache ../pyproject.toml
 
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup  # each prints its figures and exits 1 when it misses its target; all of them run
 	-$(BIN)/python bench/parse_time.py
 	-$(BIN)/python bench/log_scan.py
 	-$(BIN)/python bench/gate_latency.py
 	-$(BIN)/python bench/fault_campaign.py
+	-$(BIN)/python bench/fleet_page.py
 
 constraints:  # regenerate the full pin set from a clean install of requirements.txt
 	rm -rf $(CURDIR)/.venv-constraints

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.skips import BROWSER_SKIP
+
 ROOT = Path(__file__).resolve().parents[1]
 _HOME = Path(tempfile.mkdtemp(prefix="gpufleet-airflow-home-"))
 os.environ.update(
@@ -63,6 +65,27 @@ def fleet_state(tmp_path, monkeypatch) -> Path:
     state = tmp_path / "gpufleet"
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(state))
     return state
+
+
+def pytest_unconfigure(config):
+    """After pytest's last line, so nobody misses it: only the browser tests were skipped, and
+    why. Read from the reports the terminal received, so it holds with workers (xdist) too."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or hasattr(config, "workerinput"):
+        return
+    reasons, skipped = [], 0
+    for report in reporter.stats.get("skipped", []):
+        text = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+        if report.nodeid.startswith("tests/browser/") and BROWSER_SKIP in text:
+            reasons.append(text.split(BROWSER_SKIP, 1)[1])
+            skipped += 1
+    if skipped:
+        reporter.write_line(
+            f"{BROWSER_SKIP}{reasons[0]}. Only the {skipped} browser tests (tests/browser) "
+            "were skipped for it; every other test ran as usual.",
+            yellow=True,
+            bold=True,
+        )
 
 
 def pytest_sessionfinish(session, exitstatus):
