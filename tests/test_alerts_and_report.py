@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from gpufleet.airflow.notifiers import FleetAlertNotifier
-from gpufleet.services.report import markdown, prometheus, svg_chart
+from gpufleet.airflow.ui.metrics import exposition
+from gpufleet.services.report import html_report, markdown, svg_chart
 
 
 @pytest.fixture
@@ -107,15 +108,35 @@ ROW = {
 }
 
 
-def test_markdown_and_metrics():
+def test_markdown():
     text = markdown("r1", [ROW], [])
     assert "**0 of 1 checks passed.**" in text
     assert "| c/p | FAIL | socket (gib) | 21.9 | 355 | 4 | every pair failed |" in text
-    metrics = prometheus([ROW], [{"cluster": "c", "pool": "p"}])
-    assert 'gpufleet_fabric_transport_ok{cluster="c",pool="p"} 0' in metrics
-    assert 'gpufleet_validation_passed{cluster="c",pool="p",kind="fabric"} 0' in metrics
-    assert 'gpufleet_quarantined_nodes{cluster="c",pool="p"} 1' in metrics
-    assert "# TYPE gpufleet_fabric_busbw_gbps gauge" in metrics
+    assert "## Drift" not in text and "Validation cost" not in text  # nothing recorded
+
+
+def test_the_report_adds_up_what_validation_cost_per_pool_and_per_node():
+    def row(pool, kind, minutes, nodes):
+        details = {"gpu_minutes": minutes, "cost_nodes": nodes}
+        details["gpu_minutes_per_node"] = minutes / nodes
+        return {**ROW, "pool": pool, "kind": kind, "details": details}
+
+    rows = [
+        row("p", "fabric", 96.0, 8),  # 12 per node
+        row("p", "storage", 16.0, 8),  # 2 per node
+        row("q", "fabric", 48.0, 4),  # 12 per node
+        {**ROW, "pool": "old", "details": {}},  # recorded before costs were measured
+    ]
+    text = markdown("r1", rows, [])
+    assert "| c/p | 112.0 | 14.00 |" in text and "| c/q | 48.0 | 12.00 |" in text
+    assert "c/old" not in text.split("## Validation cost")[1]
+    # (96 + 16 + 48) GPU-minutes over 8 + 4 nodes
+    assert (
+        "**Validation cost: 13.3 GPU-minutes per node per night "
+        "(160.0 GPU-minutes over 12 nodes).**"
+    ) in text
+    page = html_report("r1", text, {}, {})
+    assert "<th>GPU-minutes per node</th>" in page and "<td>c/p</td>" in page
 
 
 def test_chart_marks_failed_nights_red():
@@ -142,7 +163,8 @@ def test_a_check_that_could_not_finish_is_reported_as_error_until_a_retry_supers
     assert "**0 of 1 checks passed; 1 could not finish.**" in report.markdown
     assert "| a3u-sim/h200-a | ERROR |" in report.markdown
     assert '<span class="ERROR">ERROR</span>' in Path(report.paths["report.html"]).read_text()
-    assert set(report.to_dict()) == {"paths", "markdown", "failed", "checks"}
+    assert set(report.to_dict()) == {"paths", "markdown", "failed", "checks", "warnings"}
+    assert "metrics.prom" not in report.paths  # /metrics serves them live
     # the task's retry passes: its verdict is the check's last word in this run
     ledger.record_validation(
         run_id=run,
@@ -158,5 +180,92 @@ def test_a_check_that_could_not_finish_is_reported_as_error_until_a_retry_supers
     report = nightly_report(ledger, catalog, run)
     assert report.failed == [] and report.checks == 1
     assert "**1 of 1 checks passed.**" in report.markdown
-    metrics = Path(report.paths["metrics.prom"]).read_text()
-    assert metrics.count("gpufleet_validation_passed{") == 1
+    metrics = exposition(catalog, ledger).decode()
+    assert 'gpufleet_validation_passed{cluster="a3u-sim",kind="fabric",pool="h200-a"} 1.0' in (
+        metrics
+    )
+    assert 'gpufleet_validation_error{cluster="a3u-sim",kind="fabric",pool="h200-a"} 0.0' in (
+        metrics
+    )
+
+
+def record_drifting_history(ledger, nights: int = 14) -> str:
+    """``nights`` passing nights of a3u-sim/h200-a near 350 GB/s, then tonight at 330 GB/s:
+    still above the pass threshold (0.9 x 355), well below the pool's own history."""
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
+    for i, busbw in enumerate([350.0 + (-1.0) ** i * (i % 3) for i in range(nights)] + [330.0]):
+        run = f"scheduled__night-{i:02d}"
+        ledger.record_validation(
+            run_id=run,
+            cluster="a3u-sim",
+            pool="h200-a",
+            kind="fabric",
+            passed=True,
+            started_at=start + timedelta(days=i),
+            transport="gib",
+            expected_transport="gib",
+            busbw_gbps=busbw,
+            baseline_gbps=355.0,
+            nodes_tested=6,
+            reasons=["every pair passed"],
+            details={"small_latency_us": 31.0},
+        )
+        ledger.set_pool_state("a3u-sim", "h200-a", "validated", "every pair passed", run)
+    return run
+
+
+def test_a_drifting_pool_is_reported_and_alerted_with_its_figures_but_does_not_fail(
+    fleet_state, webhook, monkeypatch
+):
+    from gpufleet.airflow.operators.nightly import ValidationReportOperator
+    from gpufleet.store import Ledger
+
+    url, received = webhook
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPUFLEET_ALERTS", json.dumps({"conn_type": "http", "host": url})
+    )
+    ledger = Ledger()
+    run = record_drifting_history(ledger)
+    ctx = {
+        "run_id": run,
+        "ti": SimpleNamespace(get_task_states=lambda dag_id, run_ids: {}),  # no task failed
+        "dag": SimpleNamespace(dag_id="nightly_fabric_validation"),
+    }
+    paths = ValidationReportOperator(task_id="report").execute(ctx)  # a warning: no failure
+    report = Path(paths["report.md"]).read_text()
+    assert "**1 of 1 checks passed.**" in report
+    drift = report.split("## Drift")[1].split("##")[0]
+    assert "- a3u-sim/h200-a: busbw 330.0 GB/s is" in drift and "below its 14-night median" in drift
+    assert "Drift" in Path(paths["report.html"]).read_text()
+    assert ledger.pool_state("a3u-sim", "h200-a")["state"] == "drifting"
+    (alert,) = received
+    assert alert["body"]["summary"] == "fleet drifting (still passing)"
+    assert alert["body"]["run_id"] == run
+    assert "a3u-sim/h200-a: busbw 330.0 GB/s is" in alert["body"]["error"]
+    assert "median 350" in alert["body"]["error"]
+
+
+def test_a_steady_pool_gets_no_drift_section_and_no_warning(fleet_state):
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.nightly import nightly_report
+    from gpufleet.store import Ledger
+
+    ledger = Ledger()
+    run = record_drifting_history(ledger, nights=14)
+    # tonight's figure replaced by a steady one: record the night again, as a retry would
+    ledger.record_validation(
+        run_id=run,
+        cluster="a3u-sim",
+        pool="h200-a",
+        kind="fabric",
+        passed=True,
+        started_at=datetime(2026, 11, 15, 3, 0, tzinfo=UTC),
+        transport="gib",
+        expected_transport="gib",
+        busbw_gbps=349.5,
+        baseline_gbps=355.0,
+        nodes_tested=6,
+        details={"small_latency_us": 31.0},
+    )
+    report = nightly_report(ledger, load_catalog(), run)
+    assert report.warnings == [] and "## Drift" not in report.markdown

@@ -48,6 +48,11 @@ def test_each_missing_or_bad_fact_refuses_with_its_reason():
     cases = {
         "unknown pool": replace(good(), known=False),
         "pool is degraded": replace(good(), state=PoolState.DEGRADED),
+        "pool is degraded (transport observed: socket (expected gib))": replace(
+            good(),
+            state=PoolState.DEGRADED,
+            state_reason="transport observed: socket (expected gib)",
+        ),
         "pool is suspect": replace(good(), state=PoolState.SUSPECT),
         "pool is transitioning": replace(good(), state=PoolState.TRANSITIONING),
         "pool is retired": replace(good(), state=PoolState.RETIRED),

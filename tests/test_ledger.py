@@ -128,6 +128,47 @@ def test_latest_and_history_order(ledger_url):
     assert [h["run_id"] for h in history] == ["n2", "n3", "n4"]
 
 
+def test_latest_validations_of_many_pools_agree_with_one_at_a_time(ledger_url):
+    """The batched read (pages over thousands of pools) is the one-pool read, pair by pair:
+    the highest id wins even when its clock says earlier, a pool without a row has none, and
+    more pairs than one statement takes are read in several."""
+    ledger = Ledger(ledger_url)
+    pools = [f"p{i}" for i in range(120)]  # 240 (pool, kind) pairs: two statements
+    for night in range(2):
+        for i, pool in enumerate(pools):
+            for kind in ("fabric", "storage") if i % 3 else ("fabric",):
+                ledger.record_validation(
+                    run_id=f"n{night}",
+                    cluster="c",
+                    pool=pool,
+                    kind=kind,
+                    passed=(i + night) % 2 == 0,
+                    busbw_gbps=300.0 + i + night,
+                    details={"night": night},
+                    started_at=NOW - timedelta(days=night),  # the later row has the older clock
+                    finished_at=NOW - timedelta(days=night, minutes=-3),
+                )
+    ledger.record_validation(  # another cluster's row never answers for this one
+        run_id="n9",
+        cluster="other",
+        pool="p1",
+        kind="fabric",
+        passed=False,
+        started_at=NOW,
+        finished_at=NOW,
+    )
+    latest = ledger.latest_validations("c", [*pools, "missing"])
+    for pool in [*pools, "missing"]:
+        for kind in ("fabric", "storage"):
+            assert latest.get((pool, kind)) == ledger.latest_validation("c", pool, kind)
+    assert latest[("p1", "fabric")]["run_id"] == "n1" and latest[("p1", "fabric")]["details"] == {
+        "night": 1
+    }
+    assert latest[("p1", "fabric")]["finished_at"].tzinfo is not None
+    assert ("p0", "storage") not in latest and ("missing", "fabric") not in latest
+    assert ledger.latest_validations("c", []) == {}
+
+
 def test_naive_datetimes_are_refused(ledger_url):
     ledger = Ledger(ledger_url)
     with pytest.raises(Exception, match="aware datetimes"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpufleet.airflow.ui.metrics import exposition
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
@@ -64,12 +65,18 @@ def test_healthy_fleet_passes_and_records_per_pair_figures(fleet):
         ("p5-sim", "h100-a", "ofi-efa"),
     ]
     reports = state_dir() / "reports" / "latest"
-    assert "6 of 6 checks passed" in (reports / "report.md").read_text()
+    report = (reports / "report.md").read_text()
+    assert "6 of 6 checks passed" in report
     assert "<svg" in (reports / "report.html").read_text()
-    assert (
-        'gpufleet_fabric_busbw_gbps{cluster="p5-sim",pool="h100-a"}'
-        in (reports / "metrics.prom").read_text()
+    assert not (reports / "metrics.prom").exists()  # served live by /metrics instead
+    assert 'gpufleet_fabric_busbw_gbps{cluster="p5-sim",pool="h100-a"}' in (
+        exposition(load_catalog(), ledger).decode()
     )
+    # what validation cost, from the pods' own container times: every row, per pool, in total
+    for r in rows:
+        assert r["details"]["gpu_minutes"] > 0 and r["details"]["gpu_minutes_per_node"] > 0
+    assert h100["details"]["cost_nodes"] == 5
+    assert "## Validation cost" in report and "GPU-minutes per node per night" in report
 
 
 def test_fabric_down_falls_back_to_sockets_and_fails_loudly(fleet):

@@ -10,6 +10,7 @@ Create operations are idempotent (``apply``, ``ensure_*``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY, UNVALIDATED_KEY
@@ -106,6 +107,18 @@ class PodInfo:
     # kind of the pod's controlling owner (``metadata.ownerReferences``): ``DaemonSet`` pods
     # stay on a drained node (their controller ignores cordons), ``Job``, ``ReplicaSet``, ...
     owner_kind: str | None = None
+    # When the pod's containers ran (``status.containerStatuses[].state``, UTC): the first
+    # container's start, and the last one's finish once every container has terminated. None
+    # until then. What a validation's cost in GPU-minutes is measured from.
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def run_seconds(self) -> float | None:
+        """How long the pod's containers held its node (None until they finished)."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return max((self.finished_at - self.started_at).total_seconds(), 0.0)
 
     @property
     def finished(self) -> bool:

@@ -203,7 +203,8 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
     elif not isinstance(f.state, PoolState):
         out.append(f"{f.key}: pool state {f.state!r} is not one this gpufleet knows")
     elif f.state not in LAUNCHABLE_STATES:
-        out.append(f"{f.key}: pool is {f.state.value}")
+        why = f" ({f.state_reason})" if f.state_reason else ""  # what put it there
+        out.append(f"{f.key}: pool is {f.state.value}{why}")
     elif f.state is PoolState.DRIFTING and f.block_on_drift is not False:
         why = "the catalog sets block_on_drift" if f.block_on_drift else "unknown block_on_drift"
         out.append(f"{f.key}: pool is drifting ({why}): {f.state_reason or 'no figures recorded'}")

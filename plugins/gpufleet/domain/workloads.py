@@ -38,6 +38,9 @@ def workload_selector(kind: str, name: str) -> str:
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
 PAIR_NODES_ANNOTATION = "gpufleet.io/pair-nodes"
+# The raw run id (an Airflow run id) on every workload gpufleet renders (``manifests.labels``
+# writes it; the sim reads it to tell which night a validation belongs to).
+RUN_ID_ANNOTATION = "gpufleet.io/run-id"
 
 
 def pool_label_key(cluster: Cluster) -> str:

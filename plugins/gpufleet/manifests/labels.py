@@ -8,7 +8,7 @@ Labels: every workload object and pod carries ``app.kubernetes.io/managed-by: gp
 ``gpufleet.io/pool: <pool>`` (``base_labels``). Add-on objects carry the managed-by label and
 their pool or cluster. ``run_label(run_id)`` turns any run id (Airflow's contain ``:`` and
 ``+``) into a valid label value; the raw id is kept in the ``gpufleet.io/run-id`` annotation.
-The keys the backends read as well (pool, workload, quarantine) live in
+The keys the backends read as well (pool, workload, quarantine, run id) live in
 :mod:`gpufleet.domain.workloads`; the keys here are only written by manifests.
 
 Naming rule (JobSet pod names must stay <= 63 characters): JobSet pods are named
@@ -37,12 +37,16 @@ from gpufleet.domain.names import (
     LABEL_VALUE,
     MAX_JOBSET_NAME,
 )
-from gpufleet.domain.workloads import POOL_LABEL, WORKLOAD_LABEL, pool_label_key
+from gpufleet.domain.workloads import (
+    POOL_LABEL,
+    RUN_ID_ANNOTATION,
+    WORKLOAD_LABEL,
+    pool_label_key,
+)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpufleet"
 RUN_LABEL = "gpufleet.io/run"
-RUN_ID_ANNOTATION = "gpufleet.io/run-id"
 CLUSTER_ANNOTATION = "gpufleet.io/cluster"
 CLUSTER_LABEL = "gpufleet.io/cluster"
 CHECK_LABEL = "gpufleet.io/check"  # nccl | storage (validation workloads)

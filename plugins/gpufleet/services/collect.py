@@ -48,6 +48,25 @@ class Workload:
         )
 
 
+def gpu_seconds(pods: list[PodInfo], gpus_per_node: int) -> float:
+    """GPU-seconds a workload's ``pods`` held: each placed pod holds every GPU of its node
+    (validation pods take whole nodes) from its containers' start to their finish, as the
+    cluster reports them (``PodInfo.run_seconds``; a pod that never ran holds nothing)."""
+    return sum(p.run_seconds or 0.0 for p in pods if p.node) * gpus_per_node
+
+
+def cost_details(seconds: float, nodes: int) -> dict[str, float | int | None]:
+    """A validation row's cost ``details``: its GPU-minutes, the pool's nodes it is counted
+    over (``cost_nodes``: those the night validates), and per node. A pool's fabric and
+    storage figures per node add up to what validating one of its nodes cost that night."""
+    minutes = seconds / 60
+    return {
+        "gpu_minutes": round(minutes, 3),
+        "cost_nodes": nodes,
+        "gpu_minutes_per_node": round(minutes / nodes, 3) if nodes > 0 else None,
+    }
+
+
 def pod_index(pod: PodInfo) -> int:
     try:
         return int(pod.labels.get(COMPLETION_INDEX_LABEL, "0"))

@@ -10,6 +10,7 @@ handed to the trigger and back between rounds as ``to_dict()`` (plain JSON); its
 from __future__ import annotations
 
 import logging
+import statistics
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,9 +22,9 @@ from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.pairing import Localizer, plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
-from gpufleet.domain.workloads import UNVALIDATED_KEY
+from gpufleet.domain.workloads import UNVALIDATED_KEY, workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
-from gpufleet.services.collect import Workload, read_nccl_pair
+from gpufleet.services.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
 from gpufleet.services.nodes import NodeLifecycle
 from gpufleet.store import Ledger
 
@@ -51,6 +52,7 @@ class FabricState:
     pass1: list[dict[str, Any]] = field(default_factory=list)
     pass2: list[dict[str, Any]] = field(default_factory=list)
     workload: Workload | None = None
+    gpu_seconds: float = 0.0  # what the rounds so far held, from their pods' container times
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (a trigger's ``carry``)."""
@@ -188,6 +190,8 @@ class FabricValidation:
         wl = state.workload
         assert wl is not None, "collect() needs a round in flight"
         verdicts = [self._judge(wl, i, (pair[0], pair[1])) for i, pair in enumerate(wl.pairs)]
+        pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))
+        state.gpu_seconds += gpu_seconds(pods, self.ref.pool.gpu.count)
         self.backend.delete(wl.kind, wl.name, wl.namespace)
         if state.round == 0:
             state.pass1 += [v.as_row(1) for v in verdicts]
@@ -272,6 +276,11 @@ class FabricValidation:
             if r["busbw_gbps"] is not None and not {r["node_a"], r["node_b"]} & set(bad)
         ]
         lowest = min(good_busbw) if good_busbw else None
+        latencies = [  # the pool's small-message latency tonight: what drift watches
+            r["small_latency_us"]
+            for r in state.pass1
+            if r["passed"] and r["small_latency_us"] is not None
+        ]
         self.ledger.record_validation(
             run_id=state.run_id,
             cluster=self.ref.cluster.name,
@@ -290,6 +299,8 @@ class FabricValidation:
                 "page": verdict.page,
                 "transports": transports,
                 "tolerance": self.tolerance,
+                "small_latency_us": statistics.median(latencies) if latencies else None,
+                **cost_details(state.gpu_seconds, len(tested)),
             },
             started_at=datetime.fromisoformat(state.started_at),
             pairs=rows,

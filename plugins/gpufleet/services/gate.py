@@ -73,27 +73,49 @@ def _transition_refusal(name: str, transitions: list[dict]) -> str | None:
 
 
 def gather_facts(
-    catalog: Catalog, ledger: Ledger | None, cluster: str, pools: list[str]
+    catalog: Catalog,
+    ledger: Ledger | None,
+    cluster: str,
+    pools: list[str],
+    nodes: list | None = None,
+    nodes_error: str | None = None,
 ) -> list[PoolFacts]:
-    """One PoolFacts per requested pool; what cannot be read stays unknown (None)."""
+    """One PoolFacts per requested pool; what cannot be read stays unknown (None).
+
+    The cluster's nodes are listed once for all the pools asked about. A caller that already
+    listed them passes ``nodes`` (every node of this cluster) or why they could not be listed
+    (``nodes_error``), and the cluster is not asked again."""
     out: list[PoolFacts] = []
     try:
         cl = catalog.cluster(cluster)
     except GpufleetError:
         return [PoolFacts(key=f"{cluster}/{p}", known=False) for p in pools]
-    backend = None
-    nodes_error = None
-    try:
-        backend = cluster_backend(cl)
-    except Exception as exc:  # noqa: BLE001 - an unreachable cluster refuses
-        nodes_error = str(exc)
+    if nodes is None and nodes_error is None:
+        try:
+            backend = cluster_backend(cl)
+        except Exception as exc:  # noqa: BLE001 - an unreachable cluster refuses
+            nodes_error = str(exc)
+        else:
+            try:
+                nodes = backend.list_nodes(None)
+            except Exception as exc:  # noqa: BLE001 - nodes that cannot be listed refuse
+                nodes_error = f"{type(exc).__name__}: {exc}"
+    by_pool: dict[str | None, list] | None = None
+    if nodes is not None:
+        by_pool = {}
+        for node in nodes:
+            by_pool.setdefault(node.pool, []).append(node)
     transitions: list[dict] = []
-    transitions_error = None
-    if ledger is not None:  # one read for the cluster, not one per pool
+    states: dict[tuple[str, str], dict] = {}
+    latest: dict[tuple[str, str], dict] = {}
+    ledger_error = None
+    if ledger is not None:  # reads for the cluster's pools at once, not one per pool
         try:
             transitions = ledger.transitions_in_flight(cluster)
+            states = ledger.pool_states(cluster)
+            latest = ledger.latest_validations(cluster, pools)
         except Exception as exc:  # noqa: BLE001 - an unreadable ledger refuses
-            transitions_error = f"ledger: {exc}"
+            ledger_error = f"ledger: {exc}"
     for name in pools:
         key = f"{cluster}/{name}"
         try:
@@ -104,29 +126,20 @@ def gather_facts(
         if ledger is None:
             out.append(PoolFacts(key=key, known=True, error="the ledger could not be read"))
             continue
-        if transitions_error:
-            out.append(PoolFacts(key=key, known=True, error=transitions_error))
+        if ledger_error:
+            out.append(PoolFacts(key=key, known=True, error=ledger_error))
             continue
         try:
-            row = ledger.pool_state(cluster, name)
+            row = states.get((cluster, name))
             state = read_enum(PoolState, row["state"], "pool state") if row else None
             state_reason = read_text(row.get("reason"), "pool state reason") if row else None
-            fabric = read_validation(
-                ledger.latest_validation(cluster, name, "fabric"), "fabric validation"
-            )
-            storage = read_validation(
-                ledger.latest_validation(cluster, name, "storage"), "storage validation"
-            )
+            fabric = read_validation(latest.get((name, "fabric")), "fabric validation")
+            storage = read_validation(latest.get((name, "storage")), "storage validation")
             transition_reason = _transition_refusal(name, transitions)
         except Exception as exc:  # noqa: BLE001 - an unreadable or unknown fact refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
-        free = None
-        if backend is not None:
-            try:
-                free = sum(1 for n in backend.list_nodes(name) if n.free)
-            except Exception as exc:  # noqa: BLE001 - nodes that cannot be listed refuse
-                nodes_error = f"{type(exc).__name__}: {exc}"
+        free = None if by_pool is None else sum(1 for n in by_pool.get(name, ()) if n.free)
         out.append(
             PoolFacts(
                 key=key,

@@ -1,4 +1,11 @@
-"""Nightly validation around the per-pool work: scope planning, run-scoped faults, report.
+"""Nightly validation around the per-pool work: scope planning, run-scoped faults, drift,
+report.
+
+The report first judges drift (``gpufleet.services.drift.assess_drift``: each pool's figures
+tonight against its own recent passing nights; a drifting pool is marked ``drifting`` and the
+findings are recorded on its validation row), then renders the Markdown/HTML report with a
+Drift section and what validation cost. Drift is a warning: ``NightlyReport.warnings`` carries
+the findings, the run does not fail for them.
 
 Faults for one run (the DAG's ``sim_faults`` Param) are read with the fault grammar's one
 parser and injected through ``gpufleet.backends.faults`` (the simulated fleet takes them; a
@@ -10,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.backends.faults import clear_faults, fault_injection
@@ -18,7 +25,7 @@ from gpufleet.config.paths import state_dir
 from gpufleet.domain.faults import Fault, parse_pool_fault
 from gpufleet.domain.fleet import Catalog, PoolRef
 from gpufleet.errors import GpufleetError
-from gpufleet.services.report import html_report, markdown, prometheus, write_reports
+from gpufleet.services.report import html_report, markdown, write_reports
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -90,13 +97,15 @@ def _safe(run_id: str) -> str:
 
 @dataclass
 class NightlyReport:
-    """What ``nightly_report`` wrote (``paths``: file name -> path), and the checks that did
-    not pass (one line each: failed or could not finish)."""
+    """What ``nightly_report`` wrote (``paths``: file name -> path), the checks that did not
+    pass (one line each: failed or could not finish) and the warnings (``cluster/pool: <drift
+    finding with its figures>``: the pool still passes)."""
 
     paths: dict[str, str]
     markdown: str
     failed: list[str]
     checks: int
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (an XCom)."""
@@ -105,6 +114,7 @@ class NightlyReport:
             "markdown": self.markdown,
             "failed": list(self.failed),
             "checks": self.checks,
+            "warnings": list(self.warnings),
         }
 
 
@@ -121,13 +131,14 @@ def latest_per_check(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def nightly_report(
     ledger: Ledger, catalog: Catalog, run_id: str, history_nights: int = 14
 ) -> NightlyReport:
-    """Write the run's Markdown/HTML report and Prometheus metrics; return paths and failures.
-    Each pool and kind is reported by its last verdict in the run."""
+    """Judge drift, then write the run's Markdown/HTML report; return paths, failures and
+    warnings (drift). Each pool and kind is reported by its last verdict in the run."""
     from gpufleet.config.baselines import find_baseline
 
+    warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
     rows = latest_per_check(ledger.validations_for_run(run_id))
     quarantined = ledger.quarantined()
-    md_text = markdown(run_id, rows, quarantined)
+    md_text = markdown(run_id, rows, quarantined, warnings)
     histories, baselines = {}, {}
     for r in rows:
         if r["kind"] != "fabric":
@@ -144,7 +155,6 @@ def nightly_report(
     files = {
         "report.md": md_text,
         "report.html": html_report(run_id, md_text, histories, baselines),
-        "metrics.prom": prometheus(rows, quarantined),
     }
     paths = write_reports(state_dir() / "reports" / _safe(run_id), files)
     failed = [
@@ -154,4 +164,15 @@ def nightly_report(
         for r in rows
         if r["passed"] is not True
     ]
-    return NightlyReport(paths=paths, markdown=md_text, failed=failed, checks=len(rows))
+    return NightlyReport(
+        paths=paths, markdown=md_text, failed=failed, checks=len(rows), warnings=warnings
+    )
+
+
+def drift_warnings(ledger: Ledger, catalog: Catalog, run_id: str) -> list[str]:
+    """Judge drift for the run's pools (``services.drift.assess_drift``, which marks drifting
+    pools and records its findings on their rows); one ``cluster/pool: <finding with its
+    figures>`` line per finding."""
+    from gpufleet.services.drift import assess_drift  # it imports this module
+
+    return [drift.text() for drift in assess_drift(ledger, catalog, run_id)]

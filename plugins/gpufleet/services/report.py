@@ -1,6 +1,9 @@
-"""The nightly validation report (Markdown, HTML with a bus bandwidth chart per pool) and
-Prometheus metrics (textfile-collector format): ledger rows in, text out; ``write_reports``
-writes the files. A validation that could not finish (verdict ``error``) shows as ERROR."""
+"""The nightly validation report (Markdown, HTML with a bus bandwidth chart per pool): ledger
+rows in, text out; ``write_reports`` writes the files. A validation that could not finish
+(verdict ``error``) shows as ERROR. Drift findings and what validation cost come from the rows'
+``details`` (``drift``; ``gpu_minutes``, ``gpu_minutes_per_node``, ``cost_nodes``), so a report
+rendered later from the ledger says the same. Prometheus metrics are served live by the UI's
+``/metrics`` (``gpufleet.airflow.ui.metrics``)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,77 @@ def _status(row: dict[str, Any]) -> str:
     return "PASS" if row["passed"] is True else "FAIL"
 
 
-def markdown(run_id: str, rows: list[dict[str, Any]], quarantined: list[dict[str, Any]]) -> str:
+def _figure(value: Any) -> float | None:
+    """A number from ``details`` (read defensively: anything else is absent)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def drift_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """``cluster/pool: <finding text>`` for every drift finding the rows record
+    (``details["drift"]``, each with its ``text``)."""
+    out = []
+    for r in rows:
+        findings = (r.get("details") or {}).get("drift")
+        for f in findings if isinstance(findings, list) else ():
+            text = f.get("text") if isinstance(f, dict) else None
+            if isinstance(text, str) and text:
+                out.append(f"{r['cluster']}/{r['pool']}: {text}")
+    return out
+
+
+def validation_cost(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What the rows' validations cost: per pool, GPU-minutes and GPU-minutes per node (the
+    pool's fabric and storage figures per node added up), and over every pool that reports a
+    cost, GPU-minutes in total and per node (total / the nodes the pools' validations cover).
+    Rows without cost figures (recorded before costs were measured, or that ran nothing) are
+    left out."""
+    pools: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        details = r.get("details") or {}
+        minutes, per_node = (
+            _figure(details.get("gpu_minutes")),
+            _figure(details.get("gpu_minutes_per_node")),
+        )
+        if minutes is None or per_node is None:
+            continue
+        pool = pools.setdefault(
+            f"{r['cluster']}/{r['pool']}", {"gpu_minutes": 0.0, "per_node": 0.0, "nodes": 0}
+        )
+        pool["gpu_minutes"] += minutes
+        pool["per_node"] += per_node
+        nodes = _figure(details.get("cost_nodes"))
+        pool["nodes"] = max(pool["nodes"], int(nodes) if nodes else round(minutes / per_node))
+    total = sum(p["gpu_minutes"] for p in pools.values())
+    nodes = sum(p["nodes"] for p in pools.values())
+    return {
+        "pools": pools,
+        "gpu_minutes": total if pools else None,
+        "nodes": nodes,
+        "per_node": total / nodes if nodes else None,
+    }
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    """``Validation cost: 3.2 GPU-minutes per node per night (412.0 GPU-minutes, 128 nodes)``."""
+    if cost["per_node"] is None:
+        return "Validation cost: not measured in this run."
+    return (
+        f"Validation cost: {cost['per_node']:.1f} GPU-minutes per node per night "
+        f"({cost['gpu_minutes']:,.1f} GPU-minutes over {cost['nodes']} nodes)"
+    )
+
+
+def markdown(
+    run_id: str,
+    rows: list[dict[str, Any]],
+    quarantined: list[dict[str, Any]],
+    drift: list[str] | None = None,
+) -> str:
+    """The run's report. ``drift``: the drift findings' one-liners (default: those the rows
+    record in ``details["drift"]``)."""
+    drift = drift_texts(rows) if drift is None else drift
     fabric = [r for r in rows if r["kind"] == "fabric"]
     storage = [r for r in rows if r["kind"] == "storage"]
     failed = [r for r in rows if _status(r) != "PASS"]
@@ -35,6 +108,15 @@ def markdown(run_id: str, rows: list[dict[str, Any]], quarantined: list[dict[str
         else "**No pool was validated in this run.**"
     )
     out.append("")
+    if drift:
+        out += [
+            "## Drift",
+            "",
+            "Figures moving away from the pool's own recent nights (a warning: still passing).",
+            "",
+        ]
+        out += [f"- {line}" for line in drift]
+        out.append("")
     if fabric:
         out += [
             "## Fabric (2-node NCCL all-reduce)",
@@ -65,6 +147,17 @@ def markdown(run_id: str, rows: list[dict[str, Any]], quarantined: list[dict[str
                 f"{'; '.join(r['reasons'])} |"
             )
         out.append("")
+    cost = validation_cost(rows)
+    if cost["pools"]:
+        out += [
+            "## Validation cost",
+            "",
+            "| pool | GPU-minutes | GPU-minutes per node |",
+            "|---|---:|---:|",
+        ]
+        for pool, c in cost["pools"].items():
+            out.append(f"| {pool} | {c['gpu_minutes']:,.1f} | {c['per_node']:.2f} |")
+        out += ["", f"**{cost_line(cost)}.**", ""]
     if quarantined:
         out += ["## Quarantined nodes", ""]
         out += [
@@ -118,14 +211,16 @@ def html_report(
     baselines: dict[str, float | None],
 ) -> str:
     body = [f"<h1>Nightly fabric validation: {html.escape(run_id)}</h1>"]
-    for line in md_text.splitlines()[2:]:
+    lines = md_text.splitlines()[2:]
+    for i, line in enumerate(lines):
         if line.startswith("## "):
             body.append(f"<h2>{html.escape(line[3:])}</h2>")
         elif line.startswith("|---"):
             continue
         elif line.startswith("| "):
             cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
-            tag = "th" if "verdict" in cells else "td"
+            header = i + 1 < len(lines) and lines[i + 1].startswith("|---")
+            tag = "th" if header else "td"
             cells = [
                 f'<span class="{c}">{c}</span>' if c in ("PASS", "FAIL", "ERROR") else c
                 for c in cells
@@ -149,52 +244,6 @@ def html_report(
         f"<!doctype html><html><head><meta charset='utf-8'><title>gpufleet {html.escape(run_id)}"
         f"</title><style>{style}</style></head><body>{text}{''.join(charts)}</body></html>\n"
     )
-
-
-def _labels(**kv: str) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in kv.items()) + "}"
-
-
-def prometheus(rows: Iterable[dict[str, Any]], quarantined: list[dict[str, Any]]) -> str:
-    """Metrics for node_exporter's textfile collector."""
-    metrics: dict[str, tuple[str, list[str]]] = {
-        "gpufleet_validation_passed": ("1 when the pool passed its last validation", []),
-        "gpufleet_fabric_transport_ok": ("1 when NCCL used the expected transport", []),
-        "gpufleet_fabric_busbw_gbps": ("lowest large-message all-reduce busbw of a pool", []),
-        "gpufleet_fabric_baseline_gbps": ("expected large-message busbw", []),
-        "gpufleet_lustre_read_mb_s": ("aggregate fio read throughput", []),
-        "gpufleet_lustre_write_mb_s": ("aggregate fio write throughput", []),
-        "gpufleet_lustre_expected_mb_s": ("tier x capacity", []),
-        "gpufleet_quarantined_nodes": ("nodes quarantined in a pool", []),
-    }
-
-    def add(name: str, labels: str, value: float | None) -> None:
-        if value is not None:
-            metrics[name][1].append(f"{name}{labels} {value:g}")
-
-    for r in rows:
-        lab = _labels(cluster=r["cluster"], pool=r["pool"], kind=r["kind"])
-        add("gpufleet_validation_passed", lab, 1 if r["passed"] else 0)
-        pl = _labels(cluster=r["cluster"], pool=r["pool"])
-        if r["kind"] == "fabric":
-            ok = r["transport"] == r["expected_transport"] if r["transport"] else None
-            add("gpufleet_fabric_transport_ok", pl, None if ok is None else int(ok))
-            add("gpufleet_fabric_busbw_gbps", pl, r["busbw_gbps"])
-            add("gpufleet_fabric_baseline_gbps", pl, r["baseline_gbps"])
-        else:
-            add("gpufleet_lustre_read_mb_s", pl, r["read_mb_s"])
-            add("gpufleet_lustre_write_mb_s", pl, r["write_mb_s"])
-            add("gpufleet_lustre_expected_mb_s", pl, r["expected_mb_s"])
-    counts: dict[tuple[str, str], int] = {}
-    for q in quarantined:
-        counts[(q["cluster"], q["pool"])] = counts.get((q["cluster"], q["pool"]), 0) + 1
-    for (cluster, pool), n in sorted(counts.items()):
-        add("gpufleet_quarantined_nodes", _labels(cluster=cluster, pool=pool), n)
-    out = []
-    for name, (help_text, samples) in metrics.items():
-        if samples:
-            out += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *samples]
-    return "\n".join(out) + "\n"
 
 
 def write_reports(folder: Path, files: dict[str, str]) -> dict[str, str]:

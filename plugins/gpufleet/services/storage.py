@@ -19,7 +19,7 @@ from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
-from gpufleet.services.collect import Workload, pod_index
+from gpufleet.services.collect import Workload, cost_details, gpu_seconds, pod_index
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class StorageState:
     started_at: str  # ISO 8601, UTC
     workload: Workload | None = None
     skipped: str | None = None
+    pool_nodes: int = 0  # the pool's nodes tonight's validations cover (what cost is per)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (a trigger's ``carry``)."""
@@ -100,6 +101,7 @@ class StorageValidation:
             state.skipped = f"{self.ref.key}: no idle node to run fio from"
             return state
         nodes = idle[: self.clients]
+        state.pool_nodes = len(idle)
         manifest = render_storage_validation(self.ref, nodes, run_id, namespace=self.namespace)
         self.backend.apply(manifest)
         meta = manifest["metadata"]
@@ -159,6 +161,12 @@ class StorageValidation:
                 "floor_mb_s": verdict.floor_mb_s,
                 "tier_mbps_per_tib": fs.throughput_mbps_per_tib,
                 "capacity_tib": fs.capacity_tib,
+                # fio pods request no GPU; their nodes' GPUs are counted all the same (an upper
+                # bound: a job could share a node while fio runs), like the fabric's pairs
+                **cost_details(
+                    gpu_seconds(pods, self.ref.pool.gpu.count),
+                    state.pool_nodes or len({p.node for p in pods if p.node}),
+                ),
             },
             started_at=datetime.fromisoformat(state.started_at),
         )

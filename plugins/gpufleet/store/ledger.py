@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +21,7 @@ from gpufleet.store.database import (
 from gpufleet.store.nodes import NodeRecords
 from gpufleet.store.regions import RegionRecords
 from gpufleet.store.transitions import TransitionRecords
+from gpufleet.store.validations import ValidationRecords
 
 __all__ = ["LEDGER_CONN_ID", "Ledger"]
 
@@ -36,7 +36,7 @@ def _row(r: Any) -> dict[str, Any] | None:
     return dict(r._mapping) if r is not None else None
 
 
-class Ledger(RegionRecords, TransitionRecords, NodeRecords):
+class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords):
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
 
     def __init__(self, url: str | None = None):
@@ -56,149 +56,6 @@ class Ledger(RegionRecords, TransitionRecords, NodeRecords):
     def safe_url(self) -> str:
         """The ledger's URL without user info, for messages."""
         return display_url(self.engine.url)
-
-    # --- validations ---------------------------------------------------------------------------
-
-    def record_validation(
-        self,
-        *,
-        run_id: str,
-        cluster: str,
-        pool: str,
-        kind: str,
-        passed: bool,
-        started_at: datetime,
-        finished_at: datetime | None = None,
-        pairs: Iterable[dict[str, Any]] = (),
-        **fields: Any,
-    ) -> int:
-        """One pool's verdict for one run, with its per-pair figures; returns the row id.
-        ``passed`` records verdict ``pass`` or ``fail`` (see ``record_validation_error``)."""
-        values = {
-            "run_id": run_id,
-            "cluster": cluster,
-            "pool": pool,
-            "kind": kind,
-            "passed": passed is True,
-            "verdict": fields.pop("verdict", None) or ("pass" if passed is True else "fail"),
-            "started_at": started_at,
-            "finished_at": finished_at or _now(),
-            "reasons": list(fields.pop("reasons", [])),
-            "details": dict(fields.pop("details", {})),
-            **fields,
-        }
-        with self.engine.begin() as conn:
-            vid = conn.execute(insert(s.validations).values(**values)).inserted_primary_key[0]
-            rows = [
-                {**p, "validation_id": vid, "reasons": list(p.get("reasons", []))} for p in pairs
-            ]
-            if rows:
-                conn.execute(insert(s.validation_pairs), rows)
-        return int(vid)
-
-    def record_validation_error(
-        self,
-        run_id: str,
-        cluster: str,
-        pool: str,
-        kind: str,
-        reason: str,
-        started_at: datetime | None = None,
-    ) -> int:
-        """A validation that could not finish: verdict ``error``, not passed, finished now. It
-        becomes the pool's latest validation, so the pool stops counting as validated at once."""
-        now = _now()
-        return self.record_validation(
-            run_id=run_id,
-            cluster=cluster,
-            pool=pool,
-            kind=kind,
-            passed=False,
-            verdict="error",
-            started_at=started_at or now,
-            finished_at=now,
-            reasons=[reason],
-        )
-
-    def latest_validation(self, cluster: str, pool: str, kind: str) -> dict[str, Any] | None:
-        """The last validation recorded (highest row id: the ledger's insertion order, never a
-        row's own timestamp, which a skewed clock or a hand edit can put anywhere), with its
-        ``verdict``."""
-        v = s.validations
-        q = (
-            select(v)
-            .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
-            .order_by(v.c.id.desc())
-            .limit(1)
-        )
-        with self.engine.connect() as conn:
-            return _row(conn.execute(q).first())
-
-    def validation_history(
-        self,
-        cluster: str,
-        pool: str,
-        kind: str = "fabric",
-        limit: int = 30,
-        *,
-        passed_only: bool = False,
-        before_id: int | None = None,
-    ) -> list[dict[str, Any]]:
-        """The most recent ``limit`` verdicts (insertion order), oldest first; with
-        ``passed_only`` only passing ones, with ``before_id`` only those recorded before that
-        row. One query on the (cluster, pool, kind, id) index."""
-        v = s.validations
-        cond = [v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind]
-        if passed_only:
-            cond.append(v.c.verdict == "pass")
-        if before_id is not None:
-            cond.append(v.c.id < before_id)
-        q = select(v).where(*cond).order_by(v.c.id.desc()).limit(limit)
-        with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in reversed(conn.execute(q).all())]
-
-    def merge_validation_details(self, validation_id: int, entries: dict[str, Any]) -> None:
-        """Merge ``entries`` into one validation row's ``details`` (keys replaced whole)."""
-        v = s.validations
-        with self.engine.begin() as conn:
-            row = conn.execute(select(v.c.details).where(v.c.id == validation_id)).first()
-            if row is None:
-                raise LedgerError(f"no validation {validation_id} to add details to")
-            details = {**(row.details or {}), **entries}
-            conn.execute(update(v).where(v.c.id == validation_id).values(details=details))
-
-    def first_pass_latencies(self, validation_ids: Iterable[int]) -> dict[int, list[float]]:
-        """The small-message latency of each passing first-pass pair, per validation (one
-        query for all of them)."""
-        p = s.validation_pairs
-        ids = list(validation_ids)
-        out: dict[int, list[float]] = {i: [] for i in ids}
-        if not ids:
-            return out
-        q = select(p.c.validation_id, p.c.small_latency_us).where(
-            p.c.validation_id.in_(ids),
-            p.c.pass_no == 1,
-            p.c.passed.is_(True),
-            p.c.small_latency_us.is_not(None),
-        )
-        with self.engine.connect() as conn:
-            for vid, latency in conn.execute(q.order_by(p.c.id)).all():
-                out[vid].append(float(latency))
-        return out
-
-    def validations_for_run(self, run_id: str) -> list[dict[str, Any]]:
-        v = s.validations
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(v).where(v.c.run_id == run_id).order_by(v.c.id)).all()
-            return [dict(r._mapping) for r in rows]
-
-    def pairs(self, validation_id: int) -> list[dict[str, Any]]:
-        p = s.validation_pairs
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(p).where(p.c.validation_id == validation_id).order_by(p.c.id)
-            ).all()
-            return [dict(r._mapping) for r in rows]
 
     # --- pool lifecycle ------------------------------------------------------------------------
 
@@ -249,12 +106,13 @@ class Ledger(RegionRecords, TransitionRecords, NodeRecords):
                 conn.execute(select(t).where(t.c.cluster == cluster, t.c.pool == pool)).first()
             )
 
-    def pool_states(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def pool_states(self, cluster: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every pool's state (one cluster's with ``cluster``), keyed by (cluster, pool)."""
+        q = select(s.pool_state)
+        if cluster is not None:
+            q = q.where(s.pool_state.c.cluster == cluster)
         with self.engine.connect() as conn:
-            return {
-                (r.cluster, r.pool): dict(r._mapping)
-                for r in conn.execute(select(s.pool_state)).all()
-            }
+            return {(r.cluster, r.pool): dict(r._mapping) for r in conn.execute(q).all()}
 
     # --- quarantine ----------------------------------------------------------------------------
 

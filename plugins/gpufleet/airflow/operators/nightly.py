@@ -84,11 +84,13 @@ class ValidationTargetsOperator(BaseOperator):
 
 
 class ValidationReportOperator(BaseOperator):
-    """Write the run's report and metrics, clear run-scoped faults; fail if any check failed."""
+    """Judge drift, write the run's report, clear run-scoped faults; alert on drift (a warning:
+    the task still succeeds when every check passed); fail if any check failed."""
 
     def execute(self, context) -> dict[str, str]:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from gpufleet.airflow.notifiers import send_alert
         from gpufleet.airflow.operators.common import failed_tasks, ledger
         from gpufleet.config.catalog import load_catalog
         from gpufleet.services.nightly import clear_run_faults, nightly_report
@@ -97,11 +99,14 @@ class ValidationReportOperator(BaseOperator):
         clear_run_faults(run_id)
         result = nightly_report(ledger(), load_catalog(), run_id)
         self.log.info("report:\n%s", result.markdown)
-        self.log.info(
-            "HTML report: %s; metrics: %s",
-            result.paths["report.html"],
-            result.paths["metrics.prom"],
-        )
+        self.log.info("HTML report: %s", result.paths["report.html"])
+        if result.warnings:
+            send_alert(
+                "fleet drifting (still passing)",
+                f"{self.dag_id}.{self.task_id}",
+                f"{len(result.warnings)} drift finding(s): " + " | ".join(result.warnings),
+                run_id,
+            )
         failed = list(result.failed)
         # a task that failed before recording a verdict (bad scope, lost cluster) fails the
         # run too: the report is the run's last word

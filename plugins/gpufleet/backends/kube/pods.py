@@ -4,6 +4,7 @@ API, read its logs."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.backends.base import PodInfo
@@ -100,7 +101,52 @@ def pod_info(item: dict[str, Any]) -> PodInfo:
         message=_pod_message(status),
         namespace=metadata.get("namespace") or None,
         owner_kind=_owner_kind(metadata),
+        **_container_times(status),
     )
+
+
+def _container_times(status: dict[str, Any]) -> dict[str, datetime | None]:
+    """``started_at``: the earliest ``startedAt`` of the pod's containers, init containers
+    included (a native sidecar such as ``nccl-log`` is one), running or terminated;
+    ``finished_at``: the latest ``finishedAt``, once every one of them has terminated (a
+    sidecar still running holds the node too). Unreadable timestamps count as absent: the
+    times are a cost figure, never a verdict."""
+    starts: list[datetime] = []
+    ends: list[datetime] = []
+    statuses = [
+        cs
+        for key in ("initContainerStatuses", "containerStatuses")
+        for cs in status.get(key) or ()
+        if isinstance(cs, dict)
+    ]
+    for cs in statuses:
+        state = cs.get("state") or {}
+        for key in ("running", "terminated"):
+            start = _timestamp((state.get(key) or {}).get("startedAt"))
+            if start is not None:
+                starts.append(start)
+        end = _timestamp((state.get("terminated") or {}).get("finishedAt"))
+        if end is not None:
+            ends.append(end)
+    done = bool(statuses) and len(ends) == len(statuses)
+    return {
+        "started_at": min(starts) if starts else None,
+        "finished_at": max(ends) if done and starts else None,
+    }
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """An RFC 3339 time as the API server writes it (``2026-11-30T02:00:00Z``), or a datetime
+    (the client's deserialised objects), in UTC; None when absent or unreadable."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _owner_kind(metadata: dict[str, Any]) -> str | None:

@@ -3,12 +3,15 @@
 It judges the manifests it is given as a real cluster would and writes what the real programs
 print, so the same parsers and verdicts run on it. One module per concept:
 
-- ``cluster`` (``SimClusterBackend``) and ``cloud`` (``SimCloudBackend``), over ``base`` (the
-  catalog cluster, state and injected API errors they share);
+- ``cluster`` (``SimClusterBackend``, over ``nodes`` for its nodes) and ``cloud``
+  (``SimCloudBackend``), over ``base`` (the catalog cluster, state and injected API errors they
+  share);
 - ``state``: the SQLite file every Airflow task process shares (nodes, faults, objects, pods);
 - ``placement``: where pods go (selectors, affinity, taints, one GPU pod per node) and Kueue
   gang admission;
 - ``programs``: what nccl-tests, fio and a training job do in the pods placed;
+- ``clock``: the modelled clock, how long each pod's program would run on a real cluster (the
+  containers' start/finish times, what validation costs in GPU-minutes);
 - ``nccl``: what NCCL would do with a pod as rendered (network choice, ``NCCL_NET``,
   ``NCCL_DEBUG``), from ``gpufleet.domain.plumbing.inspect_pod``;
 - ``performance``: healthy figures per machine shape and Lustre tier, from ``include/sim``

@@ -1,15 +1,17 @@
 """The simulated fleet's ``ClusterBackend``: one Kubernetes cluster, as a fabric model.
 
-Nodes (labels, taints, cordons), objects (create-if-absent ``apply``, ``get``, ``delete``),
-pods (by selector or by node) and their logs, workload status and eviction (PodDisruptionBudgets
-and the workload failing: ``disruption``), all kept in the state file. Applying a Job
-or JobSet places its pods (``placement``: selectors, hostname affinity, taints, one GPU pod per
-node, Kueue gang admission) and decides how each ends (``programs``: what NCCL would do with
-the pod as rendered, the healthy figures of ``performance``, the faults in force).
+Nodes (labels, taints, cordons: ``nodes``), objects (create-if-absent ``apply``, ``get``,
+``delete``), pods (by selector or by node) and their logs, workload status and eviction
+(PodDisruptionBudgets and the workload failing: ``disruption``), all kept in the state file.
+Applying a Job or JobSet places its pods (``placement``: selectors, hostname affinity, taints,
+one GPU pod per node, Kueue gang admission) and decides how each ends (``programs``: what NCCL
+would do with the pod as rendered, the healthy figures of ``performance``, the faults in force).
 
 Time is simulated lazily: a pod's start and end are fixed when the workload is applied and its
-phase follows the clock when read; ``GPUFLEET_SIM_SPEED`` scales every delay. Reading a
-container the pod does not have fails as the API server's does (a ``BackendError``).
+phase follows the clock when read; ``GPUFLEET_SIM_SPEED`` scales every delay. The containers'
+start/finish times follow the modelled clock instead (``clock``: how long the real program
+would run). Reading a container the pod does not have fails as the API server's does (a
+``BackendError``).
 """
 
 from __future__ import annotations
@@ -18,19 +20,21 @@ import hashlib
 import json
 import logging
 import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpufleet.backends.base import (
     CREATED,
     UNCHANGED,
     UPDATED,
-    NodeInfo,
     PodInfo,
-    Taint,
     WorkloadStatus,
 )
-from gpufleet.backends.sim.base import SimBackendBase
+from gpufleet.backends.sim.clock import (
+    POD_ROWS,
+    container_times,
+    forget_run_times,
+    record_run_times,
+)
 from gpufleet.backends.sim.disruption import (
     UNFINISHED,
     eviction_refusal,
@@ -39,23 +43,16 @@ from gpufleet.backends.sim.disruption import (
     terminal_condition,
 )
 from gpufleet.backends.sim.faults import night_of
+from gpufleet.backends.sim.nodes import SimNodes
 from gpufleet.backends.sim.placement import Placement, place, pod_phase, record_pods
-from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, run_times, speed
+from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
 from gpufleet.domain.workloads import (
-    COMPLETION_INDEX_LABEL,
     POOL_LABEL,
-    REPLICATED_JOB_LABEL,
-    WORKLOAD_LABEL,
     workload_selector,
 )
 from gpufleet.errors import BackendError, TransientBackendError
 
 log = logging.getLogger(__name__)
-
-# pods with their run time on the modelled clock (NULL where the sim has no model of the program)
-_PODS = (
-    "SELECT pods.*, pod_runs.run_s FROM pods LEFT JOIN pod_runs USING (cluster, namespace, name)"
-)
 
 
 def _contains(have: Any, want: Any) -> bool:
@@ -76,7 +73,7 @@ def _merge(have: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SimClusterBackend(SimBackendBase):
+class SimClusterBackend(SimNodes):
     """The ``ClusterBackend`` of a simulated cluster (refusing every call, as an unreachable
     API server would, until a ``preexisting: false`` cluster was created by onboarding)."""
 
@@ -107,97 +104,6 @@ class SimClusterBackend(SimBackendBase):
                 (json.dumps(_merge(existing, manifest)), self.cluster.name, kind, namespace, name),
             )
         return UPDATED
-
-    # --- nodes ---------------------------------------------------------------------------------
-
-    def list_nodes(self, pool: str | None = None) -> list[NodeInfo]:
-        self._api_call("list nodes")
-        return self.nodes(pool)
-
-    def nodes(self, pool: str | None = None) -> list[NodeInfo]:
-        """The nodes as they are, without injected API errors (for ``gpufleet sim show``)."""
-        from gpufleet.backends.sim.cloud import SimCloudBackend
-
-        SimCloudBackend(self.cluster, self.state).settle_nodes()
-        now = time.time()
-        with self.state.read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM nodes WHERE cluster=? AND (? IS NULL OR pool=?) ORDER BY name",
-                (self.cluster.name, pool, pool),
-            ).fetchall()
-            busy: dict[str, set[str]] = {}
-            for p in conn.execute(
-                "SELECT node, workload, labels, start_at, end_at FROM pods WHERE cluster=? "
-                "AND node IS NOT NULL",
-                (self.cluster.name,),
-            ):
-                labels = json.loads(p["labels"])
-                if labels.get(WORKLOAD_LABEL) == "validation":
-                    continue
-                if p["end_at"] is None or p["end_at"] > now:
-                    busy.setdefault(p["node"], set()).add(p["workload"])
-        return [
-            NodeInfo(
-                name=r["name"],
-                pool=r["pool"],
-                labels=json.loads(r["labels"]),
-                taints=tuple(
-                    Taint(t["key"], t.get("value"), t["effect"]) for t in json.loads(r["taints"])
-                ),
-                unschedulable=bool(r["unschedulable"]),
-                ready=bool(r["ready"]),
-                workloads=tuple(sorted(busy.get(r["name"], ()))),
-                provider_id=f"sim://{self.cluster.name}/{r['name']}",
-            )
-            for r in rows
-        ]
-
-    def _update_node(self, node: str, fn) -> None:
-        with self.state.tx() as conn:
-            row = conn.execute(
-                "SELECT * FROM nodes WHERE cluster=? AND name=?", (self.cluster.name, node)
-            ).fetchone()
-            if row is None:
-                raise BackendError(f"sim {self.cluster.name}: node {node!r} not found")
-            labels, taints, unsched = fn(
-                json.loads(row["labels"]), json.loads(row["taints"]), bool(row["unschedulable"])
-            )
-            conn.execute(
-                "UPDATE nodes SET labels=?, taints=?, unschedulable=? WHERE cluster=? AND name=?",
-                (json.dumps(labels), json.dumps(taints), int(unsched), self.cluster.name, node),
-            )
-
-    def set_unschedulable(self, node: str, unschedulable: bool) -> None:
-        self._api_call("patch node")
-        self._update_node(node, lambda lab, tnt, _u: (lab, tnt, unschedulable))
-
-    def add_taint(self, node: str, taint: Taint) -> None:
-        self._api_call("patch node")
-
-        def fn(labels, taints, unsched):
-            kept = [
-                t for t in taints if not (t["key"] == taint.key and t["effect"] == taint.effect)
-            ]
-            return labels, [*kept, taint.as_dict()], unsched
-
-        self._update_node(node, fn)
-
-    def remove_taint(self, node: str, key: str) -> None:
-        self._api_call("patch node")
-        self._update_node(node, lambda lab, tnt, u: (lab, [t for t in tnt if t["key"] != key], u))
-
-    def set_labels(self, node: str, labels: dict[str, str | None]) -> None:
-        self._api_call("patch node")
-
-        def fn(current, taints, unsched):
-            for k, v in labels.items():
-                if v is None:
-                    current.pop(k, None)
-                else:
-                    current[k] = v
-            return current, taints, unsched
-
-        self._update_node(node, fn)
 
     # --- objects and workloads -----------------------------------------------------------------
 
@@ -249,11 +155,7 @@ class SimClusterBackend(SimBackendBase):
                 "DELETE FROM objects WHERE cluster=? AND kind=? AND namespace=? AND name=?",
                 (self.cluster.name, kind, ns, name),
             ).rowcount
-            conn.execute(
-                "DELETE FROM pod_runs WHERE cluster=? AND namespace=? AND name IN (SELECT name "
-                "FROM pods WHERE cluster=? AND namespace=? AND workload_kind=? AND workload=?)",
-                (self.cluster.name, ns, self.cluster.name, ns, kind, name),
-            )
+            forget_run_times(conn, self.cluster.name, ns, kind, name)
             conn.execute(
                 "DELETE FROM pods WHERE cluster=? AND namespace=? AND workload_kind=? "
                 "AND workload=?",
@@ -267,7 +169,7 @@ class SimClusterBackend(SimBackendBase):
         now = time.time()
         with self.state.read() as conn:
             rows = conn.execute(
-                f"{_PODS} WHERE pods.cluster=? AND (? IS NULL OR pods.namespace=?) "
+                f"{POD_ROWS} WHERE pods.cluster=? AND (? IS NULL OR pods.namespace=?) "
                 "ORDER BY pods.name",
                 (self.cluster.name, namespace, namespace),
             ).fetchall()
@@ -286,7 +188,8 @@ class SimClusterBackend(SimBackendBase):
         now = time.time()
         with self.state.read() as conn:
             rows = conn.execute(
-                f"{_PODS} WHERE pods.cluster=? AND pods.node=? ORDER BY pods.namespace, pods.name",
+                f"{POD_ROWS} WHERE pods.cluster=? AND pods.node=? "
+                "ORDER BY pods.namespace, pods.name",
                 (self.cluster.name, node),
             ).fetchall()
         pods = (self._pod_info(r, json.loads(r["labels"]), now) for r in rows)
@@ -294,18 +197,10 @@ class SimClusterBackend(SimBackendBase):
 
     @staticmethod
     def _pod_info(row, labels: dict[str, str], now: float) -> PodInfo:
-        """A pod row as the API shows it. Container times: started when the pod started (wall
-        clock); finished, once it has, its modelled run time later (``programs.run_times``),
-        or at its wall-clock end where the sim has no model of the program."""
+        """A pod row (``clock.POD_ROWS``) as the API shows it, with its container times on
+        the modelled clock (``clock.container_times``)."""
         phase = pod_phase(row, now)
-        started = finished = None
-        if phase != "Pending":
-            started = datetime.fromtimestamp(row["start_at"], UTC)
-        if started is not None and phase in ("Succeeded", "Failed"):
-            if row["run_s"] is not None:
-                finished = started + timedelta(seconds=row["run_s"])
-            else:
-                finished = datetime.fromtimestamp(max(row["end_at"], row["start_at"]), UTC)
+        started, finished = container_times(row, phase)
         return PodInfo(
             row["name"],
             row["node"],
@@ -408,36 +303,7 @@ class SimClusterBackend(SimBackendBase):
         runs = self._run(conn, body, plan, now)
         start_at = now + START_DELAY_S * speed()
         record_pods(conn, self.cluster.name, body, plan, runs, message, start_at, now)
-        self._record_run_times(conn, body, plan, runs)
-
-    def _record_run_times(
-        self, conn, body: dict[str, Any], plan: list[Placement], runs: list[PodRun | None]
-    ) -> None:
-        """Each placed pod's run time on the modelled clock (``programs.run_times``, group by
-        group), keyed by the pod names ``record_pods`` gave them."""
-        kind, meta = body["kind"], body["metadata"]
-        name, namespace = meta["name"], meta.get("namespace") or ""
-        groups: dict[str, list[tuple[Placement, PodRun]]] = {}
-        for p, run in zip(plan, runs, strict=True):
-            if run is not None and p.node is not None:
-                groups.setdefault(p.group, []).append((p, run))
-        seconds: dict[tuple[str, int], float | None] = {}
-        for group, members in groups.items():
-            times = run_times(members[0][0].template, [run for _, run in members])
-            seconds.update({(group, p.index): t for (p, _), t in zip(members, times, strict=True)})
-        for row in conn.execute(
-            "SELECT name, labels FROM pods WHERE cluster=? AND namespace=? AND workload_kind=? "
-            "AND workload=?",
-            (self.cluster.name, namespace, kind, name),
-        ).fetchall():
-            labels = json.loads(row["labels"])
-            group = labels.get(REPLICATED_JOB_LABEL, name) if kind == "JobSet" else name
-            run_s = seconds.get((group, int(labels.get(COMPLETION_INDEX_LABEL, "0"))))
-            if run_s is not None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO pod_runs VALUES (?, ?, ?, ?)",
-                    (self.cluster.name, namespace, row["name"], run_s),
-                )
+        record_run_times(conn, self.cluster.name, body, plan, runs)
 
     def _run(
         self, conn, body: dict[str, Any], plan: list[Placement], now: float

@@ -16,15 +16,14 @@ from typing import Any
 
 from gpufleet.backends.sim.nights import drift_factor
 from gpufleet.domain.faults import ActiveFault
-from gpufleet.domain.workloads import WORKLOAD_LABEL
+from gpufleet.domain.workloads import RUN_ID_ANNOTATION, WORKLOAD_LABEL
 
 DEGRADED_BUSBW_FACTOR = 0.42  # a node with a flapping NIC drags its pairs down to this share
 DEGRADED_LATENCY_FACTOR = 1.6
 SLOW_LUSTRE_FACTOR = 0.3  # lustre-slow without a factor
-# The raw run id on every validation workload (written by gpufleet.manifests.labels, a sibling
-# layer the backends may not import) and the round suffix the fabric service adds to it
-# (services/fabric.py ``_submit``: ``<run id>-r<round>``): every round of one run is one night.
-RUN_ID_ANNOTATION = "gpufleet.io/run-id"
+# The round suffix the fabric service adds to the run id it annotates a validation workload with
+# (``RUN_ID_ANNOTATION``; services/fabric.py ``_submit``: ``<run id>-r<round>``): every round of
+# one run is one night.
 _ROUND = re.compile(r"-r[0-9]+$")
 
 

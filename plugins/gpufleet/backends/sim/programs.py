@@ -135,7 +135,8 @@ def _int_option(words: str, name: str, default: int, unit: bool = False) -> int:
     return int(m.group(1)) if m else default
 
 
-def _main_name(template: dict[str, Any]) -> str:
+def main_container(template: dict[str, Any]) -> str:
+    """The name of the pod template's main (first) container."""
     containers = (template.get("spec") or {}).get("containers") or [{}]
     return containers[0].get("name") or "main"
 
@@ -162,7 +163,7 @@ class GroupRun:
         self.now = now
         self.speed = speed()
         self.start = now + START_DELAY_S * self.speed
-        self.main = _main_name(template)
+        self.main = main_container(template)
         self.fabric = inspect_pod(cluster, pool, template)
 
     def run(self) -> list[PodRun]:
@@ -308,67 +309,3 @@ def _mounts_pvc(template: dict[str, Any], mount_path: str | None) -> bool:
         m.get("name") in pvc_volumes and m.get("mountPath") == mount_path
         for m in main.get("volumeMounts") or ()
     )
-
-
-# --- the modelled clock: how long the real program would run --------------------------------
-# The wall clock of the sim is compressed (START_DELAY_S, NCCL_RUN_S ... x GPUFLEET_SIM_SPEED);
-# the containers' start/finish times it reports follow what the program itself would take, so
-# what validation costs in GPU-minutes is the figure a real cluster would show.
-# Before mpirun starts, the launcher polls its peer's sshd every 5 s (the ``sleep 5`` of
-# include/manifests/nccl-validation.yaml.j2): on average half a poll.
-SSH_WAIT_S = 2.5
-# mpirun over ssh starting 2 x GPUs-per-node ranks, and NCCL building its communicator and
-# connecting the network: an assumption of the simulator (seconds on real clusters), not a
-# measurement.
-NCCL_SETUP_S = 10.0
-
-
-def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None]:
-    """Each pod's run time in seconds on the modelled clock, for one group of ``runs`` (a
-    pair, a Job's pods) of ``template``; None where the sim has no model (a training job, a
-    pod without GPUs: the wall clock stands).
-
-    - nccl-tests: every pod of the pair holds its node while the launcher runs: the ssh wait,
-      ``NCCL_SETUP_S``, then the operations nccl-tests runs, each taking the time its own output
-      prints for that size: ``-w`` warm-up operations at the largest and at the smallest size,
-      then per size, out-of-place and in-place, one synchronising operation, ``-n`` timed ones
-      and one more when ``-c`` checks the data. A pair that failed at NCCL's init ran the setup.
-    - fio: each client writes then reads its ``--numjobs`` x ``--size`` at the throughput its
-      own JSON output reports, each pass capped by ``--runtime``.
-    """
-    from gpufleet.errors import ParseError
-    from gpufleet.parsing import parse_fio_json, parse_nccl_tests
-
-    program = program_of(template)
-    main = _main_name(template)
-    if program["kind"] == "nccl-tests":
-        setup = SSH_WAIT_S + NCCL_SETUP_S
-        try:
-            result = parse_nccl_tests(runs[0].logs.get(main, "")) if runs else None
-        except ParseError:
-            result = None
-        rows = result.runs[-1].rows if result and result.runs else ()
-        timed = [r for r in rows if r.oop_time_us is not None and r.ip_time_us is not None]
-        if not timed:
-            return [setup if r.outcome == "Failed" else None for r in runs]
-        per_size = 1 + program["iters"] + (1 if program["check"] else 0)
-        ops_us = program["warmup"] * (timed[-1].oop_time_us + timed[0].oop_time_us)
-        ops_us += sum(per_size * (r.oop_time_us + r.ip_time_us) for r in timed)
-        return [setup + ops_us / 1e6 for _ in runs]
-    if program["kind"] == "fio":
-        out: list[float | None] = []
-        mib = program["size_mib"] * program["numjobs"]
-        cap = program["runtime_s"] or float("inf")
-        for run in runs:
-            if run.outcome != "Succeeded":
-                out.append(0.0)  # refused before any I/O (no Lustre mount)
-                continue
-            try:
-                fio = parse_fio_json(run.logs.get(main, ""))
-            except ParseError:
-                out.append(None)
-                continue
-            passes = [fio.write_mib_s, fio.read_mib_s]
-            out.append(sum(min(mib / bw, cap) for bw in passes if bw))
-        return out
-    return [None for _ in runs]

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS pods (
     workload_kind TEXT NOT NULL, workload TEXT NOT NULL, node TEXT, labels TEXT NOT NULL,
     start_at REAL NOT NULL, end_at REAL, outcome TEXT NOT NULL, message TEXT,
     logs TEXT NOT NULL, gpu INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (cluster, namespace, name));
--- each pod's run time on the modelled clock (programs.run_times): its container times
+-- each pod's run time on the modelled clock (clock.run_times): its container times
 CREATE TABLE IF NOT EXISTS pod_runs (
     cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, run_s REAL NOT NULL,
     PRIMARY KEY (cluster, namespace, name));

@@ -1,0 +1,163 @@
+"""UI page latency: the fleet page and a pool page over a ledger holding a year of nightly
+history for 2,000 pools, against the same pages over a ledger holding only tonight's records.
+
+Both go through the real app (``gpufleet.airflow.ui.app.create_app``, mounted as the
+api-server mounts it) with FastAPI's TestClient and a real Airflow JWT minted by the
+configured auth manager, so each request pays for authentication as in production. The
+catalog is 2,000 sim pools (``fleetgen``: 100 clusters of 20); the ledgers are filled by
+``gate_latency.fill`` (365 nights x 2,000 pools x fabric + storage = 1.46 M validation rows
+and 730,000 pool events for the year). Requests to the two ledgers alternate, so machine
+noise hits both alike. The year ledger is cached under /tmp (keyed by size and date) so a
+re-run skips its ~1 min fill.
+
+    python bench/fleet_page.py [--fleet-requests 3] [--pool-requests 120] [--pools 2000]
+                               [--nights 365] [--limit 3.0] [--fresh]
+
+Needs a migrated Airflow metadata DB (``make setup``: token revocation is checked there).
+Exits 1 when either page's p95 on the year ledger is more than --limit times its p95 on
+tonight's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plugins"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleetgen import generate_catalog  # noqa: E402
+from gate_latency import fill, pct  # noqa: E402
+
+CACHE = Path("/tmp/gpufleet-bench-fleet-page")
+POOL_PAGE = "/gpufleet/pools/cluster-0000/pool-0"
+
+
+def ledger_url(label: str, pools: int, nights: int, now: datetime, fresh: bool) -> str:
+    """A filled SQLite ledger; the year's is reused from an earlier run of the same day."""
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.store import Ledger
+
+    path = CACHE / f"{label}-{pools}p-{nights}n-{now:%Y%m%d}.db"
+    done = path.with_suffix(".done")
+    if fresh or label == "tonight" or not done.exists():
+        for old in CACHE.glob(f"{label}-{pools}p-{nights}n-*"):
+            old.unlink()
+        began = time.perf_counter()
+        ledger = Ledger(f"sqlite:///{path}")
+        rows = fill(ledger, load_catalog(), nights, now)
+        with ledger.engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
+        ledger.engine.dispose()
+        done.write_text(str(rows))
+        print(f"filled {label}: {rows:,} validation rows in {time.perf_counter() - began:.1f} s")
+    else:
+        print(f"reused {label}: {int(done.read_text()):,} validation rows ({path})")
+    return f"sqlite:///{path}"
+
+
+def client_for(url: str):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from gpufleet.airflow.ui.app import create_app
+    from gpufleet.store import Ledger
+
+    root = FastAPI()
+    root.mount("/gpufleet", create_app(ledger_factory=lambda: Ledger(url)))
+    return TestClient(root)
+
+
+def mint_token() -> str:
+    from airflow.api_fastapi.app import init_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return init_auth_manager().generate_jwt(SimpleAuthManagerUser(username="bench", role="viewer"))
+
+
+def measure(clients: dict, path: str, requests: int, headers: dict, check) -> dict:
+    """Alternate requests to each client; seconds per request, by client label."""
+    times: dict[str, list[float]] = {label: [] for label in clients}
+    for label, client in clients.items():  # warm-up: engines, sim seeding, templates
+        check(label, client.get(path, headers=headers))
+    for _ in range(requests):
+        for label, client in clients.items():
+            start = time.perf_counter()
+            response = client.get(path, headers=headers)
+            times[label].append(time.perf_counter() - start)
+            if response.status_code != 200:
+                raise SystemExit(f"{path} on the {label} ledger: HTTP {response.status_code}")
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--fleet-requests", type=int, default=3)
+    parser.add_argument("--pool-requests", type=int, default=120)
+    parser.add_argument("--pools", type=int, default=2000)
+    parser.add_argument("--nights", type=int, default=365)
+    parser.add_argument("--limit", type=float, default=3.0)
+    parser.add_argument("--fresh", action="store_true", help="refill the cached year ledger")
+    args = parser.parse_args()
+    from gpufleet.airflow.ui.app import DEFAULT_NIGHTS
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    os.environ["GPUFLEET_CATALOG_DIR"] = str(CACHE / f"fleet-{args.pools}")
+    os.environ["GPUFLEET_STATE_DIR"] = str(CACHE / "state")
+    if not (CACHE / f"fleet-{args.pools}" / "fleet.yaml").exists():
+        generate_catalog(CACHE / f"fleet-{args.pools}", args.pools, per_cluster=20)
+    now = datetime.now(UTC)
+    urls = {
+        "tonight": ledger_url("tonight", args.pools, 1, now, args.fresh),
+        "year": ledger_url("year", args.pools, args.nights, now, args.fresh),
+    }
+    try:
+        headers = {"Authorization": f"Bearer {mint_token()}"}
+    except Exception as exc:  # noqa: BLE001 - say what to do
+        print(f"cannot mint an Airflow token ({exc}); run `make setup` first (source /tmp/env.sh)")
+        return 2
+    clients = {label: client_for(url) for label, url in urls.items()}
+
+    def fleet_ok(label, response):
+        rows = response.text.count("<tr data-pool=")
+        if response.status_code != 200 or rows != args.pools:
+            raise SystemExit(f"fleet page on {label}: HTTP {response.status_code}, {rows} rows")
+
+    def pool_ok(label, response):
+        nights = response.text.count("<tr data-run-id=")
+        want = 1 if label == "tonight" else min(args.nights, DEFAULT_NIGHTS)
+        if response.status_code != 200 or nights != want:
+            raise SystemExit(f"pool page on {label}: HTTP {response.status_code}, {nights} nights")
+
+    pages = [
+        ("fleet page (2,000 rows)", "/gpufleet/fleet", args.fleet_requests, fleet_ok),
+        (f"pool page ({DEFAULT_NIGHTS} nights)", POOL_PAGE, args.pool_requests, pool_ok),
+    ]
+    print(f"{'page':<26} {'ledger':<8} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
+    worst = 0.0
+    for name, path, requests, check in pages:
+        times = measure(clients, path, requests, headers, check)
+        p95 = {}
+        for label, values in times.items():
+            p95[label] = pct(values, 0.95)
+            print(
+                f"{name:<26} {label:<8} {len(values):>8} {pct(values, 0.5) * 1e3:>9.1f} "
+                f"{p95[label] * 1e3:>9.1f} {statistics.fmean(values) * 1e3:>9.1f}"
+            )
+        ratio = p95["year"] / p95["tonight"]
+        worst = max(worst, ratio)
+        print(f"{name:<26} p95 ratio year/tonight: {ratio:.2f}")
+    print(
+        f"worst p95 ratio {worst:.2f} (limit {args.limit:.1f}): "
+        f"{'OK' if worst <= args.limit else 'OVER'}"
+    )
+    return 0 if worst <= args.limit else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The gpufleet FastAPI app, mounted by the api-server at ``/gpufleet`` (``gpufleet_plugin.py``).
+
+Pages: the fleet's readiness (``/fleet``), one pool's history (``/pools/{cluster}/{pool}``) and
+a run's nightly report (``/runs/{run_id}/report``, the "Fleet report" tab of a DAG run); their
+data as JSON under ``/api``. Every page and data route needs an authenticated Airflow user,
+resolved by the api-server's own ``get_user``: the ``Authorization: Bearer`` JWT, else the
+``_token`` cookie the UI's login sets (the UI iframes these pages from the same origin, so the
+browser sends it). Without a valid token a data route answers 401 and a page redirects to the
+login page. ``/metrics`` (``metrics.py``) checks its own bearer token; ``/static`` holds only
+the vendored chart library and our stylesheet and script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from fastapi.staticfiles import StaticFiles
+
+from gpufleet.airflow.ui import metrics, pages
+
+STATIC = Path(__file__).parent / "static"
+MAX_NIGHTS = 730
+DEFAULT_NIGHTS = 60  # the pool page's window: bounded reads, whatever the history
+
+
+class NotAuthenticated(Exception):
+    """No valid Airflow token on a request (``detail`` says which way it failed)."""
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+async def require_user(request: Request) -> Any:
+    """The Airflow user of this request, by the api-server's own rules (``get_user``: bearer
+    header first, else the UI's ``_token`` cookie); ``NotAuthenticated`` otherwise. An invalid
+    or expired token is refused like a missing one."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    credentials: HTTPAuthorizationCredentials | None = await bearer_scheme(request)
+    try:
+        return await get_user(request, None, credentials)
+    except HTTPException as exc:
+        raise NotAuthenticated(str(exc.detail)) from exc
+
+
+def _refuse(request: Request, exc: NotAuthenticated) -> Response:
+    """401 for data routes; the login page (coming back here after) for a browser's page."""
+    path = request.url.path
+    wants_html = "text/html" in request.headers.get("accept", "")
+    if request.method == "GET" and wants_html and "/api/" not in path:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        target = path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=target), 303)
+    return JSONResponse(
+        {"detail": f"not authenticated: {exc.detail}"},
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def _default_ledger():
+    from gpufleet.store import Ledger
+
+    return Ledger()
+
+
+def _default_catalog():
+    from gpufleet.config.catalog import load_catalog
+
+    return load_catalog()
+
+
+def create_app(
+    ledger_factory: Callable[[], Any] | None = None,
+    catalog_factory: Callable[[], Any] | None = None,
+) -> FastAPI:
+    """The app; the factories (tests, benchmarks) default to the configured ledger and
+    catalog, read per request (both are cached per process by their loaders)."""
+    from gpufleet.errors import GpufleetError
+    from gpufleet.services import fleet_view, pool_view
+
+    ledger_of = ledger_factory or _default_ledger
+    catalog_of = catalog_factory or _default_catalog
+    app = FastAPI(
+        title="gpufleet",
+        description="The GPU fleet's readiness and history, inside the Airflow UI.",
+        dependencies=[],
+    )
+    app.add_exception_handler(NotAuthenticated, _refuse)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    auth = [Depends(require_user)]
+
+    def fleet_data(region: str | None, state: str | None) -> dict[str, Any]:
+        catalog = catalog_of()
+        now = datetime.now(UTC)
+        regions = [region] if region else None
+        if region and region not in {r.region.name for r in catalog.pools()}:
+            raise HTTPException(404, f"region {region!r} is not in the fleet catalog")
+        pools = fleet_view.pool_readiness(catalog, ledger_of(), now, regions)
+        states = sorted({p["state"] for p in pools})
+        if state:
+            pools = [p for p in pools if p["state"] == state]
+        return {
+            "now": now,
+            "pools": pools,
+            "cost": fleet_view.fleet_cost(pools),
+            "states": states,
+            "regions": sorted({r.region.name for r in catalog.pools()}),
+        }
+
+    def pool_data(cluster: str, pool: str, nights: int) -> dict[str, Any]:
+        try:
+            return pool_view.pool_view(catalog_of(), ledger_of(), cluster, pool, nights)
+        except GpufleetError as exc:
+            raise HTTPException(404, str(exc)) from exc
+
+    @app.get("/", dependencies=auth, include_in_schema=False)
+    def index() -> RedirectResponse:
+        return RedirectResponse("fleet", 307)
+
+    @app.get("/fleet", dependencies=auth, response_class=HTMLResponse)
+    def fleet(region: str | None = None, state: str | None = None) -> HTMLResponse:
+        """The readiness table, filterable by region and pool state."""
+        try:
+            data = fleet_data(region or None, state or None)
+        except HTTPException as exc:
+            return _message(exc.status_code, "Unknown region", exc.detail)
+        return HTMLResponse(
+            pages.fleet_page(
+                data["pools"],
+                data["cost"],
+                data["now"],
+                data["regions"],
+                data["states"],
+                region=region or "",
+                state=state or "",
+            )
+        )
+
+    @app.get("/api/fleet", dependencies=auth)
+    def api_fleet(region: str | None = None, state: str | None = None) -> JSONResponse:
+        data = fleet_data(region or None, state or None)
+        return JSONResponse(jsonable_encoder(data))
+
+    nights_q = Query(
+        DEFAULT_NIGHTS, ge=1, le=MAX_NIGHTS, description="how many recent nights to show"
+    )
+
+    @app.get("/pools/{cluster}/{pool}", dependencies=auth, response_class=HTMLResponse)
+    def pool_page(cluster: str, pool: str, nights: int = nights_q) -> HTMLResponse:
+        """One pool's nights, charts, quarantines, gate decisions, launches, transitions."""
+        try:
+            view = pool_data(cluster, pool, nights)
+        except HTTPException as exc:
+            return _message(404, "Unknown pool", exc.detail)
+        return HTMLResponse(pages.pool_page(view))
+
+    @app.get("/api/pools/{cluster}/{pool}", dependencies=auth)
+    def api_pool(cluster: str, pool: str, nights: int = nights_q) -> JSONResponse:
+        view = pool_data(cluster, pool, nights)
+        return JSONResponse(jsonable_encoder({**view, "chart": pages.chart_data(view)}))
+
+    @app.get("/runs/{run_id}/report", dependencies=auth, response_class=HTMLResponse)
+    def run_report(run_id: str, dag_id: str | None = None, format: str = "html") -> Response:
+        """The nightly report of a run, from the ledger. The UI shows this tab on every DAG's
+        runs (a tab cannot be limited to one DAG): a run that validated nothing says so."""
+        report = pool_view.run_report(ledger_of(), catalog_of(), run_id)
+        if report is None:
+            which = f" of {dag_id}" if dag_id else ""
+            hint = (
+                f" The fleet report belongs to {fleet_view.NIGHTLY_DAG} runs."
+                if dag_id and dag_id != fleet_view.NIGHTLY_DAG
+                else ""
+            )
+            return _message(
+                404, "No fleet report", f"Run {run_id!r}{which} recorded no validations.{hint}"
+            )
+        if format == "md":
+            return Response(report["markdown"], media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(report["html"])
+
+    # Prometheus' endpoint: its own bearer-token check (a scraper holds no UI session)
+    app.include_router(metrics.make_router(ledger_factory, catalog_factory))
+    return app
+
+
+def _message(status: int, heading: str, message: str) -> HTMLResponse:
+    return HTMLResponse(
+        pages.message_page(f"gpufleet: {heading}", heading, message), status_code=status
+    )

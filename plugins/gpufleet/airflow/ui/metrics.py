@@ -1,0 +1,299 @@
+"""``GET /metrics``: the fleet for Prometheus, in its exposition format (``prometheus_client``).
+
+Read from the ledger (and the catalog) at scrape time by a custom collector registered in a
+fresh ``CollectorRegistry`` per scrape: nothing is kept between scrapes, and nothing registers
+in ``prometheus_client``'s global registry (the api-server's own metrics stay apart).
+
+Prometheus cannot hold a UI session, so ``/metrics`` does not use Airflow's login: it takes a
+static bearer token, the password of the Airflow connection ``gpufleet_metrics`` (Prometheus
+reads it from ``bearer_token_file``), compared in constant time. A request without it, or with
+another, gets 401. The endpoint is open without a token only when the connection says so
+explicitly (extra ``{"allow_anonymous": true}``); without the connection it answers 503 with how
+to configure it, never the figures.
+
+The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metric`` where said):
+
+- ``gpufleet_pool_ready`` (region): 1 when the gate would launch on the pool now
+  (``services.fleet_view.pool_readiness``, the readiness table's own rules);
+- ``gpufleet_pool_drifting``: 1 when the pool's state is ``drifting``; with, per drifting
+  metric of its latest validations (``details["drift"]``), ``gpufleet_drift_latest``,
+  ``_median``, ``_noise`` and ``_limit`` (metric);
+- ``gpufleet_validation_passed``, ``gpufleet_validation_error``,
+  ``gpufleet_validation_age_seconds`` (kind): the last verdict of each kind;
+- ``gpufleet_fabric_busbw_gbps``, ``gpufleet_fabric_baseline_gbps``,
+  ``gpufleet_fabric_small_latency_us``, ``gpufleet_fabric_transport_ok``;
+- ``gpufleet_lustre_read_mb_s``, ``_write_mb_s``, ``_expected_mb_s``;
+- ``gpufleet_quarantined_nodes``; ``gpufleet_out_of_service_nodes`` (state);
+- ``gpufleet_validation_gpu_minutes``, ``gpufleet_validation_gpu_minutes_per_node`` (kind):
+  what the last validation of each kind cost.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse, Response
+
+log = logging.getLogger(__name__)
+
+METRICS_CONN_ID = "gpufleet_metrics"
+KINDS = ("fabric", "storage")
+HOW_TO_CONFIGURE = (
+    f"create the Airflow connection {METRICS_CONN_ID!r} with the scrape token as its password "
+    f"(e.g. AIRFLOW_CONN_{METRICS_CONN_ID.upper()}="
+    '\'{"conn_type": "generic", "password": "<token>"}\'), and give Prometheus the same token '
+    "in bearer_token_file; or, to serve the metrics without a token, set its extra to "
+    '{"allow_anonymous": true}'
+)
+
+
+class MetricsAuthError(Exception):
+    """Why a scrape is refused: ``status`` 401 (no or wrong token) or 503 (not configured)."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def _connection() -> Any | None:
+    """The ``gpufleet_metrics`` connection (environment variable, secrets backend or the
+    metadata DB, as the api-server reads connections), or None when it is not defined."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.models.connection import Connection
+
+    try:
+        return Connection.get_connection_from_secrets(METRICS_CONN_ID)
+    except AirflowNotFoundException:
+        return None
+    except Exception as exc:  # a secrets backend or the metadata DB failing: refuse, say why
+        log.warning("cannot read the connection %s: %s", METRICS_CONN_ID, type(exc).__name__)
+        raise MetricsAuthError(
+            503, f"cannot read the connection {METRICS_CONN_ID!r} ({type(exc).__name__})"
+        ) from None
+
+
+def check_scrape(authorization: str | None, conn: Any | None) -> None:
+    """Allow the scrape or raise ``MetricsAuthError``: the connection's password must come as
+    ``Authorization: Bearer <password>`` (compared in constant time), unless its extra sets
+    ``allow_anonymous`` to JSON ``true``."""
+    if conn is None:
+        raise MetricsAuthError(503, f"/metrics is not configured: {HOW_TO_CONFIGURE}")
+    extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
+    if extra.get("allow_anonymous") is True:
+        return
+    token = (conn.password or "").strip()
+    if not token:
+        raise MetricsAuthError(
+            503, f"the connection {METRICS_CONN_ID!r} has no password: {HOW_TO_CONFIGURE}"
+        )
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise MetricsAuthError(401, "/metrics needs 'Authorization: Bearer <token>'")
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise MetricsAuthError(401, "the bearer token is not the one /metrics accepts")
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, else None (ledger ``details`` are read defensively)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class FleetCollector:
+    """A ``prometheus_client`` collector over the ledger, read when collected."""
+
+    def __init__(self, catalog: Any, ledger: Any, now: datetime | None = None):
+        self.catalog = catalog
+        self.ledger = ledger
+        self.now = now or datetime.now(UTC)
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from gpufleet.services.fleet_view import DRIFTING, pool_readiness
+
+        families: dict[str, GaugeMetricFamily] = {}
+
+        def gauge(name: str, help_text: str, labels: dict[str, str], value: Any) -> None:
+            number = _number(value)
+            if number is None:
+                return
+            if name not in families:
+                families[name] = GaugeMetricFamily(name, help_text, labels=list(labels))
+            families[name].add_metric(list(labels.values()), number)
+
+        quarantined: dict[tuple[str, str], int] = {}
+        for q in self.ledger.quarantined():
+            key = (q["cluster"], q["pool"])
+            quarantined[key] = quarantined.get(key, 0) + 1
+        for p in pool_readiness(self.catalog, self.ledger, self.now):
+            at = {"cluster": p["cluster"], "pool": p["pool"]}
+            gauge(
+                "gpufleet_pool_ready",
+                "1 when the gate would launch on the pool now (the readiness table's rules)",
+                {"region": p["region"], **at},
+                int(bool(p["ready"])),
+            )
+            gauge(
+                "gpufleet_pool_drifting",
+                "1 when the pool's figures drift from its own history (state drifting)",
+                at,
+                int(p["state"] == DRIFTING),
+            )
+            gauge(
+                "gpufleet_quarantined_nodes",
+                "nodes of the pool quarantined (ledger)",
+                at,
+                quarantined.get((p["cluster"], p["pool"]), 0),
+            )
+            for state, count in sorted((p.get("out_of_service") or {}).items()):
+                gauge(
+                    "gpufleet_out_of_service_nodes",
+                    "nodes of the pool out of service, by lifecycle state",
+                    {**at, "state": state},
+                    count,
+                )
+            for kind in KINDS:
+                row = self.ledger.latest_validation(p["cluster"], p["pool"], kind)
+                if row is not None:
+                    self._validation(gauge, at, row)
+        yield from families.values()
+
+    def _validation(self, gauge: Callable[..., None], at: dict[str, str], row: dict) -> None:
+        kind = row["kind"]
+        labels = {**at, "kind": kind}
+        details = row.get("details") if isinstance(row.get("details"), dict) else {}
+        gauge(
+            "gpufleet_validation_passed",
+            "1 when the pool's last validation of this kind passed",
+            labels,
+            int(row["passed"] is True),
+        )
+        gauge(
+            "gpufleet_validation_error",
+            "1 when the pool's last validation of this kind could not finish",
+            labels,
+            int(row.get("verdict") == "error"),
+        )
+        if row.get("finished_at") is not None:
+            gauge(
+                "gpufleet_validation_age_seconds",
+                "seconds since the pool's last validation of this kind finished",
+                labels,
+                (self.now - row["finished_at"]).total_seconds(),
+            )
+        gauge(
+            "gpufleet_validation_gpu_minutes",
+            "GPU-minutes the pool's last validation of this kind held (its pods' run times)",
+            labels,
+            details.get("gpu_minutes"),
+        )
+        gauge(
+            "gpufleet_validation_gpu_minutes_per_node",
+            "GPU-minutes per node tested of the pool's last validation of this kind",
+            labels,
+            details.get("gpu_minutes_per_node"),
+        )
+        if kind == "fabric":
+            gauge(
+                "gpufleet_fabric_busbw_gbps",
+                "lowest large-message all-reduce bus bandwidth of the pool's good pairs",
+                at,
+                row.get("busbw_gbps"),
+            )
+            gauge(
+                "gpufleet_fabric_baseline_gbps",
+                "the baseline the pool's bus bandwidth is judged against",
+                at,
+                row.get("baseline_gbps"),
+            )
+            gauge(
+                "gpufleet_fabric_small_latency_us",
+                "median small-message latency of the pool's passing pairs",
+                at,
+                details.get("small_latency_us"),
+            )
+            if row.get("transport"):
+                gauge(
+                    "gpufleet_fabric_transport_ok",
+                    "1 when NCCL used the pool's expected transport",
+                    at,
+                    int(row["transport"] == row.get("expected_transport")),
+                )
+        else:
+            for name, column, what in (
+                ("read_mb_s", "read_mb_s", "aggregate fio read throughput"),
+                ("write_mb_s", "write_mb_s", "aggregate fio write throughput"),
+                ("expected_mb_s", "expected_mb_s", "the tier x capacity expected"),
+            ):
+                gauge(f"gpufleet_lustre_{name}", f"{what} (MB/s)", at, row.get(column))
+        findings = details.get("drift")
+        for finding in findings if isinstance(findings, list) else ():
+            if not isinstance(finding, dict) or not isinstance(finding.get("metric"), str):
+                continue
+            where = {**at, "metric": finding["metric"]}
+            for figure, what in (
+                ("latest", "tonight's figure of a drifting metric"),
+                ("median", "the metric's median over the pool's recent passing nights"),
+                ("noise", "the noise of that history, in the metric's unit"),
+                ("limit", "the figure beyond which the metric counts as drifting"),
+            ):
+                gauge(f"gpufleet_drift_{figure}", what, where, finding.get(figure))
+
+
+def exposition(catalog: Any, ledger: Any, now: datetime | None = None) -> bytes:
+    """The fleet's metrics in the text exposition format, from a registry made for this call."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector(catalog, ledger, now))
+    return generate_latest(registry)
+
+
+def _default_ledger() -> Any:
+    from gpufleet.store import Ledger
+
+    return Ledger()
+
+
+def _default_catalog() -> Any:
+    from gpufleet.config.catalog import load_catalog
+
+    return load_catalog()
+
+
+def make_router(
+    ledger_factory: Callable[[], Any] | None = None,
+    catalog_factory: Callable[[], Any] | None = None,
+    connection: Callable[[], Any | None] = _connection,
+) -> APIRouter:
+    """The ``/metrics`` route; the factories default to the configured ledger and catalog and
+    the ``gpufleet_metrics`` connection, each read per scrape."""
+    api = APIRouter()
+
+    @api.get("/metrics", include_in_schema=False)
+    def metrics(request: Request) -> Response:  # sync: the ledger reads block (threadpool)
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        try:
+            check_scrape(request.headers.get("authorization"), connection())
+        except MetricsAuthError as exc:
+            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+            return PlainTextResponse(exc.detail + "\n", exc.status, headers=headers)
+        body = exposition(
+            (catalog_factory or _default_catalog)(), (ledger_factory or _default_ledger)()
+        )
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return api
+
+
+router = make_router()

@@ -1,0 +1,243 @@
+"""Read models of the fleet for people: the readiness table (``gpufleet status`` and the UI's
+fleet page) and the validation cost over the fleet; one pool's history and a run's report are
+``services.pool_view``.
+
+One implementation for the terminal and the browser, so they never disagree about why a pool is
+not ready. Reads scale with the fleet, never with its history: the readiness table reads each
+pool's latest rows by index probes (``ix_gf_validations_latest``), a pool's history is one
+query over that pool. No Airflow imports (the UI in ``gpufleet.airflow.ui`` renders these).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # kept out of import time: ``gpufleet status`` imports this module
+    from gpufleet.domain.fleet import Catalog
+    from gpufleet.store import Ledger
+
+# The DAG that records each kind of ledger row (links from the pages to its Airflow run).
+NIGHTLY_DAG = "nightly_fabric_validation"
+LAUNCH_DAG = "gated_training_launch"
+TRANSITION_DAG = "reservation_transition"
+DRIFTING = "drifting"  # a warning state: the pool may launch; its reason holds the figures
+# (``domain.gate.PoolState.DRIFTING``; the readiness table shows it even when the pool is ready)
+
+
+def age_text(now: datetime, then: datetime | None) -> str:
+    """``42m ago``, ``5h ago`` or ``never``."""
+    if then is None:
+        return "never"
+    minutes = (now - then).total_seconds() / 60
+    return f"{minutes:.0f}m ago" if minutes < 120 else f"{minutes / 60:.0f}h ago"
+
+
+def verdict_text(row: dict) -> str:
+    """pass, FAIL, or ERROR for a validation that could not finish (the WHY column says why)."""
+    if row.get("verdict") == "error":
+        return "ERROR"
+    return "pass" if row.get("passed") is True else "FAIL"
+
+
+def gpu_minutes(row: dict | None) -> float | None:
+    """GPU-minutes per node the validation cost (``details["gpu_minutes_per_node"]``)."""
+    if not row:
+        return None
+    value = (row.get("details") or {}).get("gpu_minutes_per_node")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def pool_cost(*rows: dict | None) -> dict[str, Any] | None:
+    """What one pool's validations (its fabric and storage rows of a night) cost, as the
+    nightly report counts it (``services.report.validation_cost``): ``gpu_minutes``,
+    ``per_node`` (GPU-minutes per node, fabric + storage) and ``nodes``; None if unmeasured."""
+    from gpufleet.services.report import validation_cost
+
+    pools = validation_cost([r for r in rows if r])["pools"]
+    return next(iter(pools.values()), None)
+
+
+def _lifecycle_counts(ledger: Ledger) -> dict[tuple[str, str], dict[str, int]]:
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for row in ledger.node_states():
+        if row["state"] != "released":
+            pool = counts.setdefault((row["cluster"], row["pool"]), {})
+            pool[row["state"]] = pool.get(row["state"], 0) + 1
+    return counts
+
+
+def pool_readiness(
+    catalog: Catalog, ledger: Ledger, now: datetime, regions: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
+
+    The gate's own facts and rules (``services.gate.gather_facts``, ``domain.gate.
+    pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
+    even while it is ready. Per pool: index probes, no history; per cluster: one node list."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
+    from gpufleet.errors import GpufleetError
+    from gpufleet.services.gate import gather_facts
+
+    region_states = ledger.region_states()
+    transitioned = ledger.transitioned_pools()
+    lifecycle = _lifecycle_counts(ledger)
+    refs = list(catalog.pools(regions=regions))
+    by_cluster: dict[str, list[str]] = {}
+    for ref in refs:
+        by_cluster.setdefault(ref.cluster.name, []).append(ref.pool.name)
+    listed: dict[str, list | str] = {}  # cluster -> its nodes, or why they cannot be listed
+    for cluster_name in by_cluster:
+        try:  # one listing per cluster, shared with the gate's facts
+            listed[cluster_name] = cluster_backend(catalog.cluster(cluster_name)).list_nodes(None)
+        except GpufleetError as exc:
+            listed[cluster_name] = str(exc)
+    facts = {  # one gather per cluster: the transitions are read once per cluster
+        f.key: f
+        for cluster, names in by_cluster.items()
+        for f in gather_facts(
+            catalog,
+            ledger,
+            cluster,
+            names,
+            nodes=None if isinstance(listed[cluster], str) else listed[cluster],
+            nodes_error=listed[cluster] if isinstance(listed[cluster], str) else None,
+        )
+    }
+    latest = {  # one statement per cluster: index probes, whatever the history
+        (cluster, pool, kind): row
+        for cluster, names in by_cluster.items()
+        for (pool, kind), row in ledger.latest_validations(cluster, names).items()
+    }
+    out = []
+    for ref in refs:
+        cluster, name = ref.cluster.name, ref.pool.name
+        fact = facts[ref.key]
+        unreachable = None
+        nodes = listed[cluster]
+        if isinstance(nodes, str):
+            ready_nodes = total = quarantined = None
+            unreachable = nodes
+        else:
+            pool_nodes = [n for n in nodes if n.pool == name]
+            ready_nodes, total = sum(n.ready for n in pool_nodes), len(pool_nodes)
+            quarantined: int | None = sum(n.quarantined for n in pool_nodes)
+        fabric = latest.get((cluster, name, "fabric"))
+        storage = latest.get((cluster, name, "storage"))
+        problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
+        region_state = (region_states.get(ref.region.name) or {}).get("state")
+        if fact.state == "retired":
+            problems.insert(0, "retired: remove from the catalog")
+        elif ref.pool.planned and (cluster, name) not in transitioned:
+            problems.insert(0, "planned: a reservation transition creates it")
+        elif region_state in ("onboarding", "failed"):
+            problems.insert(0, f"region: onboarding {region_state}")
+        elif unreachable and "does not exist yet" in unreachable:
+            problems.insert(0, "region: not onboarded (run region_onboarding)")
+        state = str(fact.state.value if hasattr(fact.state, "value") else fact.state or "-")
+        why = problems[0].split(": ", 1)[-1] if problems else ""
+        if not why and state == DRIFTING:
+            why = fact.state_reason or "drifting"
+        out.append(
+            {
+                "region": ref.region.name,
+                "cluster": cluster,
+                "pool": name,
+                "key": ref.key,
+                "shape": f"{ref.pool.gpu.count}x{ref.pool.gpu.model}",
+                "machine_type": ref.pool.machine_type,
+                "expected_transport": ref.pool.transport,
+                "nodes_ready": ready_nodes,
+                "nodes": total,
+                "free": fact.schedulable_nodes,
+                "quarantined": quarantined,
+                "out_of_service": lifecycle.get((cluster, name), {}),
+                "state": state,
+                "fabric": _validation_summary(fabric, now),
+                "lustre": _validation_summary(storage, now),
+                "has_filesystem": ref.filesystem is not None,
+                "ready": not problems,
+                "why": why,
+                "problems": problems,
+                "cost": (cost := pool_cost(fabric, storage)),
+                "gpu_minutes_per_node": cost["per_node"] if cost else None,
+            }
+        )
+    return out
+
+
+def _validation_summary(row: dict | None, now: datetime) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {
+        "run_id": row["run_id"],
+        "verdict": verdict_text(row),
+        "transport": row["transport"],
+        "busbw_gbps": row["busbw_gbps"],
+        "read_mb_s": row["read_mb_s"],
+        "write_mb_s": row["write_mb_s"],
+        "finished_at": row["finished_at"],
+        "age": age_text(now, row["finished_at"]),
+        "gpu_minutes_per_node": gpu_minutes(row),
+        "reasons": list(row["reasons"] or []),
+    }
+
+
+def fabric_text(p: dict[str, Any]) -> str:
+    """``pass gib 352GB/s 3h ago`` (the readiness table's FABRIC column)."""
+    f = p["fabric"]
+    if not f:
+        return "-"
+    bw = f" {f['busbw_gbps']:.0f}GB/s" if f["busbw_gbps"] else ""
+    return f"{f['verdict']} {f['transport'] or '?'}{bw} {f['age']}"
+
+
+def lustre_text(p: dict[str, Any]) -> str:
+    """``pass 19.0GB/s 3h ago``, ``n/a`` for a pool without a filesystem, ``-`` if never run."""
+    s = p["lustre"]
+    if not s:
+        return "-" if p["has_filesystem"] else "n/a"
+    return f"{s['verdict']} {(s['read_mb_s'] or 0) / 1000:.1f}GB/s {s['age']}"
+
+
+def readiness_rows(
+    catalog: Catalog, ledger: Ledger, now: datetime, regions: list[str] | None = None
+) -> list[dict[str, str]]:
+    """The readiness table as ``gpufleet status`` prints it: column name -> text."""
+    rows = []
+    for p in pool_readiness(catalog, ledger, now, regions):
+        rows.append(
+            {
+                "REGION": p["region"],
+                "POOL": p["key"],
+                "GPU": p["shape"],
+                "EXPECT": p["expected_transport"],
+                "NODES": "?" if p["nodes"] is None else f"{p['nodes_ready']}/{p['nodes']}",
+                "FREE": "?" if p["free"] is None else str(p["free"]),
+                "QUAR": "?" if p["quarantined"] is None else str(p["quarantined"]),
+                "OUT": ",".join(f"{n} {s}" for s, n in sorted(p["out_of_service"].items())) or "-",
+                "STATE": p["state"],
+                "FABRIC": fabric_text(p),
+                "LUSTRE": lustre_text(p),
+                "READY": "yes" if p["ready"] else "NO",
+                "WHY": p["why"],
+            }
+        )
+    return rows
+
+
+def fleet_cost(pools: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The validation cost of the pools' last nights, totalled as the nightly report totals a
+    run (``services.report.validation_cost``): GPU-minutes, and per node over the nodes the
+    validations covered."""
+    known = [p["cost"] for p in pools if p["cost"]]
+    total = sum(c["gpu_minutes"] for c in known)
+    nodes = sum(c["nodes"] for c in known)
+    return {
+        "pools_reporting": len(known),
+        "gpu_minutes_total": total if known else None,
+        "nodes": nodes,
+        "gpu_minutes_per_node": total / nodes if nodes else None,
+    }

@@ -1,0 +1,257 @@
+"""Read models of one pool for people: its nights (the pool page's charts and table), its
+quarantines, gate decisions, launches and transitions, and a run's nightly report (the run tab).
+
+A pool's history is one query over that pool, bounded by the nights the page draws, never by the
+pool's whole history. No Airflow imports (the UI in ``gpufleet.airflow.ui`` renders these); the
+fleet-wide readiness table is ``services.fleet_view``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.services.fleet_view import (
+    LAUNCH_DAG,
+    NIGHTLY_DAG,
+    TRANSITION_DAG,
+    pool_cost,
+    verdict_text,
+)
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Catalog
+    from gpufleet.store import Ledger
+
+
+def _latency_from_pairs(ledger: Ledger, validation_ids: list[int]) -> dict[int, float]:
+    """Median small-message latency of the passing pass-1 pairs, per validation: one query."""
+    from sqlalchemy import select
+
+    from gpufleet.store import schema as s
+
+    if not validation_ids:
+        return {}
+    p = s.validation_pairs
+    q = select(p.c.validation_id, p.c.small_latency_us).where(
+        p.c.validation_id.in_(validation_ids),
+        p.c.pass_no == 1,
+        p.c.passed.is_(True),
+        p.c.small_latency_us.is_not(None),
+    )
+    values: dict[int, list[float]] = {}
+    with ledger.engine.connect() as conn:
+        for vid, lat in conn.execute(q):
+            values.setdefault(vid, []).append(lat)
+    return {vid: statistics.median(v) for vid, v in values.items()}
+
+
+def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dict[str, Any]]:
+    """The pool's last ``limit`` nights, oldest first: one entry per run with a validation of
+    it, from the last fabric and storage rows that run recorded (a retry supersedes the error
+    its failed attempt recorded). One query over this pool's rows, newest first."""
+    from sqlalchemy import select
+
+    from gpufleet.store import schema as s
+
+    v = s.validations
+    q = (
+        select(  # what a night shows: not the started_at, counts and names of every row
+            v.c.id,
+            v.c.cluster,
+            v.c.pool,
+            v.c.run_id,
+            v.c.kind,
+            v.c.passed,
+            v.c.verdict,
+            v.c.transport,
+            v.c.busbw_gbps,
+            v.c.baseline_gbps,
+            v.c.read_mb_s,
+            v.c.write_mb_s,
+            v.c.expected_mb_s,
+            v.c.reasons,
+            v.c.details,
+            v.c.finished_at,
+        )
+        .where(v.c.cluster == cluster, v.c.pool == pool)
+        .order_by(v.c.id.desc())
+        .limit(limit * 2 + 8)  # two kinds a night, and room for a few retries
+    )
+    with ledger.engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(q)]
+    runs: dict[str, dict[str, dict]] = {}
+    for r in rows:  # newest first: the first row seen per (run, kind) is the last recorded
+        runs.setdefault(r["run_id"], {}).setdefault(r["kind"], r)
+    chosen = list(runs.items())[:limit]
+    missing = [
+        k["fabric"]["id"]
+        for _, k in chosen
+        if "fabric" in k and "small_latency_us" not in (k["fabric"]["details"] or {})
+    ]
+    latency = _latency_from_pairs(ledger, missing)
+    nights = []
+    for run_id, kinds in reversed(chosen):
+        fab, sto = kinds.get("fabric"), kinds.get("storage")
+        first = fab or sto
+        details = (fab or {}).get("details") or {}
+        lat = details.get("small_latency_us")
+        if lat is None and fab:
+            lat = latency.get(fab["id"])
+        nights.append(
+            {
+                "run_id": run_id,
+                "night": first["finished_at"].date().isoformat(),
+                "busbw_gbps": fab["busbw_gbps"] if fab else None,
+                "small_latency_us": lat,
+                "passed": all(k["passed"] is True for k in kinds.values()),
+                "verdict": verdict_text(fab) if fab else None,
+                "transport": fab["transport"] if fab else None,
+                "read_mb_s": sto["read_mb_s"] if sto else None,
+                "write_mb_s": sto["write_mb_s"] if sto else None,
+                "lustre_verdict": verdict_text(sto) if sto else None,
+                "reasons": [
+                    *((fab or {}).get("reasons") or []),
+                    *((sto or {}).get("reasons") or []),
+                ],
+                "baseline_gbps": fab["baseline_gbps"] if fab else None,
+                "tolerance": details.get("tolerance"),
+                "expected_mb_s": sto["expected_mb_s"] if sto else None,
+                "gpu_minutes_per_node": (pool_cost(fab, sto) or {}).get("per_node"),
+            }
+        )
+    return nights
+
+
+def pool_view(
+    catalog: Catalog, ledger: Ledger, cluster: str, pool: str, nights: int = 60
+) -> dict[str, Any]:
+    """Everything the pool page shows (``UnknownPool`` for a pool the catalog does not name):
+    the nights, the baseline and the pass threshold, the Lustre expectation, quarantines and
+    nodes out of service, gate decisions, launches and transitions, each with the DAG that
+    recorded it."""
+    from gpufleet.config.baselines import find_baseline
+
+    ref = catalog.pool(cluster, pool)  # GpufleetError names the pool and the known ones
+    history = pool_nights(ledger, cluster, pool, nights)
+    fabric = [n for n in history if n["baseline_gbps"] is not None]
+    baseline = fabric[-1]["baseline_gbps"] if fabric else None
+    if baseline is None:
+        base = find_baseline(
+            ref.pool.gpu.model, ref.pool.gpu.count, 2, "all_reduce", ref.pool.transport
+        )
+        baseline = base.busbw_gbps if base else None
+    tolerances = [n["tolerance"] for n in history if n["tolerance"] is not None]
+    tolerance = tolerances[-1] if tolerances else ref.pool.tolerance
+    storage = [n["expected_mb_s"] for n in history if n["expected_mb_s"] is not None]
+    expected = storage[-1] if storage else None
+    if expected is None and ref.filesystem is not None:
+        expected = ref.filesystem.expected_mb_s
+    return {
+        "region": ref.region.name,
+        "cluster": cluster,
+        "pool": pool,
+        "shape": f"{ref.pool.gpu.count}x{ref.pool.gpu.model}",
+        "expected_transport": ref.pool.transport,
+        "nightly_dag": NIGHTLY_DAG,
+        "nights": history,
+        "baseline_gbps": baseline,
+        "tolerance": tolerance,
+        "tolerance_gbps": tolerance * baseline if baseline is not None else None,
+        "expected_mb_s": expected,
+        "state": ledger.pool_state(cluster, pool),
+        "quarantined": ledger.quarantined(cluster, pool),
+        "nodes_out": ledger.node_states(cluster, pool),
+        "gate_decisions": _gate_decisions(ledger, cluster, pool),
+        "launches": _launches(ledger, cluster, pool),
+        "transitions": _transitions(ledger, cluster, pool),
+    }
+
+
+def _gate_decisions(ledger: Ledger, cluster: str, pool: str, limit: int = 20) -> list[dict]:
+    """The last ``limit`` gate decisions that considered this pool (newest first)."""
+    from sqlalchemy import select
+
+    from gpufleet.store import schema as s
+
+    g = s.gate_decisions
+    q = select(g).where(g.c.cluster == cluster).order_by(g.c.id.desc()).limit(limit * 10)
+    with ledger.engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(q)]
+    mine = [r for r in rows if pool in (r["pools"] or []) or r["pool"] == pool]
+    return [{**r, "dag_id": LAUNCH_DAG} for r in mine[:limit]]
+
+
+def _launches(ledger: Ledger, cluster: str, pool: str, limit: int = 20) -> list[dict]:
+    from sqlalchemy import select
+
+    from gpufleet.store import schema as s
+
+    t = s.launches
+    q = (
+        select(t)
+        .where(t.c.cluster == cluster, t.c.pool == pool)
+        .order_by(t.c.id.desc())
+        .limit(limit)
+    )
+    with ledger.engine.connect() as conn:
+        return [{**dict(r._mapping), "dag_id": LAUNCH_DAG} for r in conn.execute(q)]
+
+
+def _transitions(ledger: Ledger, cluster: str, pool: str, limit: int = 10) -> list[dict]:
+    """Transitions to or from this pool (newest first), each with its steps: two queries."""
+    from sqlalchemy import or_, select
+
+    from gpufleet.store import schema as s
+
+    t, ts = s.transitions, s.transition_steps
+    q = (
+        select(t)
+        .where(t.c.cluster == cluster, or_(t.c.from_pool == pool, t.c.to_pool == pool))
+        .order_by(t.c.id.desc())
+        .limit(limit)
+    )
+    with ledger.engine.connect() as conn:
+        rows = [
+            {**dict(r._mapping), "dag_id": TRANSITION_DAG, "steps": []} for r in conn.execute(q)
+        ]
+        by_id = {r["id"]: r for r in rows}
+        if by_id:
+            steps = select(ts).where(ts.c.transition_id.in_(list(by_id))).order_by(ts.c.id)
+            for step in conn.execute(steps):
+                by_id[step.transition_id]["steps"].append(dict(step._mapping))
+    return rows
+
+
+# --- a run's report ------------------------------------------------------------------------
+
+
+def run_report(ledger: Ledger, catalog: Catalog, run_id: str) -> dict[str, str] | None:
+    """The nightly report of ``run_id`` rendered from the ledger (``services.report``'s
+    Markdown and HTML, as the nightly run wrote them), or None when the run validated nothing."""
+    from gpufleet.config.baselines import find_baseline
+    from gpufleet.errors import GpufleetError
+    from gpufleet.services.nightly import latest_per_check
+    from gpufleet.services.report import html_report, markdown
+
+    rows = latest_per_check(ledger.validations_for_run(run_id))
+    if not rows:
+        return None
+    quarantined = ledger.quarantined()
+    md_text = markdown(run_id, rows, quarantined)
+    histories, baselines = {}, {}
+    for r in rows:
+        if r["kind"] != "fabric":
+            continue
+        key = f"{r['cluster']}/{r['pool']}"
+        histories[key] = ledger.validation_history(r["cluster"], r["pool"], "fabric", 14)
+        try:
+            ref = catalog.pool(r["cluster"], r["pool"])
+        except GpufleetError:  # a pool since removed from the catalog: its recorded baseline
+            baselines[key] = r["baseline_gbps"]
+            continue
+        base = find_baseline(
+            ref.pool.gpu.model, ref.pool.gpu.count, 2, "all_reduce", ref.pool.transport
+        )
+        baselines[key] = base.busbw_gbps if base else None
+    return {"markdown": md_text, "html": html_report(run_id, md_text, histories, baselines)}

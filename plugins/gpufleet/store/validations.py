@@ -1,0 +1,205 @@
+"""Ledger records of validations: one row per pool verdict per run (``gf_validations``: the
+verdict, its reasons, figures and details) with its per-pair figures (``gf_validation_pairs``),
+and the reads the gate, drift, reports and cost summaries make over them. A mixin of ``Ledger``
+(it needs ``self.engine``).
+
+Order is the ledger's insertion order (row ids), never a row's own timestamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import TextClause, insert, select, text, update
+
+from gpufleet.errors import LedgerError
+from gpufleet.store import schema as s
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+_PROBES = 200  # (pool, kind) probes per statement: SQLite allows 500 terms in a compound
+
+
+@lru_cache(maxsize=16)
+def _latest_of(n: int) -> TextClause:
+    """The rows with the highest id of ``n`` (cluster, pool, kind) prefixes: ``n`` index probes
+    (``ix_gf_validations_latest``), typed like ``gf_validations`` (timestamps, JSON)."""
+    probes = " UNION ALL ".join(
+        f"SELECT max(id) FROM gf_validations WHERE cluster = :cluster AND pool = :p{i} "
+        f"AND kind = :k{i}"
+        for i in range(n)
+    )
+    columns = ", ".join(c.name for c in s.validations.c)  # by name: upgraded tables differ
+    return text(f"SELECT {columns} FROM gf_validations WHERE id IN ({probes})").columns(
+        *s.validations.c
+    )
+
+
+class ValidationRecords:
+    engine: Any
+
+    def record_validation(
+        self,
+        *,
+        run_id: str,
+        cluster: str,
+        pool: str,
+        kind: str,
+        passed: bool,
+        started_at: datetime,
+        finished_at: datetime | None = None,
+        pairs: Iterable[dict[str, Any]] = (),
+        **fields: Any,
+    ) -> int:
+        """One pool's verdict for one run, with its per-pair figures; returns the row id.
+        ``passed`` records verdict ``pass`` or ``fail`` (see ``record_validation_error``)."""
+        values = {
+            "run_id": run_id,
+            "cluster": cluster,
+            "pool": pool,
+            "kind": kind,
+            "passed": passed is True,
+            "verdict": fields.pop("verdict", None) or ("pass" if passed is True else "fail"),
+            "started_at": started_at,
+            "finished_at": finished_at or _now(),
+            "reasons": list(fields.pop("reasons", [])),
+            "details": dict(fields.pop("details", {})),
+            **fields,
+        }
+        with self.engine.begin() as conn:
+            vid = conn.execute(insert(s.validations).values(**values)).inserted_primary_key[0]
+            rows = [
+                {**p, "validation_id": vid, "reasons": list(p.get("reasons", []))} for p in pairs
+            ]
+            if rows:
+                conn.execute(insert(s.validation_pairs), rows)
+        return int(vid)
+
+    def record_validation_error(
+        self,
+        run_id: str,
+        cluster: str,
+        pool: str,
+        kind: str,
+        reason: str,
+        started_at: datetime | None = None,
+    ) -> int:
+        """A validation that could not finish: verdict ``error``, not passed, finished now. It
+        becomes the pool's latest validation, so the pool stops counting as validated at once."""
+        now = _now()
+        return self.record_validation(
+            run_id=run_id,
+            cluster=cluster,
+            pool=pool,
+            kind=kind,
+            passed=False,
+            verdict="error",
+            started_at=started_at or now,
+            finished_at=now,
+            reasons=[reason],
+        )
+
+    def latest_validation(self, cluster: str, pool: str, kind: str) -> dict[str, Any] | None:
+        """The last validation recorded (highest row id: the ledger's insertion order, never a
+        row's own timestamp, which a skewed clock or a hand edit can put anywhere), with its
+        ``verdict``."""
+        v = s.validations
+        q = (
+            select(v)
+            .where(v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind)
+            .order_by(v.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return dict(row._mapping) if row is not None else None
+
+    def latest_validations(
+        self, cluster: str, pools: Iterable[str], kinds: Iterable[str] = ("fabric", "storage")
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """``latest_validation`` of every (pool, kind) of one cluster, keyed by (pool, kind), in
+        one statement: one index probe per pair (the highest id under its (cluster, pool, kind)
+        prefix), so a page over many pools costs no more with a year of history."""
+        pairs = [(pool, kind) for pool in dict.fromkeys(pools) for kind in dict.fromkeys(kinds)]
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(pairs), _PROBES):
+                chunk = pairs[start : start + _PROBES]
+                params: dict[str, Any] = {"cluster": cluster}
+                for i, (pool, kind) in enumerate(chunk):
+                    params[f"p{i}"], params[f"k{i}"] = pool, kind
+                for row in conn.execute(_latest_of(len(chunk)), params).all():
+                    out[(row.pool, row.kind)] = dict(row._mapping)
+        return out
+
+    def validation_history(
+        self,
+        cluster: str,
+        pool: str,
+        kind: str = "fabric",
+        limit: int = 30,
+        *,
+        passed_only: bool = False,
+        before_id: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The most recent ``limit`` verdicts (insertion order), oldest first; with
+        ``passed_only`` only passing ones, with ``before_id`` only those recorded before that
+        row. One query on the (cluster, pool, kind, id) index."""
+        v = s.validations
+        cond = [v.c.cluster == cluster, v.c.pool == pool, v.c.kind == kind]
+        if passed_only:
+            cond.append(v.c.verdict == "pass")
+        if before_id is not None:
+            cond.append(v.c.id < before_id)
+        q = select(v).where(*cond).order_by(v.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in reversed(conn.execute(q).all())]
+
+    def merge_validation_details(self, validation_id: int, entries: dict[str, Any]) -> None:
+        """Merge ``entries`` into one validation row's ``details`` (keys replaced whole)."""
+        v = s.validations
+        with self.engine.begin() as conn:
+            row = conn.execute(select(v.c.details).where(v.c.id == validation_id)).first()
+            if row is None:
+                raise LedgerError(f"no validation {validation_id} to add details to")
+            details = {**(row.details or {}), **entries}
+            conn.execute(update(v).where(v.c.id == validation_id).values(details=details))
+
+    def first_pass_latencies(self, validation_ids: Iterable[int]) -> dict[int, list[float]]:
+        """The small-message latency of each passing first-pass pair, per validation (one
+        query for all of them)."""
+        p = s.validation_pairs
+        ids = list(validation_ids)
+        out: dict[int, list[float]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        q = select(p.c.validation_id, p.c.small_latency_us).where(
+            p.c.validation_id.in_(ids),
+            p.c.pass_no == 1,
+            p.c.passed.is_(True),
+            p.c.small_latency_us.is_not(None),
+        )
+        with self.engine.connect() as conn:
+            for vid, latency in conn.execute(q.order_by(p.c.id)).all():
+                out[vid].append(float(latency))
+        return out
+
+    def validations_for_run(self, run_id: str) -> list[dict[str, Any]]:
+        v = s.validations
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(v).where(v.c.run_id == run_id).order_by(v.c.id)).all()
+            return [dict(r._mapping) for r in rows]
+
+    def pairs(self, validation_id: int) -> list[dict[str, Any]]:
+        p = s.validation_pairs
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(p).where(p.c.validation_id == validation_id).order_by(p.c.id)
+            ).all()
+            return [dict(r._mapping) for r in rows]

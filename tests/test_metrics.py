@@ -1,0 +1,225 @@
+"""``/metrics``: the fleet for Prometheus, read from the ledger at scrape time, behind a static
+bearer token from the ``gpufleet_metrics`` connection (open only when configured so)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpufleet.airflow.ui.metrics import make_router, router
+from gpufleet.config.catalog import load_catalog
+from gpufleet.store import Ledger
+
+TOKEN = "s3cret-scrape-token"
+CONN = "AIRFLOW_CONN_GPUFLEET_METRICS"
+FINDING = {
+    "metric": "busbw_gbps",
+    "latest": 431.0,
+    "median": 468.0,
+    "noise": 4.1,
+    "limit": 451.6,
+    "nights": 14,
+    "direction": "below",
+    "rule": "level",
+    "text": "busbw 431.0 GB/s is 7.9% below its 14-night median 468.0 GB/s (noise ±0.9%)",
+}
+
+
+@pytest.fixture
+def client(airflow_db, fleet_state):
+    app = FastAPI()
+    app.include_router(router)
+    return TestClient(app)
+
+
+def configure(monkeypatch, password: str | None = TOKEN, **extra) -> None:
+    conn = {"conn_type": "generic", "extra": extra}
+    if password is not None:
+        conn["password"] = password
+    monkeypatch.setenv(CONN, json.dumps(conn))
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """(name, sorted labels) -> value, through prometheus_client's own parser."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def at(pool: str, cluster: str = "a3u-sim", **more) -> tuple:
+    return tuple(sorted({"cluster": cluster, "pool": pool, **more}.items()))
+
+
+def record_night(ledger: Ledger) -> None:
+    """Tonight, as the validations record it: h200-a passes, h200-b falls back to sockets
+    and has a quarantined node, h100-a drifts while it passes."""
+    now = datetime.now(UTC)
+    common = {"run_id": "night-1", "started_at": now - timedelta(minutes=20)}
+    ledger.record_validation(
+        **common,
+        cluster="a3u-sim",
+        pool="h200-a",
+        kind="fabric",
+        passed=True,
+        transport="gib",
+        expected_transport="gib",
+        busbw_gbps=351.5,
+        baseline_gbps=355.0,
+        nodes_tested=6,
+        details={
+            "small_latency_us": 31.7,
+            "gpu_minutes": 13.5,
+            "cost_nodes": 6,
+            "gpu_minutes_per_node": 2.25,
+        },
+    )
+    ledger.set_pool_state("a3u-sim", "h200-a", "validated", "every pair passed", "night-1")
+    ledger.record_validation(
+        **common,
+        cluster="a3u-sim",
+        pool="h200-a",
+        kind="storage",
+        passed=True,
+        read_mb_s=19500.0,
+        write_mb_s=17100.0,
+        expected_mb_s=18000.0,
+        nodes_tested=4,
+        details={"gpu_minutes": 3.8, "cost_nodes": 6, "gpu_minutes_per_node": 0.633},
+    )
+    ledger.record_validation(
+        **common,
+        cluster="a3u-sim",
+        pool="h200-b",
+        kind="fabric",
+        passed=False,
+        transport="socket",
+        expected_transport="gib",
+        busbw_gbps=21.9,
+        baseline_gbps=355.0,
+        reasons=["every pair failed"],
+    )
+    ledger.set_pool_state("a3u-sim", "h200-b", "degraded", "every pair failed", "night-1")
+    ledger.quarantine("a3u-sim", "h200-b", "a3u-sim-h200-b-3", "NIC down", "night-1")
+    ledger.record_validation(
+        **common,
+        cluster="p5-sim",
+        pool="h100-a",
+        kind="fabric",
+        passed=True,
+        transport="ofi-efa",
+        expected_transport="ofi-efa",
+        busbw_gbps=431.0,
+        baseline_gbps=480.0,
+        details={"drift": [FINDING, "not a finding", {"metric": 3}]},
+    )
+    ledger.set_pool_state("p5-sim", "h100-a", "drifting", FINDING["text"], "night-1")
+
+
+def test_without_the_connection_metrics_are_refused_with_how_to_configure(client, monkeypatch):
+    monkeypatch.delenv(CONN, raising=False)
+    record_night(Ledger())
+    resp = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status_code == 503
+    assert "AIRFLOW_CONN_GPUFLEET_METRICS" in resp.text and "allow_anonymous" in resp.text
+    assert "# TYPE" not in resp.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": "Bearer "},
+    ],
+    ids=["none", "wrong", "not-bearer", "longer", "empty"],
+)
+def test_a_scrape_without_the_token_gets_401(client, monkeypatch, headers):
+    configure(monkeypatch)
+    record_night(Ledger())
+    resp = client.get("/metrics", headers=headers)
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"] == "Bearer"
+    assert "# TYPE" not in resp.text
+
+
+def test_a_connection_without_a_password_is_not_an_open_door(client, monkeypatch):
+    configure(monkeypatch, password=None)
+    assert client.get("/metrics").status_code == 503
+    configure(monkeypatch, password=None, allow_anonymous="true")  # a string is not explicit
+    assert client.get("/metrics").status_code == 503
+
+
+def test_anonymous_scrapes_only_when_configured_explicitly(client, monkeypatch):
+    configure(monkeypatch, allow_anonymous=True)
+    resp = client.get("/metrics")
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/plain")
+
+
+def test_the_metrics_say_what_the_ledger_says(client, monkeypatch):
+    configure(monkeypatch)
+    record_night(Ledger())
+    resp = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status_code == 200, resp.text
+    got = samples(resp.text)
+    region = {r.key: r.region.name for r in load_catalog().pools()}
+    # readiness: the gate's own rules (h200-a validated tonight; h200-b fell back to sockets)
+    assert got[("gpufleet_pool_ready", at("h200-a", region=region["a3u-sim/h200-a"]))] == 1
+    assert got[("gpufleet_pool_ready", at("h200-b", region=region["a3u-sim/h200-b"]))] == 0
+    assert got[("gpufleet_validation_passed", at("h200-a", kind="fabric"))] == 1
+    assert got[("gpufleet_validation_passed", at("h200-a", kind="storage"))] == 1
+    assert got[("gpufleet_validation_passed", at("h200-b", kind="fabric"))] == 0
+    assert got[("gpufleet_validation_error", at("h200-b", kind="fabric"))] == 0
+    assert 0 <= got[("gpufleet_validation_age_seconds", at("h200-a", kind="fabric"))] < 600
+    assert got[("gpufleet_fabric_busbw_gbps", at("h200-a"))] == 351.5
+    assert got[("gpufleet_fabric_baseline_gbps", at("h200-a"))] == 355.0
+    assert got[("gpufleet_fabric_small_latency_us", at("h200-a"))] == 31.7
+    assert got[("gpufleet_fabric_transport_ok", at("h200-a"))] == 1
+    assert got[("gpufleet_fabric_transport_ok", at("h200-b"))] == 0
+    assert got[("gpufleet_lustre_read_mb_s", at("h200-a"))] == 19500.0
+    assert got[("gpufleet_lustre_write_mb_s", at("h200-a"))] == 17100.0
+    assert got[("gpufleet_lustre_expected_mb_s", at("h200-a"))] == 18000.0
+    assert got[("gpufleet_quarantined_nodes", at("h200-b"))] == 1
+    assert got[("gpufleet_quarantined_nodes", at("h200-a"))] == 0
+    assert got[("gpufleet_validation_gpu_minutes", at("h200-a", kind="fabric"))] == 13.5
+    assert got[("gpufleet_validation_gpu_minutes_per_node", at("h200-a", kind="storage"))] == (
+        0.633
+    )
+    # drift: the state, and the figures of each finding (malformed entries are skipped)
+    assert got[("gpufleet_pool_drifting", at("h100-a", cluster="p5-sim"))] == 1
+    assert got[("gpufleet_pool_drifting", at("h200-a"))] == 0
+    drift = {k: v for k, v in got.items() if k[0].startswith("gpufleet_drift_")}
+    assert drift == {
+        (f"gpufleet_drift_{f}", at("h100-a", cluster="p5-sim", metric="busbw_gbps")): FINDING[f]
+        for f in ("latest", "median", "noise", "limit")
+    }
+
+
+def test_each_scrape_reads_afresh_and_nothing_leaks_into_the_global_registry(
+    client, monkeypatch, tmp_path
+):
+    from prometheus_client import REGISTRY
+
+    configure(monkeypatch)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    before = samples(client.get("/metrics", headers=auth).text)
+    assert not any(name == "gpufleet_fabric_busbw_gbps" for name, _ in before)
+    record_night(Ledger())
+    after = samples(client.get("/metrics", headers=auth).text)
+    assert after[("gpufleet_fabric_busbw_gbps", at("h200-a"))] == 351.5
+    assert REGISTRY.get_sample_value("gpufleet_fabric_busbw_gbps", dict(at("h200-a"))) is None
+    # another ledger, another answer: the router reads the ledger it is given per scrape
+    other = Ledger(f"sqlite:///{tmp_path / 'other.db'}")
+    app = FastAPI()
+    app.include_router(make_router(ledger_factory=lambda: other))
+    fresh = samples(TestClient(app).get("/metrics", headers=auth).text)
+    assert ("gpufleet_fabric_busbw_gbps", at("h200-a")) not in fresh

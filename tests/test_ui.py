@@ -1,0 +1,359 @@
+"""The UI plugin's app (no browser): auth on every route, the fleet, pool and report pages over
+a real SQLite ledger and the sim catalog, and the plugin as Airflow's plugins manager loads it.
+
+Tokens are real Airflow JWTs, minted by the configured auth manager the way the api-server's
+``/auth/token`` does (``generate_jwt`` with the configured secret)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+
+import pytest
+
+CLUSTER, POOL, OTHER = "a3u-sim", "h200-a", "h200-b"
+PAGES = [
+    "/gpufleet/fleet",
+    f"/gpufleet/pools/{CLUSTER}/{POOL}",
+    "/gpufleet/runs/scheduled__n0/report",
+    "/gpufleet/api/fleet",
+    f"/gpufleet/api/pools/{CLUSTER}/{POOL}",
+]
+
+
+@pytest.fixture(scope="module")
+def auth_manager():
+    from airflow.api_fastapi.app import init_auth_manager
+
+    return init_auth_manager()
+
+
+@pytest.fixture
+def token(airflow_db, auth_manager) -> str:
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return auth_manager.generate_jwt(SimpleAuthManagerUser(username="ci", role="viewer"))
+
+
+@pytest.fixture
+def ledger(airflow_db, fleet_state):
+    """Five nights of h200-a (the fourth fails: fabric down, TCP), tonight's h200-b."""
+    from gpufleet.store import Ledger
+
+    led = Ledger()
+    now = datetime.now(UTC)
+    for i in range(5):
+        at = now - timedelta(days=4 - i, minutes=30)
+        failed = i == 3
+        vid = led.record_validation(
+            run_id=f"scheduled__n{i}",
+            cluster=CLUSTER,
+            pool=POOL,
+            kind="fabric",
+            passed=not failed,
+            expected_transport="gib",
+            transport="socket" if failed else "gib",
+            busbw_gbps=21.0 if failed else 350.0 + i,
+            baseline_gbps=355.0,
+            nodes_tested=4,
+            reasons=["NCCL used socket, expected gib"] if failed else [],
+            details={"tolerance": 0.9, "gpu_minutes": 48.0, "gpu_minutes_per_node": 12.0},
+            started_at=at - timedelta(minutes=20),
+            finished_at=at,
+            pairs=[
+                {
+                    "pass_no": 1,
+                    "node_a": "n1",
+                    "node_b": "n2",
+                    "passed": not failed,
+                    "transport": "gib",
+                    "busbw_gbps": 350.0,
+                    "small_latency_us": 20.0 + i,
+                }
+            ],
+        )
+        assert vid
+        led.record_validation(
+            run_id=f"scheduled__n{i}",
+            cluster=CLUSTER,
+            pool=POOL,
+            kind="storage",
+            passed=True,
+            read_mb_s=19000.0,
+            write_mb_s=17000.0,
+            expected_mb_s=18000.0,
+            details={"gpu_minutes": 12.0, "gpu_minutes_per_node": 3.0},
+            started_at=at - timedelta(minutes=5),
+            finished_at=at,
+        )
+    led.set_pool_state(CLUSTER, POOL, "degraded", "fabric down", run_id="scheduled__n4")
+    led.quarantine(CLUSTER, POOL, "a3u-sim-h200-a-0", "pair below threshold", "scheduled__n3")
+    led.record_gate_decision(
+        cluster=CLUSTER,
+        pools=[POOL],
+        nodes=2,
+        launch=False,
+        reasons=[f"{CLUSTER}/{POOL}: pool is degraded"],
+        job="team/llm",
+        run_id="manual__gate",
+    )
+    led.record_validation(
+        run_id="scheduled__n4",
+        cluster=CLUSTER,
+        pool=OTHER,
+        kind="fabric",
+        passed=True,
+        expected_transport="gib",
+        transport="gib",
+        busbw_gbps=352.0,
+        baseline_gbps=355.0,
+        started_at=now - timedelta(minutes=50),
+        finished_at=now - timedelta(minutes=30),
+    )
+    led.record_validation(
+        run_id="scheduled__n4",
+        cluster=CLUSTER,
+        pool=OTHER,
+        kind="storage",
+        passed=True,
+        read_mb_s=19000.0,
+        write_mb_s=17000.0,
+        expected_mb_s=18000.0,
+        started_at=now - timedelta(minutes=40),
+        finished_at=now - timedelta(minutes=30),
+    )
+    led.set_pool_state(CLUSTER, OTHER, "validated", "ok", run_id="scheduled__n4")
+    return led
+
+
+@pytest.fixture
+def client(ledger):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from gpufleet.airflow.ui.app import create_app
+
+    root = FastAPI()  # mounted as the api-server mounts plugin apps
+    root.mount("/gpufleet", create_app())
+    return TestClient(root)
+
+
+class Rows(HTMLParser):
+    """The ``<tr>`` attributes and the text of each cell with a class, by row."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[dict] = []
+        self._cell: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr":
+            self.rows.append({"attrs": attrs, "cells": {}, "links": []})
+        elif tag == "td" and self.rows:
+            self._cell = attrs.get("class")
+        elif tag == "a" and self.rows:
+            self.rows[-1]["links"].append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell and self.rows:
+            cells = self.rows[-1]["cells"]
+            cells[self._cell] = cells.get(self._cell, "") + data
+
+
+def rows(html: str, table_id: str, key: str) -> list[dict]:
+    """The rows of ``table_id`` that carry the data attribute ``key``."""
+    start = html.index(f'<table id="{table_id}">')
+    parser = Rows()
+    parser.feed(html[start : html.index("</table>", start)])
+    return [r for r in parser.rows if key in r["attrs"]]
+
+
+def auth(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_route_refuses_without_a_valid_token(client, token, path):
+    bad = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    for headers in ({}, auth(bad), auth("not-a-jwt"), {"Authorization": "Basic Y2k6Y2k="}):
+        r = client.get(path, headers=headers, follow_redirects=False)
+        assert r.status_code == 401, (headers, r.status_code, r.text[:200])
+        assert "not authenticated" in r.json()["detail"]
+    # a bad cookie is refused like a missing one
+    client.cookies.set("_token", bad)
+    try:
+        assert client.get(path, follow_redirects=False).status_code == 401
+    finally:
+        client.cookies.clear()
+    # a browser asking for a page is sent to the login page, coming back here after
+    r = client.get(path, headers={"Accept": "text/html"}, follow_redirects=False)
+    if "/api/" in path:
+        assert r.status_code == 401
+    else:
+        assert r.status_code == 303
+        assert r.headers["location"].startswith("/auth/login")
+        assert "next=" in r.headers["location"]
+
+
+def test_metrics_keeps_its_own_token_check(client):
+    """Prometheus holds no UI session: /metrics is not behind the UI's login."""
+    r = client.get("/gpufleet/metrics", headers={"Accept": "text/html"}, follow_redirects=False)
+    assert r.status_code != 303 and r.status_code != 404, r.status_code
+
+
+def test_the_ui_cookie_authenticates_as_the_iframe_sends_it(client, token):
+    client.cookies.set("_token", token)
+    try:
+        r = client.get("/gpufleet/fleet")
+    finally:
+        client.cookies.clear()
+    assert r.status_code == 200 and '<table id="fleet">' in r.text
+
+
+def test_fleet_page_lists_every_pool_with_why_not(client, token):
+    r = client.get("/gpufleet/fleet", headers=auth(token))
+    assert r.status_code == 200
+    table = {row["attrs"]["data-pool"]: row for row in rows(r.text, "fleet", "data-pool")}
+    from gpufleet.config.catalog import load_catalog
+
+    assert set(table) == {ref.key for ref in load_catalog().pools()}
+    bad = table[f"{CLUSTER}/{POOL}"]
+    assert bad["attrs"]["data-state"] == "degraded"
+    assert bad["attrs"]["data-ready"] == "no"
+    assert "pool is degraded" in bad["cells"]["why"]
+    assert "FAIL" not in bad["cells"]["fabric"]  # the last night passed
+    assert bad["cells"]["cost"] == "15.0"  # fabric 12 + Lustre 3 GPU-minutes per node
+    assert {"class": "pool-link", "href": f"/gpufleet/pools/{CLUSTER}/{POOL}"} in bad["links"]
+    never = [row for key, row in table.items() if key.startswith("p5-sim/")]
+    assert never and all(row["attrs"]["data-state"] == "-" for row in never)
+    assert "validation cost, fleet total" in r.text
+    data = client.get("/gpufleet/api/fleet", headers=auth(token)).json()
+    assert {p["key"] for p in data["pools"]} == set(table)
+    assert data["cost"]["pools_reporting"] == 1
+    assert data["cost"]["gpu_minutes_total"] == 60.0 and data["cost"]["nodes"] == 4
+
+
+def test_a_drifting_pool_shows_its_figures_even_when_ready(client, token, ledger):
+    why = "busbw 331.0 GB/s is 5.8% below its 14-night median 351.4 (noise 0.6%)"
+    ledger.set_pool_state(CLUSTER, OTHER, "drifting", why)
+    r = client.get("/gpufleet/fleet?state=drifting", headers=auth(token))
+    (row,) = rows(r.text, "fleet", "data-pool")
+    assert row["attrs"]["data-pool"] == f"{CLUSTER}/{OTHER}"
+    assert row["attrs"]["data-state"] == "drifting"
+    assert row["cells"]["why"] == why
+    from datetime import UTC, datetime
+
+    from gpufleet.cli.status_cmd import readiness_rows
+    from gpufleet.config.catalog import load_catalog
+
+    (cli,) = [
+        r
+        for r in readiness_rows(load_catalog(), ledger, datetime.now(UTC))
+        if r["POOL"] == f"{CLUSTER}/{OTHER}"
+    ]
+    assert (cli["STATE"], cli["WHY"]) == ("drifting", why)  # one implementation, two views
+    assert row["attrs"]["data-ready"] == "yes" and cli["READY"] == "yes"  # a warning only
+
+
+def test_fleet_filters_by_region_and_state(client, token):
+    r = client.get("/gpufleet/fleet?region=sim-us-central1&state=degraded", headers=auth(token))
+    keys = [row["attrs"]["data-pool"] for row in rows(r.text, "fleet", "data-pool")]
+    assert keys == [f"{CLUSTER}/{POOL}"]
+    assert re.search(r'<select name="region">', r.text) and 'name="state"' in r.text
+    r = client.get("/gpufleet/api/fleet?state=validated", headers=auth(token))
+    assert [p["key"] for p in r.json()["pools"]] == [f"{CLUSTER}/{OTHER}"]
+    r = client.get("/gpufleet/api/fleet?region=sim-us-east-1", headers=auth(token))
+    assert r.json()["pools"] and {p["region"] for p in r.json()["pools"]} == {"sim-us-east-1"}
+    r = client.get("/gpufleet/fleet?region=nowhere", headers=auth(token))
+    assert r.status_code == 404 and "nowhere" in r.text
+
+
+def _pool_data(html: str) -> dict:
+    m = re.search(r'<script id="pool-data" type="application/json">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1))
+
+
+def test_pool_page_has_the_nights_in_order_with_the_failing_night(client, token):
+    r = client.get(f"/gpufleet/pools/{CLUSTER}/{POOL}", headers=auth(token))
+    assert r.status_code == 200
+    assert re.search(rf"<h1>[^<]*{CLUSTER}/{POOL}", r.text)
+    for chart in ("busbw-chart", "latency-chart", "lustre-chart"):
+        assert f'<div id="{chart}"' in r.text
+    assert "/gpufleet/static/uPlot.iife.min.js" in r.text
+    data = _pool_data(r.text)
+    nights = data["nights"]
+    assert [n["run_id"] for n in nights] == [f"scheduled__n{i}" for i in range(5)]
+    assert [n["night"] for n in nights] == sorted(n["night"] for n in nights)
+    assert [n["passed"] for n in nights] == [True, True, True, False, True]
+    assert nights[3]["busbw_gbps"] < data["tolerance_gbps"] < data["baseline_gbps"]
+    assert data["baseline_gbps"] == 355.0 and data["tolerance_gbps"] == pytest.approx(319.5)
+    assert data["expected_mb_s"] == 18000.0
+    assert nights[3]["transport"] == "socket"
+    assert [n["small_latency_us"] for n in nights][:3] == [20.0, 21.0, 22.0]  # pass-1 medians
+    assert nights[3]["small_latency_us"] is None  # its only pair failed
+    table = rows(r.text, "nights", "data-run-id")
+    assert [(t["attrs"]["data-run-id"], t["attrs"]["data-passed"]) for t in table] == [
+        (n["run_id"], "true" if n["passed"] else "false") for n in nights
+    ]
+    assert "/dags/nightly_fabric_validation/runs/scheduled__n3" in r.text
+    assert "a3u-sim-h200-a-0" in r.text  # the quarantined node
+    assert (
+        "pool is degraded" in r.text and "/dags/gated_training_launch/runs/manual__gate" in r.text
+    )
+    api = client.get(f"/gpufleet/api/pools/{CLUSTER}/{POOL}", headers=auth(token)).json()
+    assert api["chart"] == data
+    r = client.get(f"/gpufleet/pools/{CLUSTER}/{POOL}?nights=2", headers=auth(token))
+    assert [n["run_id"] for n in _pool_data(r.text)["nights"]] == ["scheduled__n3", "scheduled__n4"]
+
+
+def test_unknown_pool_and_run_are_404(client, token):
+    r = client.get(f"/gpufleet/pools/{CLUSTER}/nope", headers=auth(token))
+    assert r.status_code == 404 and "nope" in r.text
+    r = client.get(f"/gpufleet/api/pools/{CLUSTER}/nope", headers=auth(token))
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+    r = client.get(
+        "/gpufleet/runs/manual__nothing/report?dag_id=region_onboarding", headers=auth(token)
+    )
+    assert r.status_code == 404
+    assert "recorded no validations" in r.text and "nightly_fabric_validation" in r.text
+
+
+def test_report_page_of_a_run(client, token):
+    r = client.get("/gpufleet/runs/scheduled__n3/report", headers=auth(token))
+    assert r.status_code == 200
+    assert re.search(r"<h1>Nightly fabric validation: scheduled__n3</h1>", r.text)
+    assert "FAIL" in r.text and "NCCL used socket" in r.text
+    md = client.get("/gpufleet/runs/scheduled__n3/report?format=md", headers=auth(token))
+    assert md.text.startswith("# Nightly fabric validation: scheduled__n3")
+
+
+def test_page_text_is_escaped(client, token, ledger):
+    ledger.set_pool_state(CLUSTER, OTHER, "degraded", "<script>alert(1)</script>")
+    ledger.record_gate_decision(
+        cluster=CLUSTER, pools=[OTHER], nodes=1, launch=False, reasons=["<b>x</b></script>"]
+    )
+    r = client.get(f"/gpufleet/pools/{CLUSTER}/{OTHER}", headers=auth(token))
+    assert "<script>alert(1)" not in r.text and "&lt;script&gt;alert(1)" in r.text
+    assert "<b>x</b>" not in r.text
+
+
+def test_airflow_loads_the_plugin(airflow_db):
+    from airflow import plugins_manager
+
+    assert not plugins_manager.get_import_errors(), plugins_manager.get_import_errors()
+    info = {p["name"]: p for p in plugins_manager.get_plugin_info()}
+    assert "gpufleet" in info, sorted(info)
+    plugin = info["gpufleet"]
+    views = {v["name"]: v for v in plugin["external_views"]}
+    assert views["GPU fleet"]["destination"] == "nav"
+    assert views["GPU fleet"]["href"] == "/gpufleet/fleet"
+    assert views["Fleet report"]["destination"] == "dag_run"
+    assert "{RUN_ID}" in views["Fleet report"]["href"]
+    assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == ["/gpufleet"]
