@@ -490,3 +490,37 @@ def test_upgrade_to_v9_lets_a_pool_drift(ledger_url):
     with pytest.raises(IntegrityError):  # still a CHECK: an unknown state is refused
         ledger.set_pool_state("c", "p", "wobbly")
     assert migrations.ensure_schema(ledger.engine) == 9  # idempotent
+
+
+def test_small_latencies_take_the_recorded_figure_else_the_pairs_median(ledger_url):
+    ledger = Ledger(ledger_url)
+
+    def pair(latency, passed=True, pass_no=1):
+        return {"pass_no": pass_no, "node_a": "a", "node_b": "b", "passed": passed,
+                "small_latency_us": latency, "reasons": []}  # fmt: skip
+
+    pairs = [pair(30.0), pair(40.0), pair(50.0), pair(900.0, passed=False), pair(1.0, pass_no=2)]
+    ids = [
+        ledger.record_validation(
+            run_id=f"n{i}",
+            cluster="c",
+            pool="p",
+            kind="fabric",
+            passed=True,
+            started_at=NOW,
+            finished_at=NOW,
+            details=details,
+            pairs=pairs,
+        )  # fmt: skip
+        for i, details in enumerate([{"small_latency_us": 33.3}, {}, {}])
+    ]
+    ledger.record_validation(
+        run_id="n3", cluster="c", pool="q", kind="fabric", passed=True,
+        started_at=NOW, finished_at=NOW, pairs=[pair(7.0, passed=False)],
+    )  # fmt: skip
+    rows = [ledger.latest_validation("c", "q", "fabric"), *ledger.validations_for_run("n0")]
+    rows += ledger.validations_for_run("n1")
+    got = ledger.small_latencies(rows)
+    assert got[ids[0]] == 33.3  # recorded tonight: not recomputed
+    assert got[ids[1]] == 40.0  # the median of the passing first-pass pairs only
+    assert got[rows[0]["id"]] is None and ids[2] not in got  # no passing pair; not asked

@@ -21,7 +21,6 @@ recorded, else the median of its passing first-pass pairs (one query for every n
 from __future__ import annotations
 
 import logging
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,23 +68,9 @@ class PoolDrift:
         }
 
 
-def _latencies(ledger: Ledger, rows: list[dict[str, Any]]) -> dict[int, float | None]:
-    """Each fabric row's small-message latency: from its details, else from its pairs."""
-    out: dict[int, float | None] = {}
-    missing = []
-    for r in rows:
-        value = (r.get("details") or {}).get("small_latency_us")
-        if value is None:
-            missing.append(r["id"])
-        out[r["id"]] = value
-    for vid, values in ledger.first_pass_latencies(missing).items():
-        out[vid] = statistics.median(values) if values else None
-    return out
-
-
 def _figures(ledger: Ledger, kind: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per row (oldest first), the figure of each metric of ``kind`` (None: not recorded)."""
-    latency = _latencies(ledger, rows) if kind == "fabric" else {}
+    latency = ledger.small_latencies(rows) if kind == "fabric" else {}
     out = []
     for r in rows:
         figures = {m: r.get(m) for m in METRICS_OF[kind] if m != "small_latency_us"}

@@ -8,7 +8,6 @@ fleet-wide readiness table is ``services.fleet_view``.
 
 from __future__ import annotations
 
-import statistics
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.services.fleet_view import (
@@ -22,28 +21,6 @@ from gpufleet.services.fleet_view import (
 if TYPE_CHECKING:
     from gpufleet.domain.fleet import Catalog
     from gpufleet.store import Ledger
-
-
-def _latency_from_pairs(ledger: Ledger, validation_ids: list[int]) -> dict[int, float]:
-    """Median small-message latency of the passing pass-1 pairs, per validation: one query."""
-    from sqlalchemy import select
-
-    from gpufleet.store import schema as s
-
-    if not validation_ids:
-        return {}
-    p = s.validation_pairs
-    q = select(p.c.validation_id, p.c.small_latency_us).where(
-        p.c.validation_id.in_(validation_ids),
-        p.c.pass_no == 1,
-        p.c.passed.is_(True),
-        p.c.small_latency_us.is_not(None),
-    )
-    values: dict[int, list[float]] = {}
-    with ledger.engine.connect() as conn:
-        for vid, lat in conn.execute(q):
-            values.setdefault(vid, []).append(lat)
-    return {vid: statistics.median(v) for vid, v in values.items()}
 
 
 def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dict[str, Any]]:
@@ -84,26 +61,17 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
     for r in rows:  # newest first: the first row seen per (run, kind) is the last recorded
         runs.setdefault(r["run_id"], {}).setdefault(r["kind"], r)
     chosen = list(runs.items())[:limit]
-    missing = [
-        k["fabric"]["id"]
-        for _, k in chosen
-        if "fabric" in k and "small_latency_us" not in (k["fabric"]["details"] or {})
-    ]
-    latency = _latency_from_pairs(ledger, missing)
+    latency = ledger.small_latencies(k["fabric"] for _, k in chosen if "fabric" in k)
     nights = []
     for run_id, kinds in reversed(chosen):
         fab, sto = kinds.get("fabric"), kinds.get("storage")
         first = fab or sto
-        details = (fab or {}).get("details") or {}
-        lat = details.get("small_latency_us")
-        if lat is None and fab:
-            lat = latency.get(fab["id"])
         nights.append(
             {
                 "run_id": run_id,
                 "night": first["finished_at"].date().isoformat(),
                 "busbw_gbps": fab["busbw_gbps"] if fab else None,
-                "small_latency_us": lat,
+                "small_latency_us": latency.get(fab["id"]) if fab else None,
                 "passed": all(k["passed"] is True for k in kinds.values()),
                 "verdict": verdict_text(fab) if fab else None,
                 "transport": fab["transport"] if fab else None,
@@ -115,7 +83,7 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
                     *((sto or {}).get("reasons") or []),
                 ],
                 "baseline_gbps": fab["baseline_gbps"] if fab else None,
-                "tolerance": details.get("tolerance"),
+                "tolerance": ((fab or {}).get("details") or {}).get("tolerance"),
                 "expected_mb_s": sto["expected_mb_s"] if sto else None,
                 "gpu_minutes_per_node": (pool_cost(fab, sto) or {}).get("per_node"),
             }

@@ -8,6 +8,7 @@ Order is the ledger's insertion order (row ids), never a row's own timestamp.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -188,6 +189,20 @@ class ValidationRecords:
         with self.engine.connect() as conn:
             for vid, latency in conn.execute(q.order_by(p.c.id)).all():
                 out[vid].append(float(latency))
+        return out
+
+    def small_latencies(self, rows: Iterable[dict[str, Any]]) -> dict[int, float | None]:
+        """Each fabric validation row's small-message latency, by row id: the figure its details
+        recorded (``small_latency_us``), else the median of its passing first-pass pairs (one
+        query for every row missing it), else None."""
+        out: dict[int, float | None] = {}
+        missing = []
+        for r in rows:
+            out[r["id"]] = (r.get("details") or {}).get("small_latency_us")
+            if out[r["id"]] is None:
+                missing.append(r["id"])
+        for vid, values in self.first_pass_latencies(missing).items():
+            out[vid] = statistics.median(values) if values else None
         return out
 
     def validations_for_run(self, run_id: str) -> list[dict[str, Any]]:
