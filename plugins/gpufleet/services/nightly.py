@@ -128,17 +128,21 @@ def latest_per_check(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(latest.values())
 
 
-def nightly_report(
-    ledger: Ledger, catalog: Catalog, run_id: str, history_nights: int = 14
-) -> NightlyReport:
-    """Judge drift, then write the run's Markdown/HTML report; return paths, failures and
-    warnings (drift). Each pool and kind is reported by its last verdict in the run."""
+def render_report(
+    ledger: Ledger,
+    catalog: Catalog,
+    run_id: str,
+    rows: list[dict[str, Any]],
+    warnings: list[str] | None = None,
+    history_nights: int = 14,
+) -> tuple[str, str]:
+    """The report of a run over its ``rows`` (``latest_per_check``): Markdown, and HTML with
+    each fabric pool's recent nights charted against its baseline. The nightly writes it; the
+    UI's run tab renders it again from the ledger. A pool since removed from the catalog is
+    charted against the baseline its row recorded."""
     from gpufleet.config.baselines import find_baseline
 
-    warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
-    rows = latest_per_check(ledger.validations_for_run(run_id))
-    quarantined = ledger.quarantined()
-    md_text = markdown(run_id, rows, quarantined, warnings)
+    md_text = markdown(run_id, rows, ledger.quarantined(), warnings)
     histories, baselines = {}, {}
     for r in rows:
         if r["kind"] != "fabric":
@@ -147,15 +151,27 @@ def nightly_report(
         histories[key] = ledger.validation_history(
             r["cluster"], r["pool"], "fabric", history_nights
         )
-        ref = catalog.pool(r["cluster"], r["pool"])
+        try:
+            ref = catalog.pool(r["cluster"], r["pool"])
+        except GpufleetError:
+            baselines[key] = r["baseline_gbps"]
+            continue
         base = find_baseline(
             ref.pool.gpu.model, ref.pool.gpu.count, 2, "all_reduce", ref.pool.transport
         )
         baselines[key] = base.busbw_gbps if base else None
-    files = {
-        "report.md": md_text,
-        "report.html": html_report(run_id, md_text, histories, baselines),
-    }
+    return md_text, html_report(run_id, md_text, histories, baselines)
+
+
+def nightly_report(
+    ledger: Ledger, catalog: Catalog, run_id: str, history_nights: int = 14
+) -> NightlyReport:
+    """Judge drift, then write the run's Markdown/HTML report; return paths, failures and
+    warnings (drift). Each pool and kind is reported by its last verdict in the run."""
+    warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
+    rows = latest_per_check(ledger.validations_for_run(run_id))
+    md_text, html_text = render_report(ledger, catalog, run_id, rows, warnings, history_nights)
+    files = {"report.md": md_text, "report.html": html_text}
     paths = write_reports(state_dir() / "reports" / _safe(run_id), files)
     failed = [
         f"{r['cluster']}/{r['pool']} {r['kind']}"

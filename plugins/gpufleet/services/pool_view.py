@@ -197,29 +197,10 @@ def _transitions(ledger: Ledger, cluster: str, pool: str, limit: int = 10) -> li
 def run_report(ledger: Ledger, catalog: Catalog, run_id: str) -> dict[str, str] | None:
     """The nightly report of ``run_id`` rendered from the ledger (``services.report``'s
     Markdown and HTML, as the nightly run wrote them), or None when the run validated nothing."""
-    from gpufleet.config.baselines import find_baseline
-    from gpufleet.errors import GpufleetError
-    from gpufleet.services.nightly import latest_per_check
-    from gpufleet.services.report import html_report, markdown
+    from gpufleet.services.nightly import latest_per_check, render_report
 
     rows = latest_per_check(ledger.validations_for_run(run_id))
     if not rows:
         return None
-    quarantined = ledger.quarantined()
-    md_text = markdown(run_id, rows, quarantined)
-    histories, baselines = {}, {}
-    for r in rows:
-        if r["kind"] != "fabric":
-            continue
-        key = f"{r['cluster']}/{r['pool']}"
-        histories[key] = ledger.validation_history(r["cluster"], r["pool"], "fabric", 14)
-        try:
-            ref = catalog.pool(r["cluster"], r["pool"])
-        except GpufleetError:  # a pool since removed from the catalog: its recorded baseline
-            baselines[key] = r["baseline_gbps"]
-            continue
-        base = find_baseline(
-            ref.pool.gpu.model, ref.pool.gpu.count, 2, "all_reduce", ref.pool.transport
-        )
-        baselines[key] = base.busbw_gbps if base else None
-    return {"markdown": md_text, "html": html_report(run_id, md_text, histories, baselines)}
+    md_text, html_text = render_report(ledger, catalog, run_id, rows)
+    return {"markdown": md_text, "html": html_text}
