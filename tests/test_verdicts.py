@@ -280,3 +280,19 @@ def test_the_guard_always_allows_one_node_and_counts_those_still_out():
     )
     assert not second.passed and second.page and second.quarantine == {}
     assert "(1 more already quarantined)" in second.reasons[0]
+
+
+def test_a_pair_verdict_survives_its_row():
+    """What a task's state and the ledger keep of a pair (``as_row``) reads back whole."""
+    verdict = PairVerdict(
+        nodes=("n0", "n1"),
+        passed=False,
+        reasons=("NCCL used socket",),
+        transport="socket",
+        gdrdma=False,
+        busbw_gbps=21.5,
+        small_latency_us=210.0,
+        wrong=0,
+        nccl_version="2.27.7",
+    )
+    assert PairVerdict.from_row(verdict.as_row(1)) == verdict

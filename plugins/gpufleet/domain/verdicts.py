@@ -37,6 +37,21 @@ class PairVerdict:
     wrong: int | None = None
     nccl_version: str | None = None
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> PairVerdict:
+        """The verdict ``as_row`` recorded (a pair row of the ledger or of a task's state)."""
+        return cls(
+            nodes=(row["node_a"], row["node_b"]),
+            passed=row["passed"],
+            reasons=tuple(row["reasons"]),
+            transport=row["transport"],
+            gdrdma=row["gdrdma"],
+            busbw_gbps=row["busbw_gbps"],
+            small_latency_us=row["small_latency_us"],
+            wrong=row["wrong"],
+            nccl_version=row["nccl_version"],
+        )
+
     def as_row(self, pass_no: int) -> dict[str, Any]:
         return {
             "pass_no": pass_no,

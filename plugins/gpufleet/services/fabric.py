@@ -246,7 +246,7 @@ class FabricValidation:
             return self._too_few_idle(state)
         pool = self.ref.pool
         bad, inconclusive, untested = self._localizer(state).outcome()
-        pass1 = [_verdict(r) for r in state.pass1]
+        pass1 = [PairVerdict.from_row(r) for r in state.pass1]
         rows = state.pass1 + state.pass2
         tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])})
         retested = self.lifecycle.record_retests(
@@ -388,17 +388,3 @@ class FabricValidation:
         """Taint the node NoSchedule, label it and record it (idempotent)."""
         self.lifecycle.quarantine(node, reason, {"reason": reason}, run_id=run_id)
         log.warning("%s: quarantined %s: %s", self.ref.key, node, reason)
-
-
-def _verdict(row: dict[str, Any]) -> PairVerdict:
-    return PairVerdict(
-        nodes=(row["node_a"], row["node_b"]),
-        passed=row["passed"],
-        reasons=tuple(row["reasons"]),
-        transport=row["transport"],
-        gdrdma=row["gdrdma"],
-        busbw_gbps=row["busbw_gbps"],
-        small_latency_us=row["small_latency_us"],
-        wrong=row["wrong"],
-        nccl_version=row["nccl_version"],
-    )
