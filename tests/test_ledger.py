@@ -455,24 +455,9 @@ def _narrow_pool_states_to_v8(ledger: Ledger) -> None:
     v8 = [s.value for s in s.PoolState if s.value != "drifting"]
     with ledger.engine.begin() as conn:
         for table, name, _expr in (c for c in s.CHECKS if "pool_e" in c[1] or "pool_s" in c[1]):
-            old = f"state IN ({', '.join(repr(v) for v in v8)})"
-            if conn.dialect.name != "sqlite":
-                conn.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
-                conn.exec_driver_sql(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({old})")
-                continue
-            sql = conn.exec_driver_sql(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).scalar()
-            start = sql.index(f"CONSTRAINT {name} CHECK (")
-            end = sql.index(")", sql.index("IN (", start)) + 1
-            version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
-            conn.exec_driver_sql("PRAGMA writable_schema = ON")
-            conn.exec_driver_sql(
-                "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?",
-                (sql[:start] + f"CONSTRAINT {name} CHECK ({old}" + sql[end:], table),
+            migrations.replace_check(
+                conn, table, name, f"{{c}}state IN ({', '.join(repr(v) for v in v8)})"
             )
-            conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
-            conn.exec_driver_sql("PRAGMA writable_schema = OFF")
         conn.execute(s.schema_version.delete())
         conn.execute(s.schema_version.insert().values(version=8, applied_at=datetime.now(UTC)))
     ledger.engine.dispose()  # connections opened before the rewrite keep the old schema

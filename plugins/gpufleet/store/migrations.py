@@ -118,23 +118,40 @@ def _v7_transition_steps(conn: Connection) -> None:
     transitions_lock.create(conn, checkfirst=True)
 
 
+def replace_check(conn: Connection, table: str, name: str, expr: str) -> None:
+    """Make CHECK constraint ``name`` of ``table`` read ``expr`` (a ``state IN (...)`` list,
+    ``{c}`` for the column prefix). PostgreSQL: dropped and re-added (``NOT VALID``: existing
+    rows are not re-checked). SQLite, which cannot alter a constraint: the IN list is rewritten
+    in the table's SQL (``PRAGMA writable_schema``, which SQLite documents as safe for a change
+    that does not touch what is stored, such as loosening a CHECK)."""
+    if conn.dialect.name != "sqlite":
+        conn.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}")
+        conn.exec_driver_sql(
+            f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({expr.format(c='')}) NOT VALID"
+        )
+        return
+    sql = conn.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).scalar()
+    start = sql.index(f"CONSTRAINT {name} CHECK (")
+    end = sql.index(")", sql.index("IN (", start)) + 1
+    new_sql = sql[:start] + f"CONSTRAINT {name} CHECK ({expr.format(c='')}" + sql[end:]
+    version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+    conn.exec_driver_sql("PRAGMA writable_schema = ON")
+    conn.exec_driver_sql(
+        "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?", (new_sql, table)
+    )
+    conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+    conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+
+
 def _v9_pool_states(conn: Connection) -> None:
     """Version 9: the pool-state CHECKs take the domain's whole vocabulary again (``drifting``
-    joined it). PostgreSQL: drop and re-add the constraints. SQLite: a ledger upgraded to v4
-    holds them as triggers (dropped and re-created); one created at v4 or later holds them in
-    the table's SQL, whose IN list is widened in place (``PRAGMA writable_schema``, which SQLite
-    documents as safe for a change that only loosens a CHECK; existing rows stay valid)."""
-    wanted = [c for c in CHECKS if c[0] in ("gf_pool_state", "gf_pool_events")]
-    if conn.dialect.name != "sqlite":
-        for table, name, expr in wanted:
-            conn.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}")
-            conn.exec_driver_sql(
-                f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({expr.format(c='')}) NOT VALID"
-            )
-        return
-    for table, name, expr in wanted:
-        if name not in _constraint_names(conn, table):  # triggers of an upgraded ledger
-            for event in ("INSERT", "UPDATE"):
+    joined it), through ``replace_check``; a SQLite ledger upgraded to v4 holds them as
+    triggers, which are dropped and re-created. Existing rows stay valid: the list only grows."""
+    for table, name, expr in (c for c in CHECKS if c[0] in ("gf_pool_state", "gf_pool_events")):
+        if conn.dialect.name == "sqlite" and name not in _constraint_names(conn, table):
+            for event in ("INSERT", "UPDATE"):  # the triggers of an upgraded ledger
                 conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}_{event.lower()}")
                 conn.exec_driver_sql(
                     f"CREATE TRIGGER {name}_{event.lower()} BEFORE {event} ON "
@@ -142,20 +159,7 @@ def _v9_pool_states(conn: Connection) -> None:
                     f"SELECT RAISE(ABORT, 'CHECK constraint failed: {name}'); END"
                 )
             continue
-        sql = conn.exec_driver_sql(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).scalar()
-        start = sql.index(f"CONSTRAINT {name} CHECK (")
-        end = sql.index(")", sql.index("IN (", start)) + 1
-        new_sql = sql[:start] + f"CONSTRAINT {name} CHECK ({expr.format(c='')}" + sql[end:]
-        version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
-        conn.exec_driver_sql("PRAGMA writable_schema = ON")
-        conn.exec_driver_sql(
-            "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?",
-            (new_sql, table),
-        )
-        conn.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
-        conn.exec_driver_sql("PRAGMA writable_schema = OFF")
+        replace_check(conn, table, name, expr)
 
 
 # Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
