@@ -43,6 +43,7 @@ from gpufleet.airflow.operators.transition import (
     TransitionStepOperator,
     TransitionTargetsOperator,
 )
+from gpufleet.domain.names import DNS1123_LABEL
 
 fleet = index()
 
@@ -75,14 +76,16 @@ AFTER_VALIDATION = (
         "old_pool": param(
             None,
             type="string",
-            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            pattern=DNS1123_LABEL.pattern,
+            maxLength=63,
             title="Old pool",
             description="The pool in service to retire (a catalog pool of the cluster)",
         ),
         "new_pool": param(
             None,
             type="string",
-            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            pattern=DNS1123_LABEL.pattern,
+            maxLength=63,
             title="New pool",
             description="The catalog pool declared `state: planned` on the new reservation",
         ),

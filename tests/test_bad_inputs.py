@@ -33,6 +33,12 @@ LAUNCH_CONF = {
     "image": "us-docker.pkg.dev/example/train:1.4",
     "command": ["torchrun", "train.py"],
 }
+# each DAG's well-formed conf for the params cases (the DAGs without one take their defaults)
+BASE_CONFS = {
+    "gated_training_launch": LAUNCH_CONF,
+    "reservation_transition": {"cluster": "a3u-sim", "old_pool": "h200-b", "new_pool": "h200-c"},
+    "region_onboarding": {"region": "sim-us-central1"},
+}
 
 
 def test_the_corpus_is_large_enough():
@@ -202,7 +208,7 @@ def test_airflow_param_validation_refuses_bad_conf_naming_the_field(case, dags):
 
     spec = json.loads(case.read_text())
     dag = dags[spec["dag"]]
-    base = copy.deepcopy(LAUNCH_CONF) if spec["dag"] == "gated_training_launch" else {}
+    base = copy.deepcopy(BASE_CONFS.get(spec["dag"], {}))
     _validate(dag, base)  # the untouched conf is accepted: the refusal is about the field
     with pytest.raises(ParamValidationError) as err:
         _validate(dag, {**base, **spec["conf"]})

@@ -287,3 +287,32 @@ def test_index_cache_follows_file_changes(tmp_path, fleet_state):
     path.write_text(yaml.safe_dump(doc))
     assert catalog_index(tmp_path)["pool_names"] == ["p1", "p2"]
     assert catalog_index(tmp_path) == build_index(load_catalog(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "where,field,value",
+    [
+        ("region", "name", "r1\n"),
+        ("cluster", "name", "c1\n"),
+        ("pool", "name", "p1\n"),
+        ("cluster", "namespaces", ["ml-team\n"]),
+        ("cluster", "kubernetes_version", "1.30\n"),
+    ],
+)
+def test_a_name_with_a_trailing_newline_is_refused(tmp_path, where, field, value):
+    """``$`` matches before a final newline in Python: each pattern must match the whole."""
+
+    def mutate(d):
+        target = {"region": d["regions"][0], "cluster": cluster(d), "pool": pool(d)}[where]
+        target[field] = value
+
+    msg = load_error(tmp_path, mutate)
+    assert field in msg
+
+
+def test_a_ten_thousand_character_name_is_echoed_cut_short(tmp_path):
+    def mutate(d):
+        pool(d)["name"] = "p" * 10_000
+
+    msg = load_error(tmp_path, mutate)
+    assert "10000 chars" in msg and len(msg) < 1_000, len(msg)

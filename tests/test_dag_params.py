@@ -11,13 +11,21 @@ import json
 import pytest
 
 from tests.support.fleet import get_dag
-from tests.test_bad_inputs import LAUNCH_CONF, PARAM_CASES, _snapshot
+from tests.test_bad_inputs import BASE_CONFS, LAUNCH_CONF, PARAM_CASES, _snapshot
 
 
 @pytest.fixture(scope="module")
 def parsed(airflow_db):
     """Each DAG parsed once: a refused conf never reaches the DAG object (nothing to leak)."""
-    return {d: get_dag(d) for d in ("gated_training_launch", "nightly_fabric_validation")}
+    return {
+        d: get_dag(d)
+        for d in (
+            "gated_training_launch",
+            "nightly_fabric_validation",
+            "reservation_transition",
+            "region_onboarding",
+        )
+    }
 
 
 def _runs(dag_id: str) -> tuple[int, int]:
@@ -38,7 +46,7 @@ def test_dag_test_refuses_a_bad_conf_naming_the_field_and_runs_nothing(case, par
 
     assert main(["sim", "show"]) == 0  # the sim fleet exists: "untouched" compares a database
     spec = json.loads(case.read_text())
-    base = copy.deepcopy(LAUNCH_CONF) if spec["dag"] == "gated_training_launch" else {}
+    base = copy.deepcopy(BASE_CONFS.get(spec["dag"], {}))
     before = _runs(spec["dag"]), _snapshot(fleet_state)
     with pytest.raises(ParamValidationError) as err:
         parsed[spec["dag"]].test(run_conf={**base, **spec["conf"]})

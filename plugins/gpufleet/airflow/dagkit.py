@@ -46,8 +46,30 @@ def index() -> dict[str, Any]:
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
 
 
+# NaN passes ``minimum`` and ``maximum`` (every comparison with it is false) and JSON from
+# Python, the CLI or the REST API can carry it. No real number is both >= 0 and < 0; NaN fails
+# neither check, so it alone is valid under this schema, and ``not`` refuses it. Infinities are
+# refused by the bounds, which every number Param must therefore have.
+NOT_NAN = {
+    "$comment": "NaN is not a number: give a finite one",
+    "type": "number",
+    "minimum": 0,
+    "exclusiveMaximum": 0,
+}
+
+
 def param(default: Any, **schema: Any) -> Param:
-    """A DAG Param whose JSON schema declares its dialect (draft-07)."""
+    """A DAG Param whose JSON schema declares its dialect (draft-07). A ``number`` Param must be
+    bounded on both sides and refuses NaN (``NOT_NAN``)."""
+    types = schema.get("type")
+    if "number" in ([types] if isinstance(types, str) else list(types or [])):
+        low = "minimum" in schema or "exclusiveMinimum" in schema
+        high = "maximum" in schema or "exclusiveMaximum" in schema
+        if not (low and high):
+            raise ValueError(
+                f"a number Param needs a minimum and a maximum (infinities pass without): {schema}"
+            )
+        schema = {**schema, "not": NOT_NAN}
     return Param(default, **{"$schema": SCHEMA_DIALECT}, **schema)
 
 

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 from airflow.sdk import BaseHook, BaseNotifier
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from gpufleet.domain.inputs import TEXT_LIMIT, clipped
+
 log = logging.getLogger("gpufleet.alerts")
 
 ALERTS_CONN_ID = "gpufleet_alerts"
@@ -103,11 +105,22 @@ class FleetAlertNotifier(BaseNotifier):
             "error": str(exc) if exc else None,
         }
 
+    @staticmethod
+    def capped(msg: dict) -> dict:
+        """``msg`` with each field cut to what an alert should carry: a hostile or pasted value
+        (a 10,000-character name in an error) is not echoed whole into logs and webhooks."""
+        limits = {"summary": 200, "where": 200, "run_id": 250}
+        return {
+            k: clipped(v, limits.get(k, TEXT_LIMIT)) if isinstance(v, str) else v
+            for k, v in msg.items()
+        }
+
     def notify(self, context) -> None:
         self.deliver(self.message(context))
 
     def deliver(self, msg: dict) -> None:
         """Log the alert (the alert of record) and post it to the alerts webhook, if any."""
+        msg = self.capped(msg)
         text = f"{msg['summary']}: {msg['where']} ({msg['run_id']}): {msg['error'] or 'failed'}"
         log.error("ALERT %s", text)
         try:

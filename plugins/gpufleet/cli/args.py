@@ -14,12 +14,8 @@ import math
 import re
 from collections.abc import Callable
 
-SHOWN = 40  # characters of a refused value quoted back in the error
-
-
-def shown(text: str) -> str:
-    """``text`` quoted for an error message, cut to ``SHOWN`` characters."""
-    return repr(text) if len(text) <= SHOWN else repr(text[:SHOWN]) + f"... ({len(text)} chars)"
+from gpufleet.domain.inputs import ECHO_LIMIT as SHOWN  # noqa: F401 (re-exported)
+from gpufleet.domain.inputs import shown  # the one echo of a refused value
 
 
 def bounded_float(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -104,6 +105,13 @@ def _non_finite(name: str) -> Any:
     raise _Refused(f"{name} is not a JSON number (Params must be finite)")
 
 
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses to inf
+        raise _Refused(f"{text[:40]} is not a finite number (Params must be finite)")
+    return value
+
+
 def _int(text: str) -> int:
     if len(text.lstrip("-")) > 64:
         raise _Refused(f"an integer of {len(text.lstrip('-'))} digits is no Param value")
@@ -133,7 +141,11 @@ def load_conf(text: str) -> dict[str, Any]:
             raise GpufleetError(f"{source} is not UTF-8 text (byte {exc.start})") from None
     try:
         conf = json.loads(
-            text, parse_constant=_non_finite, object_pairs_hook=_unique_keys, parse_int=_int
+            text,
+            parse_constant=_non_finite,
+            object_pairs_hook=_unique_keys,
+            parse_int=_int,
+            parse_float=_float,
         )
     except json.JSONDecodeError as exc:
         raise GpufleetError(

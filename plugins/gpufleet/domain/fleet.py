@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpufleet.domain.inputs import shown
 from gpufleet.domain.names import DNS1123_LABEL
 from gpufleet.errors import CatalogError
 
@@ -31,9 +32,9 @@ MAX_THROUGHPUT_MBPS_PER_TIB = 100_000
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not DNS1123_LABEL.match(value):
+    if len(value) > 63 or not DNS1123_LABEL.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
+            f"{shown(value)} is not a DNS-1123 label (lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)"
         )
     return value

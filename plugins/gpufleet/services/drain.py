@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.backends.base import ClusterBackend
+from gpufleet.domain.inputs import finite
 from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
 from gpufleet.errors import GpufleetError
 
@@ -50,8 +51,14 @@ class DrainSettings:
             raise GpufleetError(
                 f"on_timeout {self.on_timeout!r} is not one of {', '.join(ON_TIMEOUT)}"
             )
-        if self.batch_size < 1:
-            raise GpufleetError(f"batch_size must be at least 1, not {self.batch_size}")
+        # NaN passes every bound (a NaN soak never ends, a NaN timeout never comes): finite first
+        for name in ("batch_size", "soak_s", "timeout_s", "realert_s", "poll_s"):
+            if finite(getattr(self, name), name) < 0:
+                raise GpufleetError(f"{name} must be at least 0, not {getattr(self, name)}")
+        if self.batch_size < 1 or self.batch_size != int(self.batch_size):
+            raise GpufleetError(
+                f"batch_size must be a whole number of at least 1, not {self.batch_size}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -18,7 +18,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.gate import DEFAULT_MAX_AGE
-from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, MAX_JOBSET_NAME
+from gpufleet.domain.inputs import InvalidValue, clipped, finite, shown
+from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, IMAGE_REF, MAX_JOBSET_NAME
 from gpufleet.errors import CatalogError, GpufleetError
 
 if TYPE_CHECKING:
@@ -34,13 +35,16 @@ REQUEST_FIELDS: dict[str, dict[str, Any]] = {
     "gpus_per_node": {"type": "integer", "minimum": 1},
     "job_name": {"type": "string", "pattern": DNS1035_LABEL.pattern, "maxLength": MAX_JOBSET_NAME},
     "namespace": {"type": "string", "pattern": DNS1123_LABEL.pattern, "maxLength": 63},
-    "image": {"type": "string", "minLength": 1, "pattern": r"^\S+$"},
+    "image": {"type": "string", "minLength": 1, "pattern": IMAGE_REF.pattern},
     "command": {"type": "array", "minItems": 1, "items": {"type": "string"}},
     "env": {"type": "object", "additionalProperties": {"type": "string"}},
     "priority_class": {"type": ["null", "string"]},
     "transport_policy": {"type": "string", "enum": list(POLICIES)},
     "max_validation_age_hours": {"type": "number", "exclusiveMinimum": 0, "maximum": 168},
 }
+# the patterns again, for ``fullmatch`` where the value is used (not only the schema's search)
+_WHOLE = {"job_name": DNS1035_LABEL, "namespace": DNS1123_LABEL, "image": IMAGE_REF}
+_NUMBERS = ("max_validation_age_hours",)  # NaN passes every bound: checked by ``finite``
 REQUIRED = (
     "cluster",
     "pools",
@@ -63,6 +67,7 @@ _RULES = {
     "digits and '-', starting with a letter)",
     "namespace": "a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-')",
     "image": "an image reference without spaces",
+    "max_validation_age_hours": "a finite number of hours in (0, 168]",
 }
 
 
@@ -72,7 +77,7 @@ class InvalidLaunchRequest(GpufleetError):
 
     def __init__(self, problems: list[str], job: str | None = None, message: str | None = None):
         self.problems = list(problems)
-        what = f"launch request {job!r}" if job else "launch request"
+        what = f"launch request {shown(job)}" if job else "launch request"
         super().__init__(message or f"{what} is not valid: " + "; ".join(self.problems))
 
 
@@ -111,10 +116,20 @@ def _schema_problems(params: Mapping[str, Any]) -> dict[str, str]:
             continue
         name = str(err.path[0]) if err.path else "?"
         if name in _RULES:
-            message = f"{name} {params[name]!r} is not {_RULES[name]}"
+            message = f"{name} {shown(params[name])} is not {_RULES[name]}"
         else:
-            message = f"{name}: {err.message}"
+            message = f"{name}: {clipped(err.message, 200)}"
         found.setdefault(name, message)
+    for name, pattern in _WHOLE.items():  # what the schema's re.search might let through
+        value = params.get(name)
+        if name not in found and isinstance(value, str) and not pattern.fullmatch(value):
+            found[name] = f"{name} {shown(value)} is not {_RULES[name]}"
+    for name in _NUMBERS:
+        if name not in found and name in params:
+            try:
+                finite(params[name], name)
+            except InvalidValue:
+                found[name] = f"{name} {shown(params[name])} is not {_RULES[name]}"
     return found
 
 
