@@ -38,9 +38,13 @@ setup: $(AIRFLOW_HOME)/.migrated
 run: setup
 	$(BIN)/python scripts/run_fleet.py
 
+# `make up` serves the UI, the REST API and /gpufleet on 127.0.0.1 only; `make up HOST=0.0.0.0`
+# serves every interface (only the command line sets it: a HOST in the environment does not).
+# Ctrl-C (or SIGTERM) stops everything airflow standalone started.
+HOST := 127.0.0.1
 up: setup
-	@echo "Airflow UI: http://localhost:8080  (user admin; password in $(AIRFLOW_HOME)/simple_auth_manager_passwords.json.generated)"
-	$(BIN)/airflow standalone
+	@echo "Airflow UI: http://$(HOST):8080  (user admin; password in $(AIRFLOW_HOME)/simple_auth_manager_passwords.json.generated)"
+	$(BIN)/python scripts/airflow_up.py --host $(HOST) -- $(BIN)/airflow standalone
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

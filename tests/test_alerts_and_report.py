@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from types import SimpleNamespace
@@ -135,7 +136,7 @@ def test_the_report_adds_up_what_validation_cost_per_pool_and_per_node():
         "**Validation cost: 13.3 GPU-minutes per node per night "
         "(160.0 GPU-minutes over 12 nodes).**"
     ) in text
-    page = html_report("r1", text, {}, {})
+    page = html_report("r1", rows, [], {}, {})
     assert "<th>GPU-minutes per node</th>" in page and "<td>c/p</td>" in page
 
 
@@ -269,3 +270,101 @@ def test_a_steady_pool_gets_no_drift_section_and_no_warning(fleet_state):
     )
     report = nightly_report(ledger, load_catalog(), run)
     assert report.warnings == [] and "## Drift" not in report.markdown
+
+
+HOSTILE = "NCCL WARN <img src=x onerror=alert(1)>"
+FORGED = "GKE: bad | request\n## All pools passed"  # a pipe and a line that looks like a heading
+
+
+class _Report(HTMLParser):
+    """A report page as a browser reads it: its tags, its h2 headings, the text of each cell of
+    the fabric table's rows, and whether anything inline (script, style) would run or apply."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.headings: list[str] = []
+        self.inline: list[str] = []
+        self.rows: list[list[str]] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        names = {k for k, _ in attrs}
+        if tag == "style" or (tag == "script" and "src" not in names):
+            self.inline.append(tag)
+        self.inline += [f"{tag}[{k}]" for k in names if k == "style" or k.startswith("on")]
+        if tag == "tr":
+            self.rows.append([])
+        if tag in ("h2", "td"):
+            self._in = tag
+            if tag == "h2":
+                self.headings.append("")
+            else:
+                self.rows[-1].append("")
+
+    def handle_endtag(self, tag):
+        if tag == self._in:
+            self._in = None
+
+    def handle_data(self, data):
+        if self._in == "h2":
+            self.headings[-1] += data
+        elif self._in == "td":
+            self.rows[-1][-1] += data
+
+
+def _read(page: str) -> _Report:
+    parsed = _Report()
+    parsed.feed(page)
+    return parsed
+
+
+def test_a_reason_carrying_markup_comes_out_as_text_in_the_written_report_and_the_tab(
+    fleet_state,
+):
+    """Reasons come from NCCL WARN lines and cloud API errors: markup in one is text, a pipe or
+    a newline in one stays inside its cell, in the report the nightly writes and in the run's
+    Fleet report tab alike (one renderer), and neither carries inline style or script (the
+    pages' Content-Security-Policy allows neither)."""
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.nightly import nightly_report
+    from gpufleet.services.pool_view import run_report
+    from gpufleet.store import Ledger
+
+    ledger, catalog, run = Ledger(), load_catalog(), "manual__<b>hostile</b>"
+    ledger.record_validation(
+        run_id=run,
+        cluster="a3u-sim",
+        pool="h200-a",
+        kind="fabric",
+        passed=False,
+        started_at=datetime(2026, 11, 29, 2, 0, tzinfo=UTC),
+        transport="socket",
+        expected_transport="gib",
+        busbw_gbps=21.0,
+        baseline_gbps=355.0,
+        nodes_tested=2,
+        reasons=[HOSTILE, FORGED],
+    )
+    ledger.quarantine("a3u-sim", "h200-a", "n-<i>0</i>", "<script>alert(2)</script>", run)
+    written = Path(nightly_report(ledger, catalog, run).paths["report.html"]).read_text()
+    tab = run_report(ledger, catalog, run)["html"]
+    for page in (written, tab):
+        parsed = _read(page)
+        assert not {"img", "script", "b", "i"} & set(parsed.tags), parsed.tags
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page
+        assert "&lt;script&gt;alert(2)&lt;/script&gt;" in page
+        assert not [h for h in parsed.headings if "All pools passed" in h], parsed.headings
+        (fabric,) = [r for r in parsed.rows if r and r[0] == "a3u-sim/h200-a"]
+        assert fabric[-1] == f"{HOSTILE}; {FORGED}", fabric
+    assert _read(tab).inline == [], _read(tab).inline
+    # one renderer: the tab's body is the written report's body
+    assert written.split("<body>", 1)[1] == tab.split("<body>", 1)[1]
+
+
+def test_the_markdown_keeps_a_reason_with_a_pipe_or_newline_in_its_cell():
+    text = markdown("r1", [{**ROW, "reasons": [FORGED]}], [])
+    (line,) = [line for line in text.splitlines() if line.startswith("| c/p ")]
+    assert line.endswith("| GKE: bad \\| request ## All pools passed |"), line
+    assert "\n## All pools passed" not in text

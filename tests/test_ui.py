@@ -357,3 +357,58 @@ def test_airflow_loads_the_plugin(airflow_db):
     assert views["Fleet report"]["destination"] == "dag_run"
     assert "{RUN_ID}" in views["Fleet report"]["href"]
     assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == ["/gpufleet"]
+
+
+CSP_DIRECTIVES = ("default-src 'self'", "frame-ancestors 'self'")
+
+
+def assert_security_headers(r) -> None:
+    where = (r.request.url, r.status_code)
+    csp = [d.strip() for d in r.headers.get("content-security-policy", "").split(";")]
+    assert all(d in csp for d in CSP_DIRECTIVES), (where, csp)
+    assert r.headers.get("x-content-type-options") == "nosniff", where
+
+
+def test_every_response_of_the_plugin_carries_the_security_headers(client, token):
+    """Pages, data, static files, refusals, redirects, 404s and /metrics: the UI iframes the
+    pages from its own origin, and nothing else may frame them or run script in them."""
+    for path in [*PAGES, "/gpufleet/static/uPlot.iife.min.js", "/gpufleet/static/gpufleet.css"]:
+        r = client.get(path, headers=auth(token))
+        assert r.status_code == 200, (path, r.status_code)
+        assert_security_headers(r)
+        assert_security_headers(client.get(path, follow_redirects=False))  # 401
+    assert_security_headers(
+        client.get("/gpufleet/fleet", headers={"Accept": "text/html"}, follow_redirects=False)
+    )
+    assert_security_headers(client.get(f"/gpufleet/pools/{CLUSTER}/nope", headers=auth(token)))
+    assert_security_headers(client.get("/gpufleet/static/nope.js"))
+    assert_security_headers(client.get("/gpufleet/metrics"))
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"])
+def test_the_apps_api_docs_are_not_served(client, token, path):
+    """The plugin's FastAPI docs would describe its routes to anyone: they are off."""
+    for headers in ({}, auth(token)):
+        r = client.get(f"/gpufleet{path}", headers=headers, follow_redirects=False)
+        assert r.status_code in (401, 404), (path, r.status_code, r.text[:200])
+
+
+def test_the_report_tab_shows_hostile_reasons_as_text_within_the_csp(client, token, ledger):
+    ledger.record_validation(
+        run_id="manual__hostile",
+        cluster=CLUSTER,
+        pool=POOL,
+        kind="fabric",
+        passed=False,
+        started_at=datetime.now(UTC),
+        transport="socket",
+        expected_transport="gib",
+        reasons=["cloud API: <img src=x onerror=alert(1)>"],
+    )
+    r = client.get("/gpufleet/runs/manual__hostile/report", headers=auth(token))
+    assert r.status_code == 200
+    assert "<img" not in r.text and "&lt;img src=x onerror=alert(1)&gt;" in r.text
+    # styled by the pages' stylesheet: nothing inline for the CSP to block
+    assert '<link rel="stylesheet" href="/gpufleet/static/gpufleet.css">' in r.text
+    assert "<style" not in r.text and " style=" not in r.text
+    assert_security_headers(r)

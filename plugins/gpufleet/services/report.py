@@ -1,14 +1,18 @@
-"""The nightly validation report (Markdown, HTML with a bus bandwidth chart per pool): ledger
-rows in, text out; ``write_reports`` writes the files. A validation that could not finish
-(verdict ``error``) shows as ERROR. Drift findings and what validation cost come from the rows'
-``details`` (``drift``; ``gpu_minutes``, ``gpu_minutes_per_node``, ``cost_nodes``), so a report
-rendered later from the ledger says the same. Prometheus metrics are served live by the UI's
-``/metrics`` (``gpufleet.airflow.ui.metrics``)."""
+"""The nightly validation report: ledger rows in, Markdown (alerts, text) and HTML out;
+``write_reports`` writes the files. One model of the report (``report_model``) feeds both; the
+HTML (with a bus bandwidth chart per pool) is rendered by the UI's own autoescaping templates
+(``services.render``: ``report.html``, ``chart.svg``), so the file the nightly writes and the
+run's "Fleet report" tab are one rendering, and a reason carrying markup is text. In the
+Markdown a reason's ``|`` is escaped and its line breaks are spaces: it stays in its cell.
+
+A validation that could not finish (verdict ``error``) shows as ERROR. Drift findings and what
+validation cost come from the rows' ``details`` (``drift``; ``gpu_minutes``,
+``gpu_minutes_per_node``, ``cost_nodes``), so a report rendered later from the ledger says the
+same. Prometheus metrics are served live by the UI's ``/metrics``
+(``gpufleet.airflow.ui.metrics``)."""
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -87,162 +91,207 @@ def cost_line(cost: dict[str, Any]) -> str:
     )
 
 
+def _cell(text: Any) -> str:
+    """Text for one Markdown table cell or list line: a ``|`` escaped, line breaks as spaces
+    (a reason carrying either cannot open a cell, a row or a heading)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _summary(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "No pool was validated in this run."
+    failed = sum(_status(r) != "PASS" for r in rows)
+    errors = sum(_status(r) == "ERROR" for r in rows)
+    return (
+        f"{len(rows) - failed} of {len(rows)} checks passed"
+        f"{f'; {errors} could not finish' if errors else ''}."
+    )
+
+
+def report_model(
+    run_id: str,
+    rows: list[dict[str, Any]],
+    quarantined: list[dict[str, Any]],
+    drift: list[str] | None = None,
+) -> dict[str, Any]:
+    """What the report says, as plain values (the Markdown and the HTML both render this).
+    ``drift``: the drift findings' one-liners (default: those the rows record)."""
+    fabric = [
+        {
+            "pool": f"{r['cluster']}/{r['pool']}",
+            "status": _status(r),
+            "transport": f"{r['transport'] or '-'} ({r['expected_transport'] or '-'})",
+            "busbw": _fmt(r["busbw_gbps"]),
+            "baseline": _fmt(r["baseline_gbps"], "g"),
+            "nodes": str(r["nodes_tested"] or 0),
+            "reasons": "; ".join(r["reasons"]),
+        }
+        for r in rows
+        if r["kind"] == "fabric"
+    ]
+    storage = [
+        {
+            "pool": f"{r['cluster']}/{r['pool']}",
+            "status": _status(r),
+            "read": _fmt(r["read_mb_s"], ",.0f"),
+            "write": _fmt(r["write_mb_s"], ",.0f"),
+            "expected": _fmt(r["expected_mb_s"], ",.0f"),
+            "reasons": "; ".join(r["reasons"]),
+        }
+        for r in rows
+        if r["kind"] == "storage"
+    ]
+    cost = validation_cost(rows)
+    return {
+        "run_id": run_id,
+        "summary": _summary(rows),
+        "drift": drift_texts(rows) if drift is None else drift,
+        "fabric": fabric,
+        "storage": storage,
+        "cost": [
+            {
+                "pool": pool,
+                "gpu_minutes": f"{c['gpu_minutes']:,.1f}",
+                "per_node": f"{c['per_node']:.2f}",
+            }
+            for pool, c in cost["pools"].items()
+        ],
+        "cost_line": cost_line(cost),
+        "quarantined": [
+            {
+                "pool": f"{q['cluster']}/{q['pool']}",
+                "node": q["node"],
+                "since": f"{q['quarantined_at']:%Y-%m-%d %H:%M} UTC",
+                "reason": q["reason"],
+            }
+            for q in quarantined
+        ],
+    }
+
+
+FABRIC_HEAD = "Fabric (2-node NCCL all-reduce)"
+STORAGE_HEAD = "Lustre throughput (fio)"
+DRIFT_NOTE = "Figures moving away from the pool's own recent nights (a warning: still passing)."
+
+
 def markdown(
     run_id: str,
     rows: list[dict[str, Any]],
     quarantined: list[dict[str, Any]],
     drift: list[str] | None = None,
 ) -> str:
-    """The run's report. ``drift``: the drift findings' one-liners (default: those the rows
-    record in ``details["drift"]``)."""
-    drift = drift_texts(rows) if drift is None else drift
-    fabric = [r for r in rows if r["kind"] == "fabric"]
-    storage = [r for r in rows if r["kind"] == "storage"]
-    failed = [r for r in rows if _status(r) != "PASS"]
-    errors = [r for r in rows if _status(r) == "ERROR"]
-    out = [f"# Nightly fabric validation: {run_id}", ""]
-    out.append(
-        f"**{len(rows) - len(failed)} of {len(rows)} checks passed"
-        f"{f'; {len(errors)} could not finish' if errors else ''}.**"
-        if rows
-        else "**No pool was validated in this run.**"
-    )
-    out.append("")
-    if drift:
-        out += [
-            "## Drift",
-            "",
-            "Figures moving away from the pool's own recent nights (a warning: still passing).",
-            "",
-        ]
-        out += [f"- {line}" for line in drift]
+    """The run's report as Markdown. ``drift``: the drift findings' one-liners (default: those
+    the rows record in ``details["drift"]``)."""
+    m = report_model(run_id, rows, quarantined, drift)
+    out = [f"# Nightly fabric validation: {_cell(run_id)}", "", f"**{m['summary']}**", ""]
+    if m["drift"]:
+        out += ["## Drift", "", DRIFT_NOTE, ""]
+        out += [f"- {_cell(line)}" for line in m["drift"]]
         out.append("")
-    if fabric:
+    if m["fabric"]:
         out += [
-            "## Fabric (2-node NCCL all-reduce)",
+            f"## {FABRIC_HEAD}",
             "",
             "| pool | verdict | transport (expected) | lowest busbw GB/s | baseline GB/s "
             "| nodes tested | reasons |",
             "|---|---|---|---:|---:|---:|---|",
         ]
-        for r in fabric:
-            out.append(
-                f"| {r['cluster']}/{r['pool']} | {_status(r)} | {r['transport'] or '-'} "
-                f"({r['expected_transport'] or '-'}) | {_fmt(r['busbw_gbps'])} | "
-                f"{_fmt(r['baseline_gbps'], 'g')} | {r['nodes_tested'] or 0} | "
-                f"{'; '.join(r['reasons'])} |"
-            )
+        keys = ("pool", "status", "transport", "busbw", "baseline", "nodes", "reasons")
+        out += ["| " + " | ".join(_cell(f[k]) for k in keys) + " |" for f in m["fabric"]]
         out.append("")
-    if storage:
+    if m["storage"]:
         out += [
-            "## Lustre throughput (fio)",
+            f"## {STORAGE_HEAD}",
             "",
             "| pool | verdict | read MB/s | write MB/s | expected MB/s | reasons |",
             "|---|---|---:|---:|---:|---|",
         ]
-        for r in storage:
-            out.append(
-                f"| {r['cluster']}/{r['pool']} | {_status(r)} | {_fmt(r['read_mb_s'], ',.0f')} | "
-                f"{_fmt(r['write_mb_s'], ',.0f')} | {_fmt(r['expected_mb_s'], ',.0f')} | "
-                f"{'; '.join(r['reasons'])} |"
-            )
+        keys = ("pool", "status", "read", "write", "expected", "reasons")
+        out += ["| " + " | ".join(_cell(s[k]) for k in keys) + " |" for s in m["storage"]]
         out.append("")
-    cost = validation_cost(rows)
-    if cost["pools"]:
-        out += [
-            "## Validation cost",
-            "",
-            "| pool | GPU-minutes | GPU-minutes per node |",
-            "|---|---:|---:|",
-        ]
-        for pool, c in cost["pools"].items():
-            out.append(f"| {pool} | {c['gpu_minutes']:,.1f} | {c['per_node']:.2f} |")
-        out += ["", f"**{cost_line(cost)}.**", ""]
-    if quarantined:
+    if m["cost"]:
+        out += ["## Validation cost", "", "| pool | GPU-minutes | GPU-minutes per node |"]
+        out.append("|---|---:|---:|")
+        out += [f"| {_cell(c['pool'])} | {c['gpu_minutes']} | {c['per_node']} |" for c in m["cost"]]
+        out += ["", f"**{m['cost_line']}.**", ""]
+    if m["quarantined"]:
         out += ["## Quarantined nodes", ""]
         out += [
-            f"- {q['cluster']}/{q['pool']} `{q['node']}` since "
-            f"{q['quarantined_at']:%Y-%m-%d %H:%M} UTC: {q['reason']}"
-            for q in quarantined
+            f"- {_cell(q['pool'])} `{_cell(q['node'])}` since {q['since']}: {_cell(q['reason'])}"
+            for q in m["quarantined"]
         ]
         out.append("")
     return "\n".join(out)
+
+
+def chart_model(
+    history: list[dict[str, Any]], baseline: float | None, width: int = 420, height: int = 140
+) -> dict[str, Any]:
+    """Bus bandwidth per night as bars (failed nights flagged) and the baseline's height: the
+    geometry ``chart.svg`` draws."""
+    values = [h["busbw_gbps"] or 0.0 for h in history]
+    top = max([*values, baseline or 0.0, 1.0]) * 1.1
+    bar_w = (width - 40) / max(len(values), 1)
+    bars = []
+    for i, (h, v) in enumerate(zip(history, values, strict=True)):
+        bh = (height - 20) * v / top
+        bars.append(
+            {
+                "x": f"{35 + i * bar_w:.1f}",
+                "y": f"{height - 10 - bh:.1f}",
+                "w": f"{max(bar_w - 2, 1):.1f}",
+                "h": f"{bh:.1f}",
+                "failed": not h["passed"],
+                "title": f"{h['finished_at']:%Y-%m-%d}: {v:.1f} GB/s "
+                f"({h['transport'] or 'unknown'})",
+            }
+        )
+    base_y = height - 10 - (height - 20) * baseline / top if baseline else None
+    return {
+        "width": width,
+        "height": height,
+        "top": f"{top:.0f}",
+        "bars": bars,
+        "baseline": f"{baseline:g}" if baseline else None,
+        "baseline_y": None if base_y is None else f"{base_y:.1f}",
+        "baseline_label_y": None if base_y is None else f"{base_y - 3:.1f}",
+        "baseline_label_x": width - 90,
+    }
 
 
 def svg_chart(
     history: list[dict[str, Any]], baseline: float | None, width: int = 420, height: int = 140
 ) -> str:
     """Bus bandwidth per night as bars (red when the night failed) with the baseline line."""
-    values = [h["busbw_gbps"] or 0.0 for h in history]
-    top = max([*values, baseline or 0.0, 1.0]) * 1.1
-    n = max(len(values), 1)
-    bar_w = (width - 40) / n
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="bus bandwidth per night">',
-        f'<text x="2" y="12" font-size="10">{top:.0f} GB/s</text>',
-    ]
-    for i, (h, v) in enumerate(zip(history, values, strict=True)):
-        bh = (height - 20) * v / top
-        color = "#2d6a4f" if h["passed"] else "#c1121f"
-        title = html.escape(
-            f"{h['finished_at']:%Y-%m-%d}: {v:.1f} GB/s ({h['transport'] or 'unknown'})"
-        )
-        parts.append(
-            f'<rect x="{35 + i * bar_w:.1f}" y="{height - 10 - bh:.1f}" '
-            f'width="{max(bar_w - 2, 1):.1f}" height="{bh:.1f}" fill="{color}">'
-            f"<title>{title}</title></rect>"
-        )
-    if baseline:
-        y = height - 10 - (height - 20) * baseline / top
-        parts.append(
-            f'<line x1="30" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#555" '
-            f'stroke-dasharray="4 3"/><text x="{width - 90}" y="{y - 3:.1f}" '
-            f'font-size="10">baseline {baseline:g}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+    from gpufleet.services.render import render
+
+    return render("chart.svg", c=chart_model(history, baseline, width, height))
 
 
 def html_report(
     run_id: str,
-    md_text: str,
+    rows: list[dict[str, Any]],
+    quarantined: list[dict[str, Any]],
     histories: dict[str, list[dict[str, Any]]],
     baselines: dict[str, float | None],
+    drift: list[str] | None = None,
+    *,
+    standalone: bool = False,
 ) -> str:
-    body = [f"<h1>Nightly fabric validation: {html.escape(run_id)}</h1>"]
-    lines = md_text.splitlines()[2:]
-    for i, line in enumerate(lines):
-        if line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
-        elif line.startswith("|---"):
-            continue
-        elif line.startswith("| "):
-            cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
-            header = i + 1 < len(lines) and lines[i + 1].startswith("|---")
-            tag = "th" if header else "td"
-            cells = [
-                f'<span class="{c}">{c}</span>' if c in ("PASS", "FAIL", "ERROR") else c
-                for c in cells
-            ]
-            body.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
-        elif line.startswith("- "):
-            body.append(f"<li>{html.escape(line[2:])}</li>")
-        elif line.strip():
-            body.append(f"<p>{html.escape(line.strip('*'))}</p>")
-    text = "\n".join(body)
-    text = re.sub(r"((?:<tr>.*</tr>\n?)+)", r"<table>\n\1</table>\n", text)
-    charts = ["<h2>Bus bandwidth over recent nights</h2>"]
-    for pool, history in histories.items():
-        charts.append(f"<h3>{html.escape(pool)}</h3>{svg_chart(history, baselines.get(pool))}")
-    style = (
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px}.PASS{color:#2d6a4f;font-weight:bold}"
-        ".FAIL,.ERROR{color:#c1121f;font-weight:bold}"
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>gpufleet {html.escape(run_id)}"
-        f"</title><style>{style}</style></head><body>{text}{''.join(charts)}</body></html>\n"
+    """The run's report as an HTML page, through the UI's templates (``report.html``): served
+    by the UI's run tab, or written as a file (``standalone``: its stylesheet inline)."""
+    from gpufleet.services.render import render
+
+    return render(
+        "report.html",
+        standalone=standalone,
+        title=f"gpufleet {run_id}",
+        r=report_model(run_id, rows, quarantined, drift),
+        headings={"fabric": FABRIC_HEAD, "storage": STORAGE_HEAD, "drift": DRIFT_NOTE},
+        charts=[
+            {"pool": pool, **chart_model(history, baselines.get(pool))}
+            for pool, history in histories.items()
+        ],
     )
 
 

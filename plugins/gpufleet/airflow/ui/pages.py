@@ -1,58 +1,18 @@
-"""The UI's HTML: Jinja2 templates (``templates/``, autoescaped) over ``services.fleet_view``'s
-records.
+"""The UI's HTML: the one set of autoescaped Jinja2 templates (``services.render``, shared with
+the nightly report) over ``services.fleet_view``'s and ``pool_view``'s records.
 
 The element ids, classes and data attributes are a contract with the browser tests
-(``tests/browser``) and docs/ui.md: keep them."""
+(``tests/browser``) and docs/ui.md: keep them. No page carries inline script or style: the
+plugin's Content-Security-Policy (``app.SECURITY_HEADERS``) allows neither."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from jinja2 import Environment, select_autoescape
+from gpufleet.services.render import PREFIX, render, run_link
 
-PREFIX = "/gpufleet"
-TEMPLATES = Path(__file__).parent / "templates"
-
-
-def _num(value: float | None, spec: str = ".1f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _when(value: Any) -> str:
-    return "-" if value is None else f"{value:%Y-%m-%d %H:%M} UTC"
-
-
-def run_link(dag_id: str, run_id: str) -> str:
-    """The Airflow UI's page of a DAG run."""
-    return f"/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
-
-
-def _env() -> Environment:
-    from jinja2 import FileSystemLoader
-
-    from gpufleet.services.fleet_view import fabric_text, lustre_text
-
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-        trim_blocks=True,
-    )
-    env.filters["u"] = lambda s: quote(str(s), safe="")
-    env.globals.update(
-        prefix=PREFIX,
-        num=_num,
-        when=_when,
-        run_link=run_link,
-        fabric_text=fabric_text,
-        lustre_text=lustre_text,
-    )
-    return env
-
-
-_ENV = _env()
+__all__ = ["PREFIX", "chart_data", "fleet_page", "message_page", "pool_page", "run_link"]
 
 
 def _json_for_script(data: Any) -> str:
@@ -67,7 +27,8 @@ def fleet_page(
     from urllib.parse import urlencode
 
     query = urlencode({k: v for k, v in filters.items() if v})
-    return _ENV.get_template("fleet.html").render(
+    return render(
+        "fleet.html",
         title="GPU fleet",
         pools=pools,
         cost=cost,
@@ -106,10 +67,8 @@ def pool_page(view: dict) -> str:
     # the JSON is already escaped for a <script> element: mark it safe for Jinja
     from markupsafe import Markup
 
-    return _ENV.get_template("pool.html").render(
-        title=f"{view['cluster']}/{view['pool']}", v=view, data=Markup(data)
-    )
+    return render("pool.html", title=f"{view['cluster']}/{view['pool']}", v=view, data=Markup(data))
 
 
 def message_page(title: str, heading: str, message: str) -> str:
-    return _ENV.get_template("message.html").render(title=title, heading=heading, message=message)
+    return render("message.html", title=title, heading=heading, message=message)
