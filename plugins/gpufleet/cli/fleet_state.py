@@ -9,9 +9,14 @@ file) into one ``LedgerError`` line that never shows the URL's password.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.config.paths import airflow_home, state_dir
 from gpufleet.errors import GpufleetError, LedgerError
@@ -50,19 +55,58 @@ def _safe(url: str) -> tuple[str, str | None]:
         return (f"{scheme}://... (unparseable)" if scheme else "(an unparseable URL)"), None
 
 
+def airflow_connection(conn_id: str) -> Any | None:
+    """Airflow's own lookup of ``conn_id`` (environment, secrets backends, metadata DB), asked
+    through Airflow's CLI: this command imports no Airflow (the layers keep ``gpufleet.cli`` and
+    ``gpufleet.airflow`` apart), so it asks the ``airflow`` installed beside it. None when the
+    connection is not defined, when no Airflow is installed here, or when Airflow's metadata DB
+    was never set up; any other failure is a ``LedgerError`` (never the empty default)."""
+    exe = Path(sys.executable).parent / "airflow"
+    found = str(exe) if exe.exists() else shutil.which("airflow")
+    if not found:
+        return None
+    try:
+        proc = subprocess.run(
+            [found, "connections", "get", conn_id, "--output", "json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LedgerError(
+            f"cannot ask Airflow for the connection {conn_id}: {type(exc).__name__} "
+            "(set GPUFLEET_LEDGER_URL to name the ledger directly)"
+        ) from None
+    text = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        rows = json.loads(proc.stdout[proc.stdout.index("[") :])
+        return SimpleNamespace(**{**rows[0], "extra_dejson": rows[0].get("extra_dejson") or {}})
+    if "Connection not found" in text or "no such table" in text:
+        return None
+    last = [line for line in text.splitlines() if line.strip()][-1:] or ["no output"]
+    raise LedgerError(
+        f"Airflow could not look up the connection {conn_id} (the ledger's location): "
+        f"{last[0][:200]} (fix Airflow's metadata DB or secrets backend, or set "
+        "GPUFLEET_LEDGER_URL)"
+    )
+
+
 def open_ledger() -> Ledger:
-    """The ledger this command uses; any failure to open it is one ``LedgerError`` line."""
-    from gpufleet.store import Ledger, default_ledger_url
+    """The ledger this command uses, found as tasks and the UI find it
+    (``gpufleet.store.database.resolve_ledger_url`` with Airflow's own connection lookup);
+    any failure to open it is one ``LedgerError`` line."""
+    from gpufleet.store import Ledger, refuse_missing_file, resolve_ledger_url
 
     try:
-        url = default_ledger_url()
+        url, source = resolve_ledger_url(airflow_connection)
     except GpufleetError:
         raise
     except Exception as exc:  # noqa: BLE001 - e.g. AIRFLOW_CONN_GPUFLEET_LEDGER is bad JSON
         raise LedgerError(
             f"cannot read the ledger's location: {type(exc).__name__} "
-            "(check GPUFLEET_LEDGER_URL / AIRFLOW_CONN_GPUFLEET_LEDGER)"
+            "(check GPUFLEET_LEDGER_URL / the Airflow connection gpufleet_ledger)"
         ) from None
+    refuse_missing_file(url, source)
     safe, password = _safe(url)
     try:
         return Ledger(url)
@@ -74,4 +118,4 @@ def open_ledger() -> Ledger:
             message = f"{type(exc).__name__}: {message}"
         if safe not in message:
             message = f"cannot open the ledger at {safe}: {message}"
-        raise LedgerError(message) from None
+        raise LedgerError(f"{message} (named by {source})") from None

@@ -22,9 +22,10 @@ from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.pairing import Localizer, plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
-from gpufleet.domain.workloads import UNVALIDATED_KEY, workload_selector
+from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
+from gpufleet.services.new_nodes import release_new_nodes
 from gpufleet.services.nodes import NodeLifecycle
 from gpufleet.store import Ledger
 
@@ -265,9 +266,8 @@ class FabricValidation:
         )
         for node, why in verdict.quarantine.items():
             self.quarantine(node, why, state.run_id)
-        if verdict.passed:  # new nodes that passed take work from now on
-            passed = set(tested) - set(bad) - set(inconclusive) - set(untested)
-            self.clear_unvalidated(sorted(passed))
+        # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
+        passed = set(tested) - set(bad) - set(inconclusive) - set(untested)
         transports = sorted({r["transport"] or "unknown" for r in rows})
         worst = next((t for t in transports if t != pool.transport), pool.transport)
         good_busbw = [
@@ -301,6 +301,7 @@ class FabricValidation:
                 "tolerance": self.tolerance,
                 "small_latency_us": statistics.median(latencies) if latencies else None,
                 **cost_details(state.gpu_seconds, len(tested)),
+                "passed_nodes": sorted(passed) if verdict.passed else [],
             },
             started_at=datetime.fromisoformat(state.started_at),
             pairs=rows,
@@ -312,6 +313,7 @@ class FabricValidation:
             "; ".join(verdict.reasons[:3]),
             state.run_id,
         )
+        release_new_nodes(self.ref, self.ledger, state.run_id, self.backend)
         return FabricSummary(
             cluster=self.ref.cluster.name,
             pool=pool.name,
@@ -367,22 +369,6 @@ class FabricValidation:
         )
         summary.reasons = [reason]
         return summary
-
-    def clear_unvalidated(self, nodes: list[str]) -> list[str]:
-        """Remove the ``unvalidated`` taint from those of ``nodes`` that carry it (each passed
-        validation). Returns the nodes released."""
-        tainted = {n.name for n in self.backend.list_nodes(self.ref.pool.name) if n.unvalidated}
-        released = [n for n in nodes if n in tainted]
-        for node in released:
-            self.backend.remove_taint(node, UNVALIDATED_KEY)
-        if released:
-            log.info(
-                "%s: %d new node(s) passed validation: %s",
-                self.ref.key,
-                len(released),
-                ", ".join(released),
-            )
-        return released
 
     def quarantine(self, node: str, reason: str, run_id: str | None = None) -> None:
         """Taint the node NoSchedule, label it and record it (idempotent)."""

@@ -20,6 +20,7 @@ from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
 from gpufleet.services.collect import Workload, cost_details, gpu_seconds, pod_index
+from gpufleet.services.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,7 @@ class StorageValidation:
             },
             started_at=datetime.fromisoformat(state.started_at),
         )
+        release_new_nodes(self.ref, self.ledger, state.run_id, self.backend)  # when the last check
         log.info(
             "%s storage: %s - %s",
             self.ref.key,

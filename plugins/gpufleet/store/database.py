@@ -1,5 +1,7 @@
-"""Where the ledger lives: the Airflow connection id, connection -> SQLAlchemy URL, and one
-cached engine per URL (SQLite gets WAL and a busy timeout: many task processes share the file)."""
+"""Where the ledger lives: the Airflow connection id, the one order in which every entry point
+resolves it (``resolve_ledger_url``; Airflow's connection lookup is injected, the store imports
+no Airflow), connection -> SQLAlchemy URL, and one cached engine per URL (SQLite gets WAL and a
+busy timeout: many task processes share the file)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -69,12 +72,75 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def default_ledger_url() -> str:
-    """``GPUFLEET_LEDGER_URL``, else ``AIRFLOW_CONN_GPUFLEET_LEDGER``, else a local SQLite file."""
+# How an entry point looks up an Airflow connection by id: the connection (anything with its
+# attributes), None when it is not defined; raises when the lookup itself fails.
+ConnectionLookup = Callable[[str], Any]
+
+DEFAULT_SOURCE = "nothing configured: the local default"
+
+
+def resolve_ledger_url(
+    find_connection: ConnectionLookup | None = None, conn_id: str = LEDGER_CONN_ID
+) -> tuple[str, str]:
+    """The one order in which every entry point (tasks, UI pages, /metrics, CLI) finds the
+    ledger: ``GPUFLEET_LEDGER_URL``; else the Airflow connection ``conn_id`` as Airflow finds it
+    (``find_connection``: environment, secrets backends, metadata DB; without one, only the
+    ``AIRFLOW_CONN_...`` variable); else, only when nothing is configured, a SQLite file in
+    the state folder. Returns ``(url, where it came from)``. A lookup that fails raises
+    ``LedgerError``: a configured ledger that cannot be read is never replaced by the default."""
     url = os.environ.get("GPUFLEET_LEDGER_URL")
     if url:
-        return normalise_url(url)
-    env = os.environ.get(f"AIRFLOW_CONN_{LEDGER_CONN_ID.upper()}")
+        return normalise_url(url), "GPUFLEET_LEDGER_URL"
+    source = f"the Airflow connection {conn_id}"
+    if find_connection is not None:
+        try:
+            conn = find_connection(conn_id)
+        except LedgerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a secrets backend or metadata DB failing
+            raise LedgerError(
+                f"cannot look up {source} (the ledger's location): {type(exc).__name__}: "
+                f"{str(exc)[:200]}; fix Airflow's connections or set GPUFLEET_LEDGER_URL"
+            ) from None
+        if conn is not None:
+            return connection_to_url(conn), source
+    elif os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}"):
+        return _env_connection_url(conn_id), source
+    return default_sqlite_url(), DEFAULT_SOURCE
+
+
+def refuse_missing_file(url: str, source: str) -> None:
+    """A configured SQLite ledger whose file does not exist: a reader (UI, /metrics, CLI)
+    would create an empty one and show an empty fleet. Raise ``LedgerError`` instead."""
+    if source == DEFAULT_SOURCE or not url.startswith("sqlite"):
+        return
+    from sqlalchemy.engine import make_url
+
+    path = make_url(url).database
+    if path and path != ":memory:" and not os.path.exists(path):
+        raise LedgerError(
+            f"the ledger named by {source} ({display_url(url)}) does not exist: "
+            "point the connection at the ledger the DAGs write, or run a DAG first"
+        )
+
+
+def default_sqlite_url() -> str:
+    """The local default ledger: ``ledger.db`` in the state folder (created if missing)."""
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'ledger.db'}"
+
+
+def default_ledger_url() -> str:
+    """``resolve_ledger_url`` without Airflow's lookup (environment variables only), for code
+    outside Airflow's processes (benchmarks, tests); entry points go through ``LedgerHook``
+    (``gpufleet.airflow.hooks``) or, in the CLI, ``gpufleet.cli.fleet_state.open_ledger``."""
+    return resolve_ledger_url()[0]
+
+
+def _env_connection_url(conn_id: str) -> str:
+    """``AIRFLOW_CONN_<ID>`` (a URI or Airflow's JSON form) as an SQLAlchemy URL."""
+    env = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
     if env:
         env = env.strip()
         if env.startswith("{"):
@@ -91,9 +157,7 @@ def default_ledger_url() -> str:
 
             return connection_to_url(_C)
         return normalise_url(env)
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'ledger.db'}"
+    return default_sqlite_url()
 
 
 def _use_wal(cur: Any, patience_s: float = 60.0) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # DAG files import operators at parse time: keep heavy imports lazy
@@ -30,25 +29,16 @@ def mask_url_secret(url: str) -> None:
 
 
 def ledger(conn_id: str | None = None) -> Ledger:
-    """The ledger named by the Airflow connection ``conn_id`` (None: ``gpufleet_ledger``,
-    ``gpufleet.store.LEDGER_CONN_ID``), else the local default (SQLite).
-    ``GPUFLEET_LEDGER_URL`` wins over both. The URL's password is masked in task logs."""
-    from gpufleet.store import LEDGER_CONN_ID, Ledger, connection_to_url, default_ledger_url
+    """The ledger, found as every entry point finds it (``gpufleet.airflow.hooks.LedgerHook``):
+    ``GPUFLEET_LEDGER_URL``, else the Airflow connection ``conn_id`` (None: ``gpufleet_ledger``),
+    else the local default only when nothing is configured. The URL's password is masked in
+    task logs."""
+    from gpufleet.airflow.hooks import LedgerHook
 
-    if os.environ.get("GPUFLEET_LEDGER_URL"):
-        url = default_ledger_url()
-    else:
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        try:
-            conn = BaseHook.get_connection(conn_id or LEDGER_CONN_ID)
-        except AirflowNotFoundException:
-            url = default_ledger_url()
-        else:
-            url = connection_to_url(conn)
+    hook = LedgerHook(conn_id)
+    url, _source = hook.resolve()
     mask_url_secret(url)
-    return Ledger(url)
+    return hook.get_conn()
 
 
 def catalog() -> Catalog:

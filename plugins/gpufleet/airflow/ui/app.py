@@ -8,6 +8,11 @@ resolved by the api-server's own ``get_user``: the ``Authorization: Bearer`` JWT
 browser sends it). Without a valid token a data route answers 401 and a page redirects to the
 login page. ``/metrics`` (``metrics.py``) checks its own bearer token; ``/static`` holds only
 the vendored chart library and our stylesheet and script.
+
+Every response carries ``SECURITY_HEADERS``: a Content-Security-Policy that lets the pages load
+script, style and images from this origin only (no inline script or style) and be framed by the
+Airflow UI's own origin only, and ``X-Content-Type-Options: nosniff``. FastAPI's generated API
+docs (``/docs``, ``/redoc``, ``/openapi.json``) are off: they are not behind the login.
 """
 
 from __future__ import annotations
@@ -19,15 +24,47 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import MutableHeaders
 
 from gpufleet.airflow.ui import metrics, pages
+from gpufleet.services.render import STYLESHEET
 
 STATIC = Path(__file__).parent / "static"
 MAX_NIGHTS = 730
 DEFAULT_NIGHTS = 60  # the pool page's window: bounded reads, whatever the history
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; base-uri 'self'; form-action 'self'; object-src 'none'; "
+        "frame-ancestors 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+class SecurityHeaders:
+    """ASGI middleware: ``SECURITY_HEADERS`` on every HTTP response of the app (pages, data,
+    static files, refusals, errors it handles)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class NotAuthenticated(Exception):
@@ -68,9 +105,11 @@ def _refuse(request: Request, exc: NotAuthenticated) -> Response:
 
 
 def _default_ledger():
-    from gpufleet.store import Ledger
+    """The ledger as tasks find it (``LedgerHook``: the Airflow connection from environment,
+    secrets backend or metadata DB); a configured ledger that cannot be reached raises."""
+    from gpufleet.airflow.hooks import LedgerHook
 
-    return Ledger()
+    return LedgerHook().get_conn(create=False)
 
 
 def _default_catalog():
@@ -94,8 +133,18 @@ def create_app(
         title="gpufleet",
         description="The GPU fleet's readiness and history, inside the Airflow UI.",
         dependencies=[],
+        docs_url=None,  # generated docs would answer without a login: off
+        redoc_url=None,
+        openapi_url=None,
     )
+    app.add_middleware(SecurityHeaders)
     app.add_exception_handler(NotAuthenticated, _refuse)
+
+    @app.get("/static/gpufleet.css", include_in_schema=False)
+    def stylesheet() -> FileResponse:
+        """The pages' and the report's one stylesheet (it lives beside the templates)."""
+        return FileResponse(STYLESHEET, media_type="text/css")
+
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     auth = [Depends(require_user)]
 

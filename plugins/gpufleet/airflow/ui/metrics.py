@@ -259,9 +259,11 @@ def exposition(catalog: Any, ledger: Any, now: datetime | None = None) -> bytes:
 
 
 def _default_ledger() -> Any:
-    from gpufleet.store import Ledger
+    """The ledger as tasks find it (``LedgerHook``: the Airflow connection from environment,
+    secrets backend or metadata DB); a configured ledger that cannot be reached raises."""
+    from gpufleet.airflow.hooks import LedgerHook
 
-    return Ledger()
+    return LedgerHook().get_conn(create=False)
 
 
 def _default_catalog() -> Any:

@@ -1,0 +1,99 @@
+"""One way to find the ledger (issue 16, finding 10): the UI pages, /metrics and the CLI read
+the ledger the Airflow connection ``gpufleet_ledger`` names wherever Airflow keeps it (here in
+its metadata DB, not the environment), as tasks do; a configured ledger that cannot be reached
+is an error in each, never a silent empty SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.errors import LedgerError
+from gpufleet.store import LEDGER_CONN_ID, Ledger
+
+PASSWORD = "pw-s3cret"
+
+
+@pytest.fixture
+def metastore_connection(airflow_db):
+    """Store ``gpufleet_ledger`` in Airflow's metadata DB (removed afterwards)."""
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    def put(**fields):
+        with create_session() as session:
+            session.query(Connection).filter(Connection.conn_id == LEDGER_CONN_ID).delete()
+            session.add(Connection(conn_id=LEDGER_CONN_ID, **fields))
+
+    yield put
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id == LEDGER_CONN_ID).delete()
+
+
+def _ui_ledger():
+    from gpufleet.airflow.ui.app import _default_ledger
+
+    return _default_ledger()
+
+
+def _metrics_ledger():
+    from gpufleet.airflow.ui.metrics import _default_ledger
+
+    return _default_ledger()
+
+
+def _cli_ledger():
+    from gpufleet.cli.fleet_state import open_ledger
+
+    return open_ledger()
+
+
+ENTRY_POINTS = {"ui": _ui_ledger, "metrics": _metrics_ledger, "cli": _cli_ledger}
+
+
+def test_every_entry_point_reads_the_ledger_the_metastore_connection_names(
+    metastore_connection, fleet_state, tmp_path
+):
+    path = tmp_path / "fleet-ledger.db"
+    Ledger(f"sqlite:///{path}").set_pool_state("a3u-sim", "h200-a", "validated", "seeded row")
+    metastore_connection(conn_type="sqlite", host=str(path))
+    for name, open_ in ENTRY_POINTS.items():
+        ledger = open_()
+        row = ledger.pool_state("a3u-sim", "h200-a")
+        assert ledger.url == f"sqlite:///{path}", name
+        assert row and row["reason"] == "seeded row", name
+    assert not (fleet_state / "ledger.db").exists()  # no empty default was made
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_an_unreachable_configured_ledger_is_an_error(metastore_connection, fleet_state, entry):
+    metastore_connection(
+        conn_type="postgres",
+        host="127.0.0.1",
+        port=1,
+        login="fleet",
+        password=PASSWORD,
+        schema="ledger",
+    )
+    with pytest.raises(LedgerError) as err:
+        ENTRY_POINTS[entry]()
+    message = str(err.value)
+    assert LEDGER_CONN_ID in message and "127.0.0.1:1/ledger" in message
+    assert PASSWORD not in message and "fleet@" not in message
+    assert not (fleet_state / "ledger.db").exists()
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_configured_ledger_file_that_does_not_exist_is_not_created(
+    metastore_connection, fleet_state, tmp_path, entry
+):
+    missing = tmp_path / "typo" / "ledger.db"
+    missing.parent.mkdir()
+    metastore_connection(conn_type="sqlite", host=str(missing))
+    with pytest.raises(LedgerError, match="does not exist"):
+        ENTRY_POINTS[entry]()
+    assert not missing.exists()
+
+
+def test_nothing_configured_is_the_local_default(airflow_db, fleet_state):
+    for name, open_ in ENTRY_POINTS.items():
+        assert open_().url == f"sqlite:///{fleet_state / 'ledger.db'}", name
