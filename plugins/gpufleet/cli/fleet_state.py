@@ -61,6 +61,10 @@ def airflow_connection(conn_id: str) -> Any | None:
     ``gpufleet.airflow`` apart), so it asks the ``airflow`` installed beside it. None when the
     connection is not defined, when no Airflow is installed here, or when Airflow's metadata DB
     was never set up; any other failure is a ``LedgerError`` (never the empty default)."""
+    if os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}"):
+        # set in this environment: what Airflow's lookup finds too (a secrets backend naming
+        # the same id aside), read here without starting Airflow (seconds per command)
+        return None
     exe = Path(sys.executable).parent / "airflow"
     found = str(exe) if exe.exists() else shutil.which("airflow")
     if not found:

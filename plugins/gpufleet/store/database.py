@@ -104,7 +104,7 @@ def resolve_ledger_url(
             ) from None
         if conn is not None:
             return connection_to_url(conn), source
-    elif os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}"):
+    if os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}"):
         return _env_connection_url(conn_id), source
     return default_sqlite_url(), DEFAULT_SOURCE
 
@@ -116,7 +116,10 @@ def refuse_missing_file(url: str, source: str) -> None:
         return
     from sqlalchemy.engine import make_url
 
-    path = make_url(url).database
+    parsed = make_url(url)
+    path = parsed.database
+    if path and parsed.query.get("uri") == "true" and path.startswith("file:"):
+        path = path.removeprefix("file:").split("?", 1)[0]  # SQLite's URI filename
     if path and path != ":memory:" and not os.path.exists(path):
         raise LedgerError(
             f"the ledger named by {source} ({display_url(url)}) does not exist: "
