@@ -469,12 +469,12 @@ def test_upgrade_to_v9_lets_a_pool_drift(ledger_url):
     _narrow_pool_states_to_v8(ledger)
     with pytest.raises(IntegrityError):
         ledger.set_pool_state("c", "p", "drifting", "busbw 4% below its median")
-    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 9
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION
     ledger.set_pool_state("c", "p", "drifting", "busbw 4% below its median")
     assert ledger.pool_state("c", "p")["state"] == "drifting"
     with pytest.raises(IntegrityError):  # still a CHECK: an unknown state is refused
         ledger.set_pool_state("c", "p", "wobbly")
-    assert migrations.ensure_schema(ledger.engine) == 9  # idempotent
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # idempotent
 
 
 def test_small_latencies_take_the_recorded_figure_else_the_pairs_median(ledger_url):
@@ -509,3 +509,51 @@ def test_small_latencies_take_the_recorded_figure_else_the_pairs_median(ledger_u
     assert got[ids[0]] == 33.3  # recorded tonight: not recomputed
     assert got[ids[1]] == 40.0  # the median of the passing first-pass pairs only
     assert got[rows[0]["id"]] is None and ids[2] not in got  # no passing pair; not asked
+
+
+def _make_v9(ledger: Ledger) -> None:
+    """Make ``ledger`` what version 9 created: no region locks, transitions without the lease
+    columns (``dag_id``, ``heartbeat_at``)."""
+    with ledger.engine.begin() as conn:
+        conn.execute(text("DROP TABLE gf_region_locks"))
+        conn.execute(text("ALTER TABLE gf_transitions DROP COLUMN dag_id"))
+        conn.execute(text("ALTER TABLE gf_transitions DROP COLUMN heartbeat_at"))
+        conn.execute(s.schema_version.delete())
+        conn.execute(s.schema_version.insert().values(version=9, applied_at=datetime.now(UTC)))
+    ledger.engine.dispose()
+
+
+def test_upgrade_to_v10_gives_the_locks_their_leases(ledger_url):
+    """A version-9 ledger gains the region lock and the transition lock's holder DAG and
+    heartbeat; a transition running before the upgrade keeps its holder, its lease counting
+    from when it started, and is taken over by compare-and-set once that lease expired."""
+    from sqlalchemy import inspect
+
+    from gpufleet.domain.leases import holder_dead
+
+    ledger = Ledger(ledger_url)
+    _make_v9(ledger)
+    with ledger.engine.begin() as conn:  # a v9 transition, held by run-1
+        conn.execute(
+            text(
+                "INSERT INTO gf_transitions (cluster, from_pool, to_pool, state, run_id, "
+                "started_at) VALUES ('c', 'a', 'b', 'running', 'run-1', :at)"
+            ),
+            {"at": NOW.replace(tzinfo=None) if "sqlite" in ledger_url else NOW},
+        )
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 10
+    assert migrations.ensure_schema(ledger.engine) == 10  # idempotent
+    columns = {c["name"] for c in inspect(ledger.engine).get_columns("gf_transitions")}
+    assert {"dag_id", "heartbeat_at"} <= columns
+    assert "heartbeat_at" in {
+        c["name"] for c in inspect(ledger.engine).get_columns("gf_region_locks")
+    }
+    row = ledger.running_transition("c")
+    assert (row["run_id"], row["dag_id"], row["heartbeat_at"]) == ("run-1", None, None)
+    unknown = lambda dag_id, run_id: None  # noqa: E731
+    assert not holder_dead(row, unknown, NOW + timedelta(minutes=10), dag_id="d")
+    assert holder_dead(row, unknown, NOW + timedelta(minutes=16), dag_id="d")
+    assert ledger.take_over_transition(row["id"], row, "run-2", "d", NOW + timedelta(minutes=16))
+    assert not ledger.take_over_transition(row["id"], row, "run-3", "d", NOW)  # one winner
+    assert ledger.running_transition("c")["run_id"] == "run-2"
+    assert ledger.hold_region_lock("r", "d", "run-1", NOW)["heartbeat_at"] == NOW

@@ -22,7 +22,7 @@ CLUSTER, OLD, NEW = "a3u-sim", "h200-b", "h200-c"
 FAST = DrainSettings(soak_s=0, poll_s=0.05)
 
 
-def run(run_id: str, holder_alive=lambda run: False) -> ReservationTransition:
+def run(run_id: str, holder_alive=lambda dag, run: False) -> ReservationTransition:
     svc = ReservationTransition(load_catalog(), CLUSTER, OLD, NEW, Ledger(), run_id, FAST)
     svc.open("run", holder_alive)
     return svc
@@ -108,12 +108,12 @@ def test_a_live_holder_keeps_the_lock(fleet_state):
     first = run("run-1")
     do(first, Step.PREFLIGHTED)
     with pytest.raises(TransitionRefused, match="is being run by run-1"):
-        run("run-2", holder_alive=lambda r: r == "run-1")
+        run("run-2", holder_alive=lambda d, r: r == "run-1")
     other = ReservationTransition(load_catalog(), CLUSTER, "h200-a", NEW, Ledger(), "run-3", FAST)
     with pytest.raises(
         TransitionRefused, match=r"h200-b -> h200-c, run run-1, at step preflighted"
     ):
-        other.open("run", lambda r: False)
+        other.open("run", lambda d, r: False)
 
 
 def test_rollback_after_the_switch_restores_the_old_pool(fleet_state):
@@ -121,7 +121,7 @@ def test_rollback_after_the_switch_restores_the_old_pool(fleet_state):
     for step in FORWARD[1 : FORWARD.index(Step.OLD_POOL_CORDONED) + 1]:
         do(svc, step)
     back = ReservationTransition(load_catalog(), CLUSTER, OLD, NEW, Ledger(), "run-2", FAST)
-    back.open("rollback", lambda r: False)
+    back.open("rollback", lambda d, r: False)
     deadline = time.monotonic() + 30
     while not (outcome := back.rollback()).done:
         assert time.monotonic() < deadline

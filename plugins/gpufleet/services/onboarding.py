@@ -18,14 +18,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import ABSENT, ERROR, READY, CloudBackend, ClusterBackend, Taint
 from gpufleet.domain.fleet import Catalog, Cluster, Region
+from gpufleet.domain.leases import Liveness
 from gpufleet.domain.onboarding import preflight_refusals
 from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.errors import GpufleetError
+from gpufleet.services import region_lock
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,26 @@ class RegionOnboarding:
     def _wait_on(self, result: StepResult, cluster: Cluster, ensured: Any) -> None:
         if not self.dry_run and ensured.status not in (READY, ABSENT):
             result.waiting.append([cluster.name, ensured.kind, ensured.name])
+
+    # --- the region's lock ------------------------------------------------------------------
+
+    def lock(
+        self, dag_id: str, holder_alive: Liveness, now: datetime | None = None, **lease: Any
+    ) -> None:
+        """Hold the region's onboarding lock for this run (every step that changes the region
+        calls it first; ``services.region_lock``): take it when free, renew its lease, or take
+        it over by compare-and-set from a dead holder (``holder_alive(dag_id, run_id)``: True,
+        False, or None for a run this Airflow does not know: then its lease decides); refuse,
+        naming the holder's run, while it lives or when another run took it over first."""
+        refusal = region_lock.hold(
+            self.ledger, self.region.name, dag_id, self.run_id, holder_alive, now, **lease
+        )
+        if refusal is not None:
+            raise OnboardingRefused(refusal)
+
+    def unlock(self) -> bool:
+        """Release the region's lock if this run holds it: True if it did."""
+        return self.ledger.release_region_lock(self.region.name, self.run_id)
 
     # --- steps ----------------------------------------------------------------------------
 

@@ -13,13 +13,12 @@ completed one; each step's action is idempotent besides (ensure, delete-if-prese
 One transition per cluster at a time: the ledger's lock (a unique index on the running
 transition's cluster). A second transition is refused with the holder's run id; the holder
 itself — the same pools — is resumed (``run``), rolled back (``rollback``) or abandoned
-(``abandon``) by a later run once the holder's run is no longer alive.
+(``abandon``) by a later run once the holder's run is no longer alive (``transition_lock``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,18 +35,15 @@ from gpufleet.domain.transition import (
     resume_point,
     rollback_actions,
 )
-from gpufleet.errors import GpufleetError
 from gpufleet.services.drain import Drain, DrainSettings
 from gpufleet.services.onboarding import UNVALIDATED_TAINT
+from gpufleet.services.retire import PoolDeleteFailed, retire_progress
+from gpufleet.services.transition_lock import ACTIONS, TransitionLock, TransitionRefused
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("run", "rollback", "abandon")
-
-
-class TransitionRefused(GpufleetError):
-    """The transition cannot start or go on (the lock is held, a pool is wrong, preflight)."""
+__all__ = ["ACTIONS", "Outcome", "ReservationTransition", "TransitionRefused", "forward_steps"]
 
 
 @dataclass
@@ -66,7 +62,7 @@ class Outcome:
         return dict(self.__dict__)
 
 
-class ReservationTransition:
+class ReservationTransition(TransitionLock):
     """One transition of cluster ``cluster`` from pool ``old`` to pool ``new``, for one run."""
 
     def __init__(
@@ -111,56 +107,6 @@ class ReservationTransition:
         if self._kube is None:
             self._kube = cluster_backend(self.cluster)
         return self._kube
-
-    # --- the lock ---------------------------------------------------------------------------
-
-    def open(self, action: str, holder_alive: Callable[[str], bool]) -> dict[str, Any]:
-        """Take the cluster's lock (a new transition for ``run``) or resume the one holding
-        it; refuse a second transition, naming the holder's run."""
-        if action not in ACTIONS:
-            raise TransitionRefused(f"action {action!r} is not one of {', '.join(ACTIONS)}")
-        name = self.cluster.name
-        if action == "run":
-            if not self.new.pool.planned and self._finished_into_new() is None:
-                raise TransitionRefused(
-                    f"{self.new.key} is not planned in the catalog: declare the new pool with "
-                    "`state: planned` (same cluster, the new reservation) first"
-                )
-            row, created = self.ledger.open_transition(
-                name,
-                self.old.pool.name,
-                self.new.pool.name,
-                self.run_id,
-                step=Step.PLANNED.value,
-                params=self.settings.to_dict(),
-            )
-        else:
-            row, created = self.ledger.running_transition(name), False
-            if row is None:
-                raise TransitionRefused(f"cluster {name} has no transition in flight to {action}")
-        if not created:
-            pools = (row["from_pool"], row["to_pool"])
-            if pools != (self.old.pool.name, self.new.pool.name):
-                raise TransitionRefused(
-                    f"cluster {name} has a transition in flight ({pools[0]} -> {pools[1]}, "
-                    f"run {row['run_id']}, at step {row['step'] or 'unknown'}): finish it "
-                    "(action=run with those pools), roll it back or abandon it first"
-                )
-            holder = row["run_id"]
-            if holder and holder != self.run_id and holder_alive(holder):
-                raise TransitionRefused(
-                    f"cluster {name}: transition {pools[0]} -> {pools[1]} is being run by "
-                    f"{holder}; wait for it to end"
-                )
-            self.ledger.update_transition(row["id"], run_id=self.run_id)
-        self.tid = int(row["id"])
-        return row
-
-    def _finished_into_new(self) -> dict[str, Any] | None:
-        for row in self.ledger.transitions(self.cluster.name, limit=50):
-            if row["to_pool"] == self.new.pool.name and row["state"] == "done":
-                return row
-        return None
 
     # --- where it stands ----------------------------------------------------------------------
 
@@ -298,7 +244,15 @@ class ReservationTransition:
         return self._drain(self.old, Step.OLD_POOL_DRAINED.value)
 
     def _old_pool_retired(self) -> Outcome:
-        deleted = self.cloud.delete_node_pool(self.old.pool.name)
+        """Delete the old pool; retired only once the cloud reports it gone (``retire``)."""
+        step = Step.OLD_POOL_RETIRED.value
+        row = next((r for r in self.ledger.transition_steps(self._id()) if r["step"] == step), {})
+        progress = retire_progress(self.cloud, self.old, row.get("detail") or {})
+        self.ledger.step_started(self._id(), step, progress.detail)
+        if progress.failed:
+            raise PoolDeleteFailed(progress.failed)
+        if not progress.gone:
+            return Outcome(step, False, self.settings.poll_s, [progress.note])
         self.ledger.set_pool_state(
             self.cluster.name,
             self.old.pool.name,
@@ -306,11 +260,7 @@ class ReservationTransition:
             f"retired by transition {self._id()} to {self.new.pool.name}",
             self.run_id,
         )
-        return Outcome(
-            Step.OLD_POOL_RETIRED.value,
-            notes=[f"{self.old.key}: {'deleted' if deleted else 'already gone'}; retired"],
-            detail={"deleted": deleted},
-        )
+        return Outcome(step, notes=[f"{progress.note}; retired"], detail=progress.detail)
 
     def _done(self) -> Outcome:
         self.ledger.finish_transition(self._id(), "done", Step.DONE.value)

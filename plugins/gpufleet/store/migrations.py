@@ -162,6 +162,20 @@ def _v9_pool_states(conn: Connection) -> None:
         replace_check(conn, table, name, expr)
 
 
+def _v10_leases(conn: Connection) -> None:
+    """Version 10: the locks' leases. ``gf_region_locks`` is new (create_all made it, with its
+    ``heartbeat_at``); ``gf_transitions`` gains the holder's ``dag_id`` and ``heartbeat_at``
+    (NULL on old rows: the lease then counts from ``started_at``)."""
+    kind = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+    for table, column, sql in (
+        ("gf_transitions", "dag_id", "VARCHAR(250)"),
+        ("gf_transitions", "heartbeat_at", kind),
+        ("gf_region_locks", "heartbeat_at", kind),
+    ):
+        if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql}")
+
+
 # Upgrades from version N-1 to N; each must be idempotent. A new ledger is created at
 # SCHEMA_VERSION by create_all, which also creates the indexes (an existing table gets them here).
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -173,6 +187,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     7: _v7_transition_steps,
     8: lambda conn: None,  # new tables only: create_all made them
     9: _v9_pool_states,
+    10: _v10_leases,
 }
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 

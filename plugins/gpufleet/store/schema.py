@@ -14,7 +14,10 @@ and what onboarding found, created or refused (``gf_regions``, ``gf_onboarding_a
 transition's step and drain settings, each step's end time, and one running transition per
 cluster (``uq_gf_transitions_running``, the transition lock); 8 the node lifecycle
 (``gf_node_states``: where each node out of service stands; ``gf_node_events``: every move, timed,
-with its evidence and who made it).
+with its evidence and who made it); 9 the pool-state CHECKs widened (``drifting``); 10 the
+locks' leases: the region onboarding lock (``gf_region_locks``) and the transition lock's
+holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``).
+The region tables live in ``store/schema_regions.py`` (the same ``metadata``).
 The upgrades themselves live in ``store/migrations.py``.
 
 Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
@@ -45,7 +48,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = MetaData()
 
@@ -239,6 +242,10 @@ transitions = Table(
     _ts("finished_at"),
     Column("step", String(32)),  # the state machine's step (domain.transition.Step), from v7
     Column("params", JSON),  # the run's drain settings, from v7
+    # The lock's lease (v10): the holder run's DAG (a renamed DAG or another deployment's
+    # run is judged by it) and when the holder last touched the lock (``domain.leases``).
+    Column("dag_id", String(250)),
+    _ts("heartbeat_at"),
 )
 # One running transition per cluster: the lock a second transition is refused by (v7).
 transitions_lock = Index(
@@ -339,38 +346,6 @@ for _table, _name, _expr in CHECKS:
     metadata.tables[_table].append_constraint(CheckConstraint(_expr.format(c=""), name=_name))
 
 
-# Region onboarding: where each region stands (onboarding | ready | failed) and, per run, what
-# each step found, created, would create (dry run) or refused.
-regions = Table(
-    "gf_regions",
-    metadata,
-    Column("region", String(63), primary_key=True),
-    Column("state", String(16), nullable=False),
-    Column("reason", Text),
-    Column("run_id", String(250)),
-    _ts("updated_at", nullable=False, default=_now),
-    _ts("ready_at"),
-    CheckConstraint("state IN ('onboarding', 'ready', 'failed')", name="ck_gf_regions_state"),
-)
-
-onboarding_actions = Table(
-    "gf_onboarding_actions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("region", String(63), nullable=False),
-    Column("run_id", String(250), nullable=False),
-    Column("step", String(64), nullable=False),
-    Column("kind", String(32), nullable=False),
-    Column("name", String(253), nullable=False),
-    Column("action", String(16), nullable=False),  # found | created | would_create | refused
-    Column("status", String(16)),
-    Column("differences", JSON, nullable=False, default=list),
-    Column("console_url", Text),
-    Column("detail", JSON, nullable=False, default=dict),
-    _ts("at", nullable=False, default=_now),
-)
-Index("ix_gf_onboarding_actions_run", onboarding_actions.c.region, onboarding_actions.c.run_id)
-
 # The node lifecycle (domain.nodes): one row per node that left service, and every move.
 node_states = Table(
     "gf_node_states",
@@ -401,3 +376,10 @@ node_events = Table(
     _ts("at", nullable=False, default=_now),
 )
 Index("ix_gf_node_events_node", node_events.c.cluster, node_events.c.node, node_events.c.id)
+
+# The region tables share ``metadata``: imported here so ``schema.regions`` etc. keep working.
+from gpufleet.store.schema_regions import (  # noqa: E402, F401
+    onboarding_actions,
+    region_locks,
+    regions,
+)

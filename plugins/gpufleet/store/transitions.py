@@ -5,6 +5,9 @@ index), and each step started and completed with its times and evidence. A mixin
 
 Coarse states (``gf_transitions.state``): ``running`` holds the cluster's lock; ``done``,
 ``rolled_back`` and ``failed`` (also for an abandoned one: ``step`` says ``abandoned``) release it.
+The running row's ``dag_id``/``run_id`` name the holder and ``heartbeat_at`` is its lease
+(``heartbeat_transition``); ``take_over_transition`` is the compare-and-set a run takes a dead
+holder's lock with (``domain.leases`` says when a holder is dead).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.domain.gate import FINISHED_TRANSITIONS
@@ -21,6 +24,28 @@ from gpufleet.store import schema as s
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def unchanged(column: Any, value: Any) -> Any:
+    """``column`` still holds ``value`` as read (NULL included): a compare-and-set's test."""
+    return column.is_(None) if value is None else and_(column.is_not(None), column == value)
+
+
+class _Finished(Exception):
+    def __init__(self, row: dict[str, Any]):
+        self.row = row
+
+
+def _finished_into(conn: Any, cluster: str, pool: str) -> dict[str, Any] | None:
+    t = s.transitions
+    done = (t.c.cluster == cluster) & (t.c.state == "done")
+    row = conn.execute(
+        select(t).where(done, t.c.to_pool == pool).order_by(t.c.id.desc()).limit(1)
+    ).first()
+    if row is None:
+        return None
+    later = select(t.c.id).where(done, t.c.from_pool == pool, t.c.id > row.id).limit(1)
+    return None if conn.execute(later).first() is not None else dict(row._mapping)
 
 
 class TransitionRecords:
@@ -65,19 +90,59 @@ class TransitionRecords:
             )
 
     def open_transition(
-        self, cluster: str, from_pool: str, to_pool: str, run_id: str, **kw: Any
+        self,
+        cluster: str,
+        from_pool: str,
+        to_pool: str,
+        run_id: str,
+        *,
+        dag_id: str | None = None,
+        now: datetime | None = None,
+        **kw: Any,
     ) -> tuple[dict[str, Any], bool]:
         """The cluster's running transition, or a new one for these pools: ``(row, created)``.
         Atomic through the lock index: of two runs racing, one creates, the other gets the
-        first's row (and decides: the same pools resume, other pools are refused)."""
+        first's row (and decides: the same pools resume, other pools are refused). A pool that
+        a finished transition brought into service is not transitioned into again: the
+        finished transition's row comes back (``state`` done), read in the transaction that
+        would create the new one, so a holder that finished meanwhile is seen. A new one is
+        held by ``dag_id``/``run_id`` with its first heartbeat at ``now``."""
+        t = s.transitions
+        now = now or _now()
         try:
-            tid = self.start_transition(cluster, from_pool, to_pool, run_id, **kw)
+            with self.engine.begin() as conn:
+                tid = conn.execute(
+                    insert(t).values(
+                        cluster=cluster,
+                        from_pool=from_pool,
+                        to_pool=to_pool,
+                        state="running",
+                        run_id=run_id,
+                        dag_id=dag_id,
+                        started_at=now,
+                        heartbeat_at=now,
+                        **kw,
+                    )
+                ).inserted_primary_key[0]
+                finished = _finished_into(conn, cluster, to_pool)
+                if finished is not None:
+                    raise _Finished(finished)  # rolls the insert back
+        except _Finished as exc:
+            return exc.row, False
         except IntegrityError:
             row = self.running_transition(cluster)
             if row is None:  # finished in between: try once more
-                return self.open_transition(cluster, from_pool, to_pool, run_id, **kw)
+                return self.open_transition(
+                    cluster, from_pool, to_pool, run_id, dag_id=dag_id, now=now, **kw
+                )
             return row, False
-        return self.transition(tid) or {}, True
+        return self.transition(int(tid)) or {}, True
+
+    def finished_into(self, cluster: str, pool: str) -> dict[str, Any] | None:
+        """The done transition that brought ``pool`` into service, unless a later done
+        transition moved the work away from it again."""
+        with self.engine.connect() as conn:
+            return _finished_into(conn, cluster, pool)
 
     def running_transition(self, cluster: str) -> dict[str, Any] | None:
         t = s.transitions
@@ -108,6 +173,51 @@ class TransitionRecords:
         with self.engine.connect() as conn:
             rows = conn.execute(select(t.c.cluster, t.c.to_pool).where(t.c.state == "done"))
             return {(r.cluster, r.to_pool) for r in rows}
+
+    def heartbeat_transition(
+        self, transition_id: int, run_id: str, dag_id: str | None, now: datetime
+    ) -> bool:
+        """The holder renews its lease: ``heartbeat_at = now`` if ``run_id`` still holds
+        running transition ``transition_id``. False when it does not (taken over, finished):
+        the caller must stop acting on the cluster."""
+        t = s.transitions
+        values: dict[str, Any] = {"heartbeat_at": now}
+        if dag_id:
+            values["dag_id"] = dag_id
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(t)
+                .where(t.c.id == transition_id, t.c.state == "running", t.c.run_id == run_id)
+                .values(**values)
+            ).rowcount
+        return changed == 1
+
+    def take_over_transition(
+        self,
+        transition_id: int,
+        seen: dict[str, Any],
+        run_id: str,
+        dag_id: str | None = None,
+        now: datetime | None = None,
+    ) -> bool:
+        """Make ``run_id`` the holder of running transition ``transition_id`` if its holder and
+        heartbeat are still those of ``seen`` (the row the caller judged dead): a
+        compare-and-set, so of many runs resuming at once exactly one wins, and a holder that
+        renewed its lease meanwhile keeps it. True when this run holds the lock now."""
+        t = s.transitions
+        now = now or _now()
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(t)
+                .where(
+                    t.c.id == transition_id,
+                    t.c.state == "running",
+                    unchanged(t.c.run_id, seen.get("run_id")),
+                    unchanged(t.c.heartbeat_at, seen.get("heartbeat_at")),
+                )
+                .values(run_id=run_id, dag_id=dag_id, heartbeat_at=now)
+            ).rowcount
+        return changed == 1
 
     def update_transition(self, transition_id: int, **values: Any) -> None:
         """Set ``step``, ``run_id`` (a resuming run takes the lock over) or ``params``."""

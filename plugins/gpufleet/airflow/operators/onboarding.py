@@ -7,10 +7,17 @@ task for good; a cloud error that outlasted the backend's retries fails it namin
 (Airflow's retries apply, and a rerun finds what exists). ``RegionReleaseOperator`` decides the
 end: ready (and a ``region-ready`` asset event the nightly validation is scheduled on), or not,
 naming every node that stays tainted and why. Each task links to the cloud console.
+
+One run onboards a region at a time: every step that changes the region (not a dry run) first
+holds the region's ledger lock (``RegionOnboarding.lock``; a dead holder hands it over:
+``runs.run_liveness`` and, for a run this Airflow does not know, its lease), and the report
+task releases it. A step waiting on what it created renews the lock's lease: its trigger fires
+at least every ``LEASE_RENEW`` and the step re-enters, holds the lock again and waits on.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,20 +26,27 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from gpufleet.airflow.assets import REGION_READY
 from gpufleet.airflow.operators.common import catalog, failed_tasks, ledger, poll_interval
+from gpufleet.airflow.operators.runs import run_liveness
 
 # How long a step waits on what it created before failing (nodes_ready: before going on with
 # the nodes that are Ready, the others staying tainted and named).
 WAIT_TIMEOUT_S = {"cluster": 3600.0, "filesystems": 5400.0, "node_pools": 3600.0}
 NODES_READY_TIMEOUT_S = 1800.0
+CONSOLE_URL_KEY = "console_url"  # the XCom the step pushes its console link in
+WAIT_UNTIL_KEY = "_wait_until"  # in a waiting step's trigger carry: when its timeout ends
 
 
 class ConsoleLink(BaseOperatorLink):
-    """The cloud console page of the resource a step created or found (the first one)."""
+    """The cloud console page of the resource a step created or found (the first one), read
+    from the XCom the step pushed (as the providers' links do): Airflow recomputes links after
+    every task process, and a step resumed after a deferral runs in a new one."""
 
     name = "Cloud console"
 
     def get_link(self, operator, *, ti_key) -> str:
-        return getattr(operator, "console_url", None) or ""
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=CONSOLE_URL_KEY) or ""
 
 
 def _as_bool(value: Any) -> bool:
@@ -65,7 +79,17 @@ class _RegionTask(BaseOperator):
             region, ledger(self.ledger_conn_id), context["run_id"], dry_run=_as_bool(self.dry_run)
         )
 
-    def _log_result(self, result: dict[str, Any]) -> None:
+    def _lock(self, context, svc) -> None:
+        """Hold the region's onboarding lock for this run, or fail naming the run holding it."""
+        from gpufleet.services.onboarding import OnboardingRefused
+
+        dag_id = context["dag"].dag_id
+        try:
+            svc.lock(dag_id, lambda holder_dag, run: run_liveness(context, holder_dag, run))
+        except OnboardingRefused as exc:
+            raise AirflowFailException(str(exc)) from None
+
+    def _log_result(self, result: dict[str, Any], context=None) -> None:
         for a in result["actions"]:
             self.log.info(
                 "%s %s %s: %s%s%s",
@@ -78,76 +102,98 @@ class _RegionTask(BaseOperator):
             )
             if not self.console_url and a.get("console_url"):
                 self.console_url = a["console_url"]
+                if context is not None:
+                    context["ti"].xcom_push(key=CONSOLE_URL_KEY, value=self.console_url)
         for note in result["notes"]:
             self.log.info("%s: %s", result["step"], note)
 
 
 class OnboardingStepOperator(_RegionTask):
-    """One onboarding step for a region; defers while what it created is not ready.
-    ``sim_faults`` (``cluster/pool=fault``, sim clusters only) are injected for this run before
-    the step (the preflight's), and cleared by the report task."""
+    """One onboarding step for a region; defers while what it created is not ready. (A run's
+    sim faults are ``operators.faults``' setup and teardown tasks.)"""
 
-    template_fields: Sequence[str] = ("region", "dry_run", "sim_faults", "timeout_minutes")
+    template_fields: Sequence[str] = ("region", "dry_run", "timeout_minutes")
 
-    def __init__(
-        self, *, step: str, sim_faults: Any = None, timeout_minutes: Any = None, **kwargs: Any
-    ):
+    def __init__(self, *, step: str, timeout_minutes: Any = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.step = step
-        self.sim_faults = sim_faults
         self.timeout_minutes = timeout_minutes  # None: the step's default (WAIT_TIMEOUT_S)
 
     def execute(self, context):
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.nightly import inject_run_faults
         from gpufleet.services.onboarding import OnboardingRefused
 
+        self._timeout_s()  # bad input is refused before anything is done
         svc = self._service(context)
-        try:
-            if self.sim_faults:
-                inject_run_faults(catalog(), list(self.sim_faults), context["run_id"])
-        except GpufleetError as exc:
-            raise AirflowFailException(str(exc)) from None
+        if not svc.dry_run:
+            self._lock(context, svc)
         try:
             result = getattr(svc, self.step)().to_dict()
         except OnboardingRefused as exc:
             raise AirflowFailException(str(exc)) from None
         except GpufleetError as exc:
             raise AirflowException(f"onboarding step {self.step!r} failed: {exc}") from exc
-        self._log_result(result)
+        self._log_result(result, context)
         if result["waiting"]:
-            self._defer(context, result)
+            event = self._defer(context, result)
+            if event is not None:  # over at once: judged as after a deferral (failed raises)
+                return self.execute_complete(context, event)
         return result
 
-    def _defer(self, context, result: dict[str, Any]) -> None:
+    def _timeout_s(self) -> float:
+        """How long the step waits (``timeout_minutes``, else the step's default); a value
+        that is not a finite number fails the task naming it."""
+        from gpufleet.domain.inputs import InvalidValue, finite
+
+        if self.timeout_minutes not in (None, "", "None"):
+            try:
+                return finite(self.timeout_minutes, "timeout_minutes") * 60
+            except InvalidValue as exc:
+                raise AirflowFailException(f"onboarding step {self.step!r}: {exc}") from None
+        if self.step == "nodes_ready":
+            return NODES_READY_TIMEOUT_S
+        return WAIT_TIMEOUT_S.get(self.step, 3600.0)
+
+    def _defer(
+        self, context, result: dict[str, Any], wait_until: float | None = None
+    ) -> dict[str, Any] | None:
+        """Wait on what the step created until ``wait_until`` (the step's timeout), in turns of
+        at most ``LEASE_RENEW``: each turn ends in ``execute_complete``, which renews the
+        region lock's lease and waits on (a holder silent past its lease loses the lock). The
+        event when the wait is over already (nothing deferred), else it defers."""
         from gpufleet.airflow.triggers import CloudResourcesTrigger
+        from gpufleet.domain.leases import LEASE_RENEW
 
         region = catalog().region(self.region)
-        if self.timeout_minutes not in (None, "", "None"):
-            timeout = float(self.timeout_minutes) * 60
-        elif self.step == "nodes_ready":
-            timeout = NODES_READY_TIMEOUT_S
-        else:
-            timeout = WAIT_TIMEOUT_S.get(self.step, 3600.0)
+        now = time.time()
+        wait_until = wait_until if wait_until is not None else now + self._timeout_s()
         trigger = CloudResourcesTrigger(
             resources=result["waiting"],
             poll_interval=min(poll_interval(c) for c in region.clusters),
-            timeout=timeout,
-            carry=result,
+            timeout=max(min(wait_until - now, LEASE_RENEW.total_seconds()), 0.0),
+            started=now,
+            carry={**result, WAIT_UNTIL_KEY: wait_until},
         )
-        event = trigger.check_now()  # already there: no deferral (the providers' pattern)
+        event = trigger.check_now()  # already over: no deferral (the providers' pattern)
         if event is not None:
-            return
+            return event
         self.log.info(
             "%s: waiting for %s", self.step, ", ".join("/".join(r) for r in result["waiting"])
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context, event: dict[str, Any]):
-        result = event.get("carry") or {}
+        result = dict(event.get("carry") or {})
+        wait_until = result.pop(WAIT_UNTIL_KEY, None)
         for note in event.get("notes") or ():
             self.log.info("%s: %s", self.step, note)
         status = event.get("status")
+        if status == "timeout" and wait_until is not None and time.time() < wait_until:
+            svc = self._service(context)  # a turn ended: renew the lease, wait on
+            if not svc.dry_run:
+                self._lock(context, svc)
+            event = self._defer(context, result, wait_until)
+            return result if event is None else self.execute_complete(context, event)
         if status == "ready":
             self.log.info("%s: every resource is ready", self.step)
             return result
@@ -204,6 +250,7 @@ class RegionReleaseOperator(_RegionTask):
         failed = failed_tasks(context, ("release", "announce_ready", "report"))
         if failed and not _as_bool(self.dry_run):
             svc = self._service(context)
+            self._lock(context, svc)  # a refused run never records the region's state
             reason = f"not released: {', '.join(failed)} did not succeed"
             state = svc.ledger.region_state(self.region) or {}
             if state.get("state") == "failed" and state.get("run_id") == run_id:
@@ -217,8 +264,9 @@ class RegionReleaseOperator(_RegionTask):
             self.log.info("dry run: nothing was created; the region's state is unchanged")
             return {"ready": False, "became_ready": False, "dry_run": True}
         svc = self._service(context)
+        self._lock(context, svc)
         became_ready, result = svc.release(_as_bool(self.validate))
-        self._log_result(result.to_dict())
+        self._log_result(result.to_dict(), context)
         state = svc.ledger.region_state(self.region) or {}
         if state.get("state") == "failed":
             raise AirflowFailException(f"region {self.region} is not ready: {state['reason']}")
@@ -257,16 +305,17 @@ class RegionReadyAnnouncement(_RegionTask):
 
 class OnboardingReportOperator(_RegionTask):
     """The run's report (what each step found, created, would create or refused, with console
-    links), from the ledger; clears this run's simulated faults. Runs whatever happened."""
+    links), from the ledger; releases the region's lock if this run holds it. Runs whatever
+    happened."""
 
     def execute(self, context):
-        from gpufleet.services.nightly import clear_run_faults
         from gpufleet.services.onboarding import onboarding_report
 
         run_id = context["run_id"]
-        clear_run_faults(run_id)
         text, path = onboarding_report(ledger(self.ledger_conn_id), self.region, run_id)
         self.log.info("onboarding report (%s):\n%s", path, text)
+        if ledger(self.ledger_conn_id).release_region_lock(self.region, run_id):
+            self.log.info("region %s: onboarding lock released", self.region)
         failed = failed_tasks(context, ("report",))
         if failed:  # the report is the run's last word: the run fails with its steps
             raise AirflowFailException(

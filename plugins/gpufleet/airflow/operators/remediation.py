@@ -40,11 +40,13 @@ class NodeRemediationOperator(BaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from gpufleet.airflow.notifiers import send_alert
+        from gpufleet.domain.inputs import finite
         from gpufleet.errors import GpufleetError
         from gpufleet.services.remediation import NodeRemediation, RemediationSettings
 
-        try:
-            settings = RemediationSettings(max_repairs=int(self.max_repairs), drain=self.drain)
+        try:  # NaN or Infinity (int() of them raises ValueError, OverflowError) named first
+            max_repairs = int(finite(self.max_repairs, "max_repairs"))
+            settings = RemediationSettings(max_repairs=max_repairs, drain=self.drain)
             ref = catalog().pool(self.cluster, self.node_pool)
         except (GpufleetError, ValueError) as exc:
             raise AirflowFailException(str(exc)) from None

@@ -1,7 +1,8 @@
 """Operators of the ``reservation_transition`` DAG: thin adapters over
 ``services.transition.ReservationTransition``.
 
-Every task opens the transition (the cluster's lock, resumed by this run), does its one step
+Every task opens the transition (the cluster's lock, resumed by this run, its lease renewed:
+a waiting step re-enters at least every ``LEASE_RENEW``), does its one step
 (``TransitionStepOperator``), a rollback or an abandon, logs what happened, and defers on a
 ``TimeDeltaTrigger`` while a step waits (new nodes Ready, a drain batch, a soak): the state lives
 in the ledger, so a resumed run and a re-entered task pick up where it stood. Tasks that do not
@@ -19,8 +20,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from gpufleet.airflow.assets import POOL_RETIRED
 from gpufleet.airflow.operators.common import catalog, failed_tasks, ledger, poll_interval
-
-ALIVE = ("queued", "running")
+from gpufleet.airflow.operators.runs import run_liveness
 
 
 class _TransitionTask(BaseOperator):
@@ -76,15 +76,14 @@ class _TransitionTask(BaseOperator):
                 context["run_id"],
                 settings,
             )
-            svc.open(self.action, lambda run: self._alive(context, run))
+            svc.open(
+                self.action,
+                lambda dag_id, run_id: run_liveness(context, dag_id, run_id),
+                dag_id=context["dag"].dag_id,
+            )
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
         return svc
-
-    @staticmethod
-    def _alive(context, run_id: str) -> bool:
-        state = context["ti"].get_dagrun_state(dag_id=context["dag"].dag_id, run_id=run_id)
-        return str(state).lower() in ALIVE
 
     def _log(self, outcome) -> None:
         from gpufleet.airflow.notifiers import send_alert
@@ -112,8 +111,11 @@ class _TransitionTask(BaseOperator):
     def _wait(self, outcome) -> None:
         from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 
+        from gpufleet.domain.leases import LEASE_RENEW
+
+        wait = min(max(outcome.next_check_s, 0.1), LEASE_RENEW.total_seconds())
         self.defer(
-            trigger=TimeDeltaTrigger(timedelta(seconds=max(outcome.next_check_s, 0.1))),
+            trigger=TimeDeltaTrigger(timedelta(seconds=wait)),
             method_name="execute_complete",
         )
 

@@ -78,8 +78,13 @@ class _WorkloadDeferring(BaseOperator):
             method_name="execute_complete",
         )
 
+    def _numbers(self) -> dict[str, Any]:
+        """The operator's numeric settings, checked before anything is done or recorded."""
+        return {}
+
     def execute(self, context):
         """Plan and submit the first round; defer on its workload, or judge at once."""
+        self._numbers()  # bad input fails the task before anything is submitted or recorded
         with self._cannot_finish(context):
             svc = self._service()
             state = svc.begin(context["run_id"])
@@ -153,21 +158,35 @@ class FabricValidationOperator(_WorkloadDeferring):
         self.tolerance = tolerance
         self.max_repairs = max_repairs
 
+    def _numbers(self) -> dict[str, Any]:
+        """``max_quarantine_share``, ``tolerance`` (None: the baseline's) and ``max_repairs`` as
+        finite numbers: NaN passes every bound and Infinity every cap, so either fails the task
+        for good, naming the field (``domain.inputs.finite``)."""
+        from gpufleet.domain.inputs import InvalidValue, finite
+
+        try:
+            tolerance = self.tolerance
+            return {
+                "max_quarantine_share": finite(self.max_quarantine_share, "max_quarantine_share"),
+                "tolerance": None
+                if tolerance in (None, "", "None")
+                else finite(tolerance, "tolerance"),
+                "max_repairs": int(finite(self.max_repairs, "max_repairs")),
+            }
+        except InvalidValue as exc:
+            raise AirflowFailException(
+                f"{self.cluster}/{self.node_pool} fabric validation: {exc}"
+            ) from None
+
     def _service(self):
         from gpufleet.services.fabric import FabricValidation
 
-        tolerance = float(self.tolerance) if self.tolerance not in (None, "", "None") else None
-        return FabricValidation(
-            self._ref(),
-            ledger(self.ledger_conn_id),
-            max_quarantine_share=float(self.max_quarantine_share),
-            tolerance=tolerance,
-            max_repairs=int(self.max_repairs),
-        )
+        return FabricValidation(self._ref(), ledger(self.ledger_conn_id), **self._numbers())
 
     def execute_complete(self, context, event: dict[str, Any]):
         from gpufleet.services.fabric import FabricState
 
+        self._numbers()
         with self._cannot_finish(context, event.get("carry")):
             self._check_event(event)
             svc = self._service()

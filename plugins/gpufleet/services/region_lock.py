@@ -1,0 +1,53 @@
+"""A region's onboarding lock (``gf_region_locks``): one run onboards a region at a time.
+
+Every step of a run that changes the region holds it first (``hold``): taken when free;
+renewed (the holder's lease, ``heartbeat_at``) when this run holds it; taken over by
+compare-and-set on the holder and heartbeat read when the holder is dead (``domain.leases``:
+its run ended, or this Airflow does not know its run and its lease expired); refused, naming
+the holder, otherwise. ``RegionOnboarding.lock`` is the caller.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_dead
+
+
+def hold(
+    ledger: Any,
+    region: str,
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime | None = None,
+    lease_ttl: timedelta = LEASE_TTL,
+) -> str | None:
+    """Hold ``region``'s lock for ``run_id`` of ``dag_id``: None when this run holds it now,
+    else why not (a sentence naming the holder, for the refusal)."""
+    now = now or datetime.now(UTC)
+    row = ledger.hold_region_lock(region, dag_id, run_id, now)
+    if row["run_id"] == run_id:
+        if row["heartbeat_at"] == now or ledger.heartbeat_region_lock(region, run_id, now):
+            return None
+        return _refusal(region, ledger.region_lock(region) or row, lost=run_id)
+    dead = holder_dead(row, holder_alive, now, dag_id=row["dag_id"], ttl=lease_ttl)
+    if dead and ledger.take_over_region_lock(region, row, dag_id, run_id, now):
+        return None
+    return _refusal(region, ledger.region_lock(region) or row)
+
+
+def _refusal(region: str, row: dict[str, Any], lost: str | None = None) -> str:
+    why = f"this run ({lost}) lost its lease; " if lost else ""
+    return (
+        f"region {region}: {why}it is being onboarded by run {row['run_id']} of "
+        f"{row['dag_id']} (since {row['taken_at']}, last heard from {row['heartbeat_at']}): "
+        "nothing was changed; wait for that run to end (a run that died hands the lock to the "
+        f"next run; one this Airflow does not know, after {_minutes(LEASE_TTL)} minutes of "
+        "silence)"
+    )
+
+
+def _minutes(ttl: timedelta) -> int:
+    return int(ttl.total_seconds() // 60)

@@ -1,0 +1,290 @@
+"""One run onboards a region at a time: the region's ledger lock (``gf_region_locks``, v10),
+taken by compare-and-set, held by every step that changes the region, handed over when the
+holder's run is no longer alive, released by the report task; and the "Cloud console" link of
+a step that deferred survives the new process Airflow resumes it in."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
+from sqlalchemy import inspect, text
+
+from gpufleet.airflow.operators.onboarding import (
+    OnboardingReportOperator,
+    OnboardingStepOperator,
+    RegionReleaseOperator,
+)
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.leases import LEASE_TTL
+from gpufleet.services.onboarding import OnboardingRefused, RegionOnboarding
+from gpufleet.store import Ledger, migrations
+from gpufleet.store import schema as s
+from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
+from tests.test_transition_locks import SdkTaskInstance
+
+REGION = "sim-europe-west4"
+DAG = "region_onboarding"
+
+
+def onboarding(url: str | None, run_id: str) -> RegionOnboarding:
+    return RegionOnboarding(load_catalog().region(REGION), Ledger(url), run_id)
+
+
+# --- the ledger lock, on SQLite and PostgreSQL ----------------------------------------------
+
+
+def test_a_live_holder_keeps_the_region_and_the_second_run_is_refused_naming_it(ledger_url):  # noqa: F811
+    onboarding(ledger_url, "run-1").lock(DAG, lambda d, r: True)
+    with pytest.raises(OnboardingRefused, match="being onboarded by run run-1 of region_onb"):
+        onboarding(ledger_url, "run-2").lock(DAG, lambda d, r: (d, r) == (DAG, "run-1"))
+    onboarding(ledger_url, "run-1").lock(DAG, lambda d, r: True)  # its later steps hold it
+    assert Ledger(ledger_url).region_lock(REGION)["run_id"] == "run-1"
+
+
+def test_a_dead_holders_lock_goes_to_the_next_run_and_only_the_holder_releases(ledger_url):  # noqa: F811
+    onboarding(ledger_url, "run-1").lock(DAG, lambda d, r: True)
+    onboarding(ledger_url, "run-2").lock(DAG, lambda d, r: False)  # run-1 was killed
+    assert Ledger(ledger_url).region_lock(REGION)["run_id"] == "run-2"
+    assert onboarding(ledger_url, "run-1").unlock() is False  # never another run's lock
+    assert onboarding(ledger_url, "run-2").unlock() is True
+    assert Ledger(ledger_url).region_lock(REGION) is None
+    onboarding(ledger_url, "run-3").lock(DAG, lambda d, r: True)  # free: taken at once
+
+
+def test_of_eight_runs_taking_over_a_dead_holder_exactly_one_wins(ledger_url):  # noqa: F811
+    onboarding(ledger_url, "dead-run").lock(DAG, lambda d, r: True)
+    barrier = threading.Barrier(8)
+    won: list[str] = []
+    refused: list[str] = []
+
+    def judged_dead(dag_id: str, run_id: str) -> bool:
+        barrier.wait(30)  # all eight read the holder before any takes it over
+        return run_id != "dead-run"
+
+    def take(me: str) -> None:
+        try:
+            onboarding(ledger_url, me).lock(DAG, judged_dead)
+            won.append(me)
+        except OnboardingRefused as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=take, args=(f"run-{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    holder = Ledger(ledger_url).region_lock(REGION)["run_id"]
+    assert won == [holder]
+    assert len(refused) == 7 and all(f"by run {holder} " in r for r in refused)
+
+
+def test_upgrade_to_v10_adds_the_region_lock(ledger_url):  # noqa: F811
+    """A version-9 ledger (no ``gf_region_locks``) gains the table, and keeps its rows."""
+    ledger = Ledger(ledger_url)
+    ledger.set_region_state(REGION, "ready", run_id="r0")
+    with ledger.engine.begin() as conn:
+        conn.execute(text("DROP TABLE gf_region_locks"))
+        conn.execute(s.schema_version.delete())
+        conn.execute(s.schema_version.insert().values(version=9, applied_at=datetime.now(UTC)))
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 10
+    assert "gf_region_locks" in inspect(ledger.engine).get_table_names()
+    assert migrations.ensure_schema(ledger.engine) == 10  # idempotent
+    assert ledger.region_state(REGION)["state"] == "ready"
+    onboarding(ledger_url, "r1").lock(DAG, lambda d, r: True)
+    assert ledger.region_lock(REGION)["run_id"] == "r1"
+
+
+# --- the operators: a refused run changes nothing --------------------------------------------
+
+
+class _Dag:
+    dag_id = DAG
+
+
+def context(run_id: str, states: dict[str, str]) -> dict:
+    return {"run_id": run_id, "dag": _Dag(), "ti": SdkTaskInstance(states)}
+
+
+@pytest.mark.parametrize("step", ["preflight", "network", "cluster", "node_pools"])
+def test_a_step_of_a_second_run_fails_naming_the_running_holder(airflow_db, fleet_state, step):
+    onboarding(None, "run-1").lock(DAG, lambda d, r: True)
+    op = OnboardingStepOperator(task_id=step, step=step, region=REGION)
+    with pytest.raises(AirflowFailException, match="being onboarded by run run-1"):
+        op.execute(context("run-2", {"run-1": "running"}))  # the SDK's enum: alive
+    assert Ledger().onboarding_actions(REGION, "run-2") == []  # nothing was looked at or made
+    assert Ledger().region_lock(REGION)["run_id"] == "run-1"
+
+
+def test_a_refused_runs_release_and_report_leave_the_holder_alone(airflow_db, fleet_state):
+    onboarding(None, "run-1").lock(DAG, lambda d, r: True)
+    Ledger().set_region_state(REGION, "onboarding", run_id="run-1")
+    ctx = context("run-2", {"run-1": "running"})
+    ctx["ti"].get_task_states = lambda dag_id, run_ids: {"run-2": {"preflight": "failed"}}
+    release = RegionReleaseOperator(task_id="release", region=REGION)
+    with pytest.raises(AirflowFailException, match="being onboarded by run run-1"):
+        release.execute(ctx)
+    assert Ledger().region_state(REGION)["state"] == "onboarding"  # not marked failed
+    with pytest.raises(AirflowFailException):  # the report fails with the run's steps
+        OnboardingReportOperator(task_id="report", region=REGION).execute(ctx)
+    assert Ledger().region_lock(REGION)["run_id"] == "run-1"
+
+
+# --- end to end: the link after a deferral, and the lock released ---------------------------
+
+
+def link_xcoms(dagrun) -> dict[str, str]:
+    """Each task's "Cloud console" link as Airflow stored it for the UI (after its last
+    process), by task id."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(XComModel).filter(
+            XComModel.dag_id == DAG,
+            XComModel.run_id == dagrun.run_id,
+            XComModel.key == "_link_ConsoleLink",
+        )
+        return {r.task_id: XComModel.deserialize_value(r) for r in rows}
+
+
+@pytest.mark.slow
+def test_a_deferred_steps_console_link_survives_and_the_run_releases_the_lock(
+    airflow_db, fleet_state
+):
+    from tests.support.fleet import run_dag, task_states
+
+    dr = run_dag(DAG, {"region": REGION})
+    assert str(dr.state) == "success", task_states(dr)
+    links = link_xcoms(dr)
+    urls = {
+        a["step"]: a["console_url"]
+        for a in reversed(Ledger().onboarding_actions(REGION, dr.run_id))
+        if a["console_url"]
+    }
+    # cluster, filesystems and node_pools defer on what they created (the sim creates in
+    # steps) and finish in a second task process, where Airflow recomputes the links
+    assert {"cluster", "filesystems", "node_pools"} <= urls.keys()
+    assert {step: links[step] for step in urls} == urls
+    assert Ledger().region_lock(REGION) is None  # the report released it
+
+
+# --- the lease: a holder this Airflow does not know (another deployment, a renamed DAG) ------
+
+T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+SHORT = LEASE_TTL - timedelta(minutes=1)  # silent this long: the lease still holds
+PAST = LEASE_TTL + timedelta(minutes=1)  # silent this long: the lease expired
+UNKNOWN = lambda dag_id, run_id: None  # noqa: E731 - this Airflow answers 404 for every run
+
+
+def test_an_unknown_holder_keeps_the_region_while_its_lease_is_fresh(ledger_url):  # noqa: F811
+    onboarding(ledger_url, "other-deployment-run").lock("region_onboarding_v0", UNKNOWN, T0)
+    with pytest.raises(OnboardingRefused, match="by run other-deployment-run of region_onb"):
+        onboarding(ledger_url, "run-2").lock(DAG, UNKNOWN, T0 + SHORT)
+    # its next step renews the lease
+    onboarding(ledger_url, "other-deployment-run").lock(DAG, UNKNOWN, T0 + SHORT)
+    with pytest.raises(OnboardingRefused, match=f"last heard from {(T0 + SHORT):%Y-%m-%d %H:%M}"):
+        onboarding(ledger_url, "run-2").lock(DAG, UNKNOWN, T0 + SHORT * 2)
+    onboarding(ledger_url, "run-2").lock(DAG, UNKNOWN, T0 + SHORT + PAST)  # expired
+    row = Ledger(ledger_url).region_lock(REGION)
+    assert (row["run_id"], row["dag_id"]) == ("run-2", DAG)
+    assert row["heartbeat_at"] == T0 + SHORT + PAST
+
+
+def test_the_region_holders_own_dag_is_asked(ledger_url):  # noqa: F811
+    onboarding(ledger_url, "run-1").lock("region_onboarding_v0", UNKNOWN, T0)
+    asked: list[tuple[str, str]] = []
+
+    def alive(dag_id: str, run_id: str):
+        asked.append((dag_id, run_id))
+        return True
+
+    with pytest.raises(OnboardingRefused, match="by run run-1 of region_onboarding_v0"):
+        onboarding(ledger_url, "run-2").lock(DAG, alive, T0 + timedelta(hours=5))
+    assert asked == [("region_onboarding_v0", "run-1")]
+
+
+def test_a_region_takeover_read_before_the_holder_renewed_loses(ledger_url):  # noqa: F811
+    ledger = Ledger(ledger_url)
+    onboarding(ledger_url, "run-1").lock(DAG, UNKNOWN, T0)
+    seen = ledger.region_lock(REGION)
+    assert ledger.heartbeat_region_lock(REGION, "run-1", T0 + PAST)
+    assert not ledger.take_over_region_lock(REGION, seen, DAG, "run-2", T0 + PAST * 2)
+    assert ledger.region_lock(REGION)["run_id"] == "run-1"
+
+
+def test_of_eight_runs_racing_for_an_expired_region_lease_exactly_one_wins(ledger_url):  # noqa: F811
+    onboarding(ledger_url, "silent-run").lock(DAG, UNKNOWN, T0)
+    barrier = threading.Barrier(8)
+    won: list[str] = []
+    refused: list[str] = []
+
+    def unknown(dag_id: str, run_id: str):
+        barrier.wait(30)  # all eight read the expired holder before any takes it over
+        return None
+
+    def take(me: str) -> None:
+        try:
+            onboarding(ledger_url, me).lock(DAG, unknown, T0 + PAST)
+            won.append(me)
+        except OnboardingRefused as exc:
+            refused.append(str(exc))
+
+    threads = [threading.Thread(target=take, args=(f"racer-{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    holder = Ledger(ledger_url).region_lock(REGION)["run_id"]
+    assert won == [holder]
+    assert len(refused) == 7 and all(f"by run {holder} " in r for r in refused)
+
+
+def test_a_step_is_refused_when_airflow_does_not_know_the_live_holder(airflow_db, fleet_state):
+    """Through the operator: the holder is a run of another deployment (404 here) that
+    touched the lock a moment ago: the step fails and looks at nothing."""
+    onboarding(None, "other-deployment-run").lock(DAG, UNKNOWN)
+    op = OnboardingStepOperator(task_id="network", step="network", region=REGION)
+    with pytest.raises(AirflowFailException, match="by run other-deployment-run"):
+        op.execute(context("run-2", {}))  # 404 for the holder
+    assert Ledger().onboarding_actions(REGION, "run-2") == []
+    assert Ledger().region_lock(REGION)["run_id"] == "other-deployment-run"
+
+
+def test_a_waiting_step_renews_its_lease_each_turn_and_waits_on(airflow_db, fleet_state):
+    """A step waiting on what it created re-enters at least every LEASE_RENEW (its trigger
+    fires a timeout turn before the step's own timeout): it renews the lock and defers again."""
+    import time
+
+    from gpufleet.airflow.operators.onboarding import WAIT_UNTIL_KEY
+    from gpufleet.domain.leases import LEASE_RENEW
+
+    svc = onboarding(None, "run-1")
+    svc.lock(DAG, UNKNOWN, T0)
+    svc.network(), svc.cluster()  # the cluster exists (its node pools do not yet)
+    op = OnboardingStepOperator(task_id="cluster", step="cluster", region=REGION)
+    cluster = load_catalog().region(REGION).clusters[0].name
+    waiting = [[cluster, "nodes", "pool-with-no-nodes-yet"]]  # CREATING: no node registered
+    carry = {"waiting": waiting, "actions": [], "notes": [], WAIT_UNTIL_KEY: time.time() + 3600}
+    event = {"status": "timeout", "message": "not ready after 300 s", "carry": carry}
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute_complete(context("run-1", {}), event=event)
+    assert Ledger().region_lock(REGION)["heartbeat_at"] > T0  # renewed
+    trigger = deferred.value.trigger
+    assert trigger.timeout <= LEASE_RENEW.total_seconds()
+    assert trigger.carry[WAIT_UNTIL_KEY] == carry[WAIT_UNTIL_KEY]  # the step's own deadline
+    past = {**carry, WAIT_UNTIL_KEY: time.time() - 1}  # the step's timeout came: it fails
+    with pytest.raises(AirflowException, match="onboarding step 'cluster'"):
+        op.execute_complete(context("run-1", {}), event={**event, "carry": past})
+
+
+def test_a_region_takeover_compares_the_holder_too(ledger_url):  # noqa: F811
+    """Two takeovers stamped with the same instant: the holder read decides (one winner)."""
+    ledger = Ledger(ledger_url)
+    onboarding(ledger_url, "run-1").lock(DAG, UNKNOWN, T0)
+    seen = ledger.region_lock(REGION)
+    assert ledger.take_over_region_lock(REGION, seen, DAG, "run-2", T0)  # same heartbeat
+    assert not ledger.take_over_region_lock(REGION, seen, DAG, "run-3", T0)
+    assert ledger.region_lock(REGION)["run_id"] == "run-2"
