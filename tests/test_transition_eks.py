@@ -99,7 +99,7 @@ def eks_short(fleet_state, tmp_path, monkeypatch, kube, aws_server):
 
 def service(run_id: str, action: str = "run") -> ReservationTransition:
     svc = ReservationTransition(load_catalog(), CLUSTER, OLD, NEW, Ledger(), run_id, FAST)
-    svc.open(action, lambda run: False)
+    svc.open(action, lambda dag, run: False)
     return svc
 
 
@@ -191,3 +191,18 @@ def test_eks_preflight_refuses_a_short_block_before_any_write(eks_short, kube):
     assert nodes.writes() == []
     assert Ledger().transition(svc.tid)["state"] == "failed"
     assert NEW not in nodes.nodes
+
+
+def test_eks_old_group_is_retired_only_once_eks_reports_it_gone(eks, kube):
+    aws, nodes = eks
+    forward_to(service("run-1"), Step.OLD_POOL_DRAINED)
+
+    first = service("run-1").advance(Step.OLD_POOL_RETIRED)
+    assert not first.done and first.next_check_s > 0  # accepted: deferred until it is gone
+    assert deleted_groups(aws) == [OLD]
+    assert (Ledger().pool_state(CLUSTER, OLD) or {}).get("state") != "retired"
+
+    drive(service("run-2"), Step.OLD_POOL_RETIRED)  # run-1 killed while waiting: run-2 waits
+    assert deleted_groups(aws) == [OLD]  # one delete, ever
+    assert aws.actions("eks")[-1] == "DescribeNodegroup"  # gone, as EKS reports it
+    assert Ledger().pool_state(CLUSTER, OLD)["state"] == "retired"

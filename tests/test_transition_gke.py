@@ -99,7 +99,7 @@ def gke_short(fleet_state, tmp_path, monkeypatch, kube):
 
 def service(run_id: str, action: str = "run") -> ReservationTransition:
     svc = ReservationTransition(load_catalog(), CLUSTER, OLD, NEW, Ledger(), run_id, FAST)
-    svc.open(action, lambda run: False)
+    svc.open(action, lambda dag, run: False)
     return svc
 
 
@@ -188,3 +188,55 @@ def test_gke_preflight_refuses_a_short_reservation_before_any_write(gke_short, k
     assert nodes.writes() == []
     assert Ledger().transition(svc.tid)["state"] == "failed"
     assert NEW not in nodes.nodes
+
+
+def pool_path(pool: str) -> str:
+    return f"/v1/projects/{PROJECT}/locations/{ZONE}/clusters/{CLUSTER}/nodePools/{pool}"
+
+
+def retired(pool: str) -> bool:
+    return (Ledger().pool_state(CLUSTER, pool) or {}).get("state") == "retired"
+
+
+def test_gke_old_pool_is_retired_only_when_its_delete_is_done_and_a_rerun_waits_on_it(gke, kube):
+    fake, nodes = gke
+    forward_to(service("run-1"), Step.OLD_POOL_DRAINED)
+    fake.slow_node_pool_delete(OLD, polls=4)  # GKE takes a while to delete a pool
+
+    first = service("run-1").advance(Step.OLD_POOL_RETIRED)
+    assert not first.done and first.next_check_s > 0  # deferred, as the other waits
+    assert deletes(fake) == [pool_path(OLD)]
+    assert not retired(OLD)  # accepted is not gone
+
+    resumed = service("run-2")  # run-1 was killed while waiting: the rerun waits on it
+    polls = 0
+    while not (outcome := resumed.advance(Step.OLD_POOL_RETIRED)).done:
+        polls += 1
+        assert polls < 10, outcome.notes
+        assert not retired(OLD)
+    assert polls >= 1
+    assert deletes(fake) == [pool_path(OLD)]  # one delete, ever
+    assert retired(OLD)
+    assert (PROJECT, ZONE, CLUSTER, OLD) not in fake.state.pools
+    drive(resumed, Step.DONE)
+
+
+def test_gke_a_failed_delete_is_reported_not_retired_and_a_rerun_deletes_again(gke, kube):
+    from gpufleet.errors import BackendError
+
+    fake, nodes = gke
+    forward_to(service("run-1"), Step.OLD_POOL_DRAINED)
+    fake.slow_node_pool_delete(OLD, polls=2, error="Internal error: instance group not deleted")
+    svc = service("run-1")
+
+    with pytest.raises(BackendError, match="instance group not deleted") as err:
+        for _ in range(10):
+            svc.advance(Step.OLD_POOL_RETIRED)
+    assert "not retired" in str(err.value) and "run again" in str(err.value)
+    assert not retired(OLD)
+    assert (PROJECT, ZONE, CLUSTER, OLD) in fake.state.pools  # the pool is still there
+    assert Step.OLD_POOL_RETIRED not in svc.steps()[0]
+
+    drive(service("run-2"), Step.OLD_POOL_RETIRED)  # the rerun deletes it again, and waits
+    assert deletes(fake) == [pool_path(OLD)] * 2
+    assert retired(OLD) and (PROJECT, ZONE, CLUSTER, OLD) not in fake.state.pools

@@ -138,6 +138,7 @@ class AwsFake:
         self.nodegroup_describes_until_active = 0
         self.pending: dict[tuple[str, ...], int] = {}
         self.cluster_endpoints: dict[str, tuple[str, str | None]] = {}
+        self.nodegroup_status: dict[str, tuple[str, list[dict[str, Any]]]] = {}
         self.types_from_template: set[tuple[str, str]] = set()  # (cluster, node group)
         self.injections: list[Injection] = []
         self.nodegroup_callbacks: list[Callable[[NodegroupCreated], None]] = []
@@ -215,6 +216,7 @@ class AwsFake:
             self.nodegroup_describes_until_active = 0
             self.pending.clear()
             self.cluster_endpoints.clear()
+            self.nodegroup_status.clear()
             self.types_from_template.clear()
 
     # -- test helpers ----------------------------------------------------------------------
@@ -273,6 +275,13 @@ class AwsFake:
         endpoint, with ``ca_data`` (None: no CA, plain HTTP) instead of moto's made-up ones."""
         with self.lock:
             self.cluster_endpoints[cluster] = (url, ca_data)
+
+    def set_nodegroup_status(
+        self, name: str, status: str, issues: list[dict[str, Any]] | None = None
+    ) -> None:
+        """DescribeNodegroup reports ``name`` so (moto deletes at once and never fails)."""
+        with self.lock:
+            self.nodegroup_status[name] = (status, list(issues or ()))
 
     def set_filesystem_lifecycle(self, fs_id: str, lifecycle: str) -> None:
         with self.lock:

@@ -395,6 +395,9 @@ def patch(fake: AwsFake, service, action, params, status, headers, data):
             False,
             fake.nodegroup_describes_until_active,
         )
+        if group["nodegroupName"] in fake.nodegroup_status:
+            group["status"], issues = fake.nodegroup_status[group["nodegroupName"]]
+            group["health"] = {"issues": issues}
         return status, headers, json.dumps(body).encode()
     if service == "eks" and action == "CreateNodegroup":
         from tests.support.aws_fake import NodegroupCreated

@@ -18,7 +18,8 @@ enum value is a 400. Creates answer with running operations that complete after
 Test helpers: ``add_reservation``, ``add_network``/``add_subnet``/``add_cluster``/
 ``add_node_pool``/``add_instance`` (seed existing resources), ``begin_host_report``,
 ``host_reports``/``host_moves``, ``set_cluster_endpoint``,
-``on_node_pool_created``, ``inject_error``, ``requests`` (the log) with ``writes()`` and
+``on_node_pool_created``, ``inject_error``, ``inject_incompatible_operation``,
+``slow_node_pool_delete``, ``requests`` (the log) with ``writes()`` and
 ``bodies()``.
 """
 
@@ -58,6 +59,8 @@ class _Injection:
     method: str | None
     path_contains: str | None
     retry_after: str | None
+    status_name: str | None = None
+    message: str | None = None
 
 
 class GcpFake:
@@ -254,6 +257,32 @@ class GcpFake:
                 )
             )
 
+    def inject_incompatible_operation(
+        self, times: int = 1, method: str | None = None, path_contains: str | None = None
+    ) -> None:
+        """Answer the next ``times`` matching requests as GKE does while another operation
+        (an auto-upgrade, an auto-repair, another change) runs on the cluster: 400
+        FAILED_PRECONDITION "Cluster is running incompatible operation ..."."""
+        with self._lock:
+            self._injections.append(
+                _Injection(
+                    400,
+                    times,
+                    method,
+                    path_contains,
+                    None,
+                    "FAILED_PRECONDITION",
+                    "Cluster is running incompatible operation operation-1718-auto-upgrade.",
+                )
+            )
+
+    def slow_node_pool_delete(self, name: str, polls: int, error: str | None = None) -> None:
+        """The next delete of node pool ``name`` stays RUNNING for ``polls`` reads (of the
+        operation or the pool), then ends DONE; with ``error``, DONE carrying that error and
+        the pool left in place (status ERROR), as a failed GKE delete."""
+        with self._lock:
+            self.state.delete_plans[name] = (polls, error)
+
     def writes(self) -> list[Request]:
         """Every request that was not a GET (creates, inserts, updates, deletes)."""
         return [r for r in self.requests if r.method != "GET"]
@@ -313,8 +342,8 @@ class GcpFake:
             headers = {"Retry-After": inj.retry_after} if inj.retry_after else {}
             raise ApiError(
                 inj.status,
-                statuses.get(inj.status, "UNKNOWN"),
-                "Injected error: the service is currently unavailable.",
+                inj.status_name or statuses.get(inj.status, "UNKNOWN"),
+                inj.message or "Injected error: the service is currently unavailable.",
                 headers,
             )
 

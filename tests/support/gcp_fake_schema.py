@@ -145,12 +145,15 @@ def _is_int(value: Any) -> bool:
 container = DiscoveryValidator("container.v1.json", int_enums=True)
 compute = DiscoveryValidator("compute.v1.json")
 
-# Managed Lustre: tier (MB/s per TiB) -> (min, max, step) GiB ("Performance tiers" page).
+# Managed Lustre: tier (MB/s per TiB) -> (min, max, step, threshold, step above threshold) GiB,
+# from https://cloud.google.com/managed-lustre/docs/performance-tiers ("Dynamic" is tier 0
+# here: the Dynamic tier sends no perUnitStorageThroughput, but dynamicTierOptions).
 LUSTRE_TIERS = {
-    1000: (9_000, 954_000, 9_000),
-    500: (18_000, 1_908_000, 18_000),
-    250: (36_000, 3_816_000, 36_000),
-    125: (72_000, 7_632_000, 72_000),
+    1000: (9_000, 10_008_000, 9_000, 1_530_000, 72_000),
+    500: (18_000, 20_016_000, 18_000, 3_060_000, 144_000),
+    250: (36_000, 40_032_000, 36_000, 6_120_000, 288_000),
+    125: (72_000, 12_240_000, 72_000, 12_240_000, 72_000),
+    0: (472_000, 84_016_000, 472_000, 84_016_000, 472_000),
 }
 
 
@@ -165,14 +168,20 @@ def check_lustre_instance(body: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - json_format.ParseError and friends
         raise bad_request(f"Invalid JSON payload received. {exc}") from None
     tier = instance.per_unit_storage_throughput
-    if tier not in LUSTRE_TIERS:
-        raise bad_request(f"perUnitStorageThroughput {tier} is not one of 125, 250, 500, 1000")
-    low, high, step = LUSTRE_TIERS[tier]
+    dynamic = instance.dynamic_tier_options.mode == lustre_v1.DynamicTierOptions.Mode.DEFAULT_CACHE
+    if dynamic and tier:
+        raise bad_request("perUnitStorageThroughput must not be set with the Dynamic tier")
+    if tier not in LUSTRE_TIERS or (tier == 0 and not dynamic):
+        raise bad_request(
+            f"perUnitStorageThroughput {tier} is not one of 125, 250, 500, 1000 (or the "
+            "Dynamic tier's dynamicTierOptions)"
+        )
+    low, high, step, threshold, large = LUSTRE_TIERS[tier]
     gib = instance.capacity_gib
-    if not low <= gib <= high or gib % step:
+    if not low <= gib <= high or gib % (step if gib <= threshold else large):
         raise bad_request(
             f"capacityGib {gib} is invalid for throughput {tier}: between {low} and {high} "
-            f"in steps of {step}"
+            f"in steps of {step} up to {threshold}, then of {large}"
         )
     if not re.fullmatch(r"[A-Za-z0-9]{1,8}", instance.filesystem or ""):
         raise bad_request("filesystem must be 1-8 letters or digits")

@@ -39,6 +39,8 @@ class Operation:
     finish: Callable[[], None]
     polls: int = 0
     done: bool = False
+    polls_needed: int | None = None  # None: the state's operation_polls
+    error: str | None = None  # ends DONE with this error (google.rpc.Status message)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class GcpState:
     instances: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     operations: dict[str, Operation] = field(default_factory=dict)
     pending: dict[str, Operation] = field(default_factory=dict)  # target -> running operation
+    # node pool name -> (polls before its next delete ends, the error it ends with or None)
+    delete_plans: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1000))
 
     # -- operations ---------------------------------------------------------------------------
@@ -73,7 +77,8 @@ class GcpState:
         if op.done:
             return
         op.polls += 1
-        if op.polls >= self.operation_polls:
+        needed = self.operation_polls if op.polls_needed is None else op.polls_needed
+        if op.polls >= needed:
             self._complete(op)
 
     def tick_target(self, target: str) -> None:
@@ -299,19 +304,30 @@ class GcpState:
     def delete_node_pool(self, project: str, location: str, cluster: str, name: str) -> Operation:
         key = (project, location, cluster, name)
         pool = self.node_pool_view(project, location, cluster, name)
+        if pool["status"] == "STOPPING":  # as GKE: one operation per pool at a time
+            busy = self.pending.get(pool.get("selfLink", ""))
+            message = f"Cluster is running incompatible operation {busy and busy.name}."
+            raise ApiError(400, "FAILED_PRECONDITION", message)
         pool["status"] = "STOPPING"
         link = pool.get("selfLink", name)
-        return self.start(
-            "container",
-            {"location": location},
-            link,
-            "DELETE_NODE_POOL",
-            lambda: self.pools.pop(key, None),
-        )
+        polls, error = self.delete_plans.pop(name, (None, None))
+
+        def finish() -> None:
+            if error is None:
+                self.pools.pop(key, None)
+            else:
+                pool["status"] = "ERROR"
+
+        op = self.start("container", {"location": location}, link, "DELETE_NODE_POOL", finish)
+        op.polls_needed, op.error = polls, error  # finish() reads its own error
+        return op
 
     def container_operation(self, op: Operation, project: str) -> dict[str, Any]:
         location = op.scope["location"]
-        return {
+        out: dict[str, Any] = {}
+        if op.done and op.error:
+            out = {"error": {"code": 9, "message": op.error}, "statusMessage": op.error}
+        return out | {
             "name": op.name,
             "operationType": op.kind,
             "zone": location,

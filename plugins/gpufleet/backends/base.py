@@ -260,6 +260,19 @@ class NodePoolInfo:
 
 
 @dataclass(frozen=True)
+class PoolDeletion:
+    """How a pool's deletion stands: DELETING (call again with ``operation``, the delete to
+    wait on), ABSENT (gone) or ERROR (the cloud failed the delete: ``message``)."""
+
+    pool: str
+    status: str  # DELETING | ABSENT | ERROR
+    operation: str | None = None
+    requested: bool = False  # this call asked the cloud to delete it
+    message: str | None = None
+    console_url: str | None = None
+
+
+@dataclass(frozen=True)
 class ReservationInfo:
     """A capacity reservation as the cloud reports it. ``zone``/``blocks`` are None when the
     API does not report them (never guessed); ``kind`` is ``reservation`` (GCE),
@@ -366,6 +379,10 @@ class CloudBackend(Protocol):
     def get_node_pool(self, pool: str) -> NodePoolInfo: ...
 
     def delete_node_pool(self, pool: str) -> bool: ...
+
+    def ensure_node_pool_deleted(self, pool: str, operation: str | None = None) -> PoolDeletion:
+        """Delete-if-present; given an earlier call's ``operation``, wait on that delete
+        instead (never a second one while it runs); a failed delete is ERROR."""
 
     def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured: ...
 

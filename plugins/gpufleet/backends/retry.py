@@ -42,6 +42,7 @@ from gpufleet.backends.base import (
     NodeInfo,
     NodePoolInfo,
     PodInfo,
+    PoolDeletion,
     ReservationInfo,
     Taint,
     WorkloadStatus,
@@ -222,6 +223,9 @@ class RetryingCloudBackend:
 
     def delete_node_pool(self, pool: str) -> bool:
         return self._retry(self.inner.delete_node_pool, pool)
+
+    def ensure_node_pool_deleted(self, pool: str, operation: str | None = None) -> PoolDeletion:
+        return self._retry(self.inner.ensure_node_pool_deleted, pool, operation)
 
     def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured:
         return self._retry(self.inner.ensure_filesystem, name, dry_run)

@@ -16,6 +16,7 @@ from gpufleet.backends.base import (
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
+    PoolDeletion,
     ReservationInfo,
     Taint,
 )
@@ -119,6 +120,9 @@ class EksCloudBackend:
 
     def delete_node_pool(self, pool: str) -> bool:
         return self.node_groups.delete(pool)
+
+    def ensure_node_pool_deleted(self, pool: str, operation: str | None = None) -> PoolDeletion:
+        return self.node_groups.ensure_deleted(pool, operation)
 
     def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
         """Terminate the node's instance so its managed node group replaces it from the same

@@ -25,6 +25,7 @@ from gpufleet.backends.base import (
     WOULD_CREATE,
     Ensured,
     NodePoolInfo,
+    PoolDeletion,
     ReservationInfo,
     Taint,
 )
@@ -270,3 +271,25 @@ class EksNodeGroups:
                 return False
             raise
         return True
+
+    def ensure_deleted(self, pool: str, operation: str | None) -> PoolDeletion:
+        """Delete-if-present, then wait until the node group is gone (``describe_nodegroup``
+        answers ResourceNotFound); DELETE_FAILED after our delete is a failed delete, with
+        the node group's health issues as the reason. Without ``operation`` (nothing of ours
+        under way) a DELETE_FAILED node group is deleted again."""
+        url = self.url(pool)
+        found = self.describe(pool)
+        if found is None:
+            return PoolDeletion(pool, ABSENT, operation, console_url=url)
+        status = found.get("status", "")
+        if status == "DELETING":
+            return PoolDeletion(pool, DELETING, operation, console_url=url)
+        if operation and status == "DELETE_FAILED":
+            issues = (found.get("health") or {}).get("issues") or []
+            why = "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
+            return PoolDeletion(
+                pool, ERROR, operation, message=why or "DELETE_FAILED", console_url=url
+            )
+        if not self.delete(pool):
+            return PoolDeletion(pool, ABSENT, console_url=url)
+        return PoolDeletion(pool, DELETING, "delete_nodegroup", requested=True, console_url=url)

@@ -15,6 +15,7 @@ from gpufleet.backends.base import (
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
+    PoolDeletion,
     ReservationInfo,
     Taint,
 )
@@ -85,6 +86,9 @@ class GkeCloudBackend:
 
     def delete_node_pool(self, pool: str) -> bool:
         return _pools.delete_node_pool(self.scope, pool)
+
+    def ensure_node_pool_deleted(self, pool: str, operation: str | None = None) -> PoolDeletion:
+        return _pools.ensure_node_pool_deleted(self.scope, pool, operation)
 
     def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured:
         return _lustre.ensure_filesystem(self.scope, name, dry_run)

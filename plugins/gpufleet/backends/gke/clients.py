@@ -15,7 +15,12 @@ transport builds for the default endpoint, so compute operations are waited on h
 own Global/Region/ZoneOperationsClient built on the same endpoint (``wait_compute``).
 
 Errors (``translate``): 429, 5xx and a failed connection become ``TransientBackendError``
-(the retry rule retries them, honouring Retry-After); any other API error becomes a
+(the retry rule retries them, honouring Retry-After); so does GKE's 400 FAILED_PRECONDITION
+"Cluster is running incompatible operation", which only says another operation (an
+auto-upgrade, an auto-repair, another change) holds the cluster for now: Google's
+troubleshooting page says to wait and retry, so it carries a ``retry_after`` of
+``BUSY_CLUSTER_WAIT`` and the retry rule waits that long (capped by the policy) between
+attempts. Any other API error becomes a
 ``BackendError`` with the API's message and what to do (403: the permission to grant).
 Client-side retries are disabled on every call (``retry=None``): retrying is the retry
 wrapper's job, in one place.
@@ -24,6 +29,7 @@ wrapper's job, in one place.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +44,18 @@ ENDPOINT_ENV = "GPUFLEET_GCP_ENDPOINT"
 DEFAULT_CONN_ID = "google_cloud_default"
 CALL_TIMEOUT = 60.0  # seconds per API call
 ANONYMOUS_TOKEN = "gpufleet-anonymous-token"  # the bearer token against a plain-HTTP fake
+# Seconds to wait before retrying a call GKE refused because another operation holds the
+# cluster, and the three messages it refuses with ("Troubleshoot concurrent operations",
+# https://cloud.google.com/kubernetes-engine/docs/troubleshooting/concurrent-operations:
+# one cluster-level operation or one per node pool at a time, GKE's own auto-upgrades and
+# auto-repairs included; find the blocking operation, wait for it, retry).
+BUSY_CLUSTER_WAIT = 30.0
+_BUSY_CLUSTER = re.compile(
+    r"running incompatible operation"
+    r"|is currently being created, deleted, updated or repaired"
+    r"|please wait and try again once it is done",
+    re.IGNORECASE,
+)
 
 # The IAM role that grants each service's permissions, named in a 403's advice.
 _ROLE_FOR_SERVICE = {
@@ -97,6 +115,14 @@ def translate(exc: BaseException, what: str, permission: str | None = None) -> B
                 f"{what}: the Google API answered {code or 'an error'} ({message}); this is "
                 "usually temporary and the call is retried",
                 retry_after=retry_after,
+            )
+        if code in (400, 409) and _BUSY_CLUSTER.search(message):
+            return TransientBackendError(
+                f"{what}: the cluster is busy with another operation (an upgrade, a repair or "
+                f"another change: {message}); this is temporary and the call is retried after "
+                f"{BUSY_CLUSTER_WAIT:.0f} s; if it persists, run again once the operation in "
+                "the console's Operations list has finished",
+                retry_after=max(retry_after or 0.0, BUSY_CLUSTER_WAIT),
             )
         if code in (401, 403):
             service = (permission or "").split(".")[0]

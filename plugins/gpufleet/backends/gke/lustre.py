@@ -3,9 +3,10 @@
 The instance is created in the cluster's zone on the cluster's PRIMARY VPC
 (``projects/P/global/networks/<primary_vpc>``): GKE nodes reach Lustre through their first
 NIC, never through the RDMA network. ``per_unit_storage_throughput`` is the catalog's tier
-(MB/s per TiB) and ``capacity_gib`` the catalog's ``capacity_tib`` x 1024 rounded to the
-nearest value the tier allows (``TIERS``: minimum, maximum and step in GiB, from Google's
-"Performance tiers" page); the Lustre ``filesystem`` name is the catalog name's letters and
+(MB/s per TiB; 25 is the Dynamic tier, sent as ``dynamic_tier_options`` mode DEFAULT_CACHE
+with no per-unit throughput) and ``capacity_gib`` the catalog's ``capacity_tib`` x 1024 rounded
+to the nearest value the tier allows (``TIERS``, from Google's "Performance tiers" page); the
+Lustre ``filesystem`` name is the catalog name's letters and
 digits, at most 8 (the API's limit). Create returns at once (status CREATING) while the
 long-running operation runs; ``get_filesystem`` reports progress.
 """
@@ -13,6 +14,7 @@ long-running operation runs; ``get_filesystem`` reports progress.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.base import (
@@ -32,13 +34,31 @@ from gpufleet.backends.gke.clients import Scope, call, console, get_or_none
 from gpufleet.backends.gke.network import network_url
 from gpufleet.errors import CatalogError
 
-# tier (MB/s per TiB) -> (minimum, maximum, step) capacity in GiB
-TIERS: dict[int, tuple[int, int, int]] = {
-    1000: (9_000, 954_000, 9_000),
-    500: (18_000, 1_908_000, 18_000),
-    250: (36_000, 3_816_000, 36_000),
-    125: (72_000, 7_632_000, 72_000),
+
+@dataclass(frozen=True)
+class Tier:
+    """The capacities (GiB) a tier allows: multiples of ``step`` from ``minimum`` up to
+    ``threshold``, then multiples of ``large_step`` up to ``maximum``."""
+
+    minimum: int
+    maximum: int
+    step: int
+    threshold: int
+    large_step: int
+
+
+# tier (MB/s per TiB) -> capacities, from Google Cloud Managed Lustre "Performance tiers"
+# (https://cloud.google.com/managed-lustre/docs/performance-tiers, and the same table in
+# "Increase the capacity of a Managed Lustre instance"): the 1000 tier up to 10,008,000 GiB
+# (9.5 PiB), no longer the 954,000 GiB of the first release. 25 is the Dynamic tier.
+TIERS: dict[int, Tier] = {
+    1000: Tier(9_000, 10_008_000, 9_000, 1_530_000, 72_000),
+    500: Tier(18_000, 20_016_000, 18_000, 3_060_000, 144_000),
+    250: Tier(36_000, 40_032_000, 36_000, 6_120_000, 288_000),
+    125: Tier(72_000, 12_240_000, 72_000, 12_240_000, 72_000),
+    25: Tier(472_000, 84_016_000, 472_000, 84_016_000, 472_000),
 }
+DYNAMIC_TIER = 25
 
 _STATUS = {
     "ACTIVE": READY,
@@ -59,14 +79,28 @@ def capacity_gib(capacity_tib: float, tier: int) -> int:
             f"Managed Lustre throughput tier {tier} MB/s per TiB does not exist (tiers: "
             f"{', '.join(str(t) for t in sorted(TIERS))}); fix throughput_mbps_per_tib"
         )
-    low, high, step = TIERS[tier]
-    gib = max(low, round(capacity_tib * 1024 / step) * step)
-    if gib > high:
+    t = TIERS[tier]
+    want = capacity_tib * 1024
+    small = min(max(t.minimum, round(want / t.step) * t.step), t.threshold)
+    gib = small
+    if t.threshold < t.maximum and want > t.threshold:
+        first = (t.threshold // t.large_step + 1) * t.large_step
+        large = max(first, round(want / t.large_step) * t.large_step)
+        gib = large if abs(large - want) < abs(want - small) else small
+    if gib > t.maximum:
         raise CatalogError(
-            f"Managed Lustre at {tier} MB/s per TiB holds at most {high} GiB "
-            f"({high / 1024:.0f} TiB); capacity_tib {capacity_tib} is too large"
+            f"Managed Lustre at {tier} MB/s per TiB holds at most {t.maximum} GiB "
+            f"({t.maximum / 1024:.0f} TiB); capacity_tib {capacity_tib} is too large"
         )
     return gib
+
+
+def tier_of(instance: Any) -> int:
+    """The catalog's tier of an existing instance (Dynamic: 25)."""
+    mode = getattr(getattr(instance, "dynamic_tier_options", None), "mode", None)
+    if getattr(mode, "name", mode) == "DEFAULT_CACHE":
+        return DYNAMIC_TIER
+    return int(instance.per_unit_storage_throughput)
 
 
 def filesystem_name(name: str) -> str:
@@ -112,11 +146,8 @@ def ensure_filesystem(scope: Scope, name: str, dry_run: bool) -> Ensured:
         diffs = []
         if existing.capacity_gib != gib:
             diffs.append(f"capacity: catalog {gib} GiB, cloud {existing.capacity_gib} GiB")
-        if existing.per_unit_storage_throughput != tier:
-            diffs.append(
-                f"throughput tier: catalog {tier} MB/s per TiB, cloud "
-                f"{existing.per_unit_storage_throughput}"
-            )
+        if tier_of(existing) != tier:
+            diffs.append(f"throughput tier: catalog {tier} MB/s per TiB, cloud {tier_of(existing)}")
         if not existing.network.endswith(network):
             diffs.append(
                 f"network: catalog {network} (the cluster's primary VPC), cloud "
@@ -135,13 +166,17 @@ def ensure_filesystem(scope: Scope, name: str, dry_run: bool) -> Ensured:
         return Ensured("filesystem", name, WOULD_CREATE, ABSENT, (), url, detail)
     from google.cloud import lustre_v1
 
+    performance: dict[str, Any] = {"per_unit_storage_throughput": tier}
+    if tier == DYNAMIC_TIER:  # no per-unit throughput with the Dynamic tier (API reference)
+        mode = lustre_v1.DynamicTierOptions.Mode.DEFAULT_CACHE
+        performance = {"dynamic_tier_options": lustre_v1.DynamicTierOptions(mode=mode)}
     instance = lustre_v1.Instance(
         filesystem=filesystem_name(name),
         capacity_gib=gib,
         network=network,
-        per_unit_storage_throughput=tier,
         description=f"gpufleet: {scope.cluster.name}/{name}",
         labels={"managed-by": "gpufleet", "cluster": scope.cluster.name},
+        **performance,
     )
     op = call(
         f"create Lustre instance {name}",
@@ -170,7 +205,7 @@ def get_filesystem(scope: Scope, name: str) -> FilesystemInfo:
     return FilesystemInfo(
         name=name,
         capacity_tib=existing.capacity_gib / 1024,
-        throughput_mbps_per_tib=int(existing.per_unit_storage_throughput),
+        throughput_mbps_per_tib=tier_of(existing),
         status=_status(existing.state),
         id=existing.name,
         mount_name=existing.filesystem or None,

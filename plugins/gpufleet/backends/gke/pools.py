@@ -25,6 +25,7 @@ from gpufleet.backends.base import (
     WOULD_CREATE,
     Ensured,
     NodePoolInfo,
+    PoolDeletion,
     ReservationInfo,
     Taint,
 )
@@ -291,3 +292,36 @@ def delete_node_pool(scope: Scope, name: str) -> bool:
     except Exception as exc:  # noqa: BLE001
         raise translate(exc, f"delete node pool {name}", "container.nodePools.delete") from exc
     return True
+
+
+def ensure_node_pool_deleted(scope: Scope, name: str, operation: str | None) -> PoolDeletion:
+    """Delete-if-present, then wait on the delete's operation: GKE accepts a delete at once and
+    removes the pool when the operation is DONE, or leaves it (ERROR) when the operation ends
+    with an error. A pool already being deleted (STOPPING) is waited on, not deleted again."""
+    url = _pool_console(scope, name)
+    if operation:
+        op = call(
+            f"read the delete operation {operation} of node pool {name}",
+            "container.operations.get",
+            scope.clients.container.get_operation,
+            name=f"projects/{scope.project}/locations/{scope.zone}/operations/{operation}",
+        )
+        if getattr(op.status, "name", str(op.status)) != "DONE":
+            return PoolDeletion(name, DELETING, operation, console_url=url)
+        failure = (op.error.message if op.error else "") or op.status_message
+        if failure:
+            return PoolDeletion(name, ERROR, operation, message=failure, console_url=url)
+    existing = _read(scope, name)
+    if existing is None:
+        return PoolDeletion(name, ABSENT, operation, console_url=url)
+    if operation or _status(existing.status) == DELETING:
+        return PoolDeletion(name, DELETING, operation, console_url=url)
+    op = get_or_none(
+        f"delete node pool {name}",
+        "container.nodePools.delete",
+        scope.clients.container.delete_node_pool,
+        name=_pool_path(scope, name),
+    )
+    if op is None:
+        return PoolDeletion(name, ABSENT, console_url=url)
+    return PoolDeletion(name, DELETING, op.name, requested=True, console_url=url)

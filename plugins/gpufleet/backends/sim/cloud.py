@@ -35,6 +35,7 @@ from gpufleet.backends.base import (
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
+    PoolDeletion,
     ReservationInfo,
     Taint,
 )
@@ -288,6 +289,12 @@ class SimCloudBackend(SimBackendBase):
                     "DELETE FROM nodes WHERE cluster=? AND pool=?", (self.cluster.name, pool)
                 ).rowcount
             )
+
+    def ensure_node_pool_deleted(self, pool: str, operation: str | None = None) -> PoolDeletion:
+        """The sim deletes at once: the pool and its nodes are gone when this returns."""
+        existed = self._row("node_pool", pool) is not None
+        self.delete_node_pool(pool)
+        return PoolDeletion(pool, ABSENT, operation, requested=existed)
 
     # --- repair -------------------------------------------------------------------------------
 
