@@ -41,6 +41,7 @@ from gpufleet.airflow.dagkit import (
     param,
 )
 from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
+from gpufleet.airflow.operators.faults import RunFaultsSetupOperator, RunFaultsTeardownOperator
 from gpufleet.airflow.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
 from gpufleet.airflow.operators.remediation import NodeRemediationOperator
 from gpufleet.domain.names import POOL_KEY
@@ -141,10 +142,17 @@ def nightly_fabric_validation():
         "pools": "{{ params.pools }}",
         "mode": "{{ params.mode }}",
     }
-    # the first targets task also applies this run's simulated faults (sim_faults Param)
-    fabric_targets = ValidationTargetsOperator(
-        task_id="fabric_targets", kind="fabric", sim_faults="{{ params.sim_faults }}", **scope
-    )
+    # setup: sweep faults of runs that are over, inject this run's own (its pools only);
+    # teardown: clear them, whatever happened to the run
+    inject_faults = RunFaultsSetupOperator(
+        task_id="inject_faults",
+        sim_faults="{{ params.sim_faults }}",
+        regions=scope["regions"],
+        clusters=scope["clusters"],
+        pools=scope["pools"],
+    ).as_setup()
+    clear_faults = RunFaultsTeardownOperator(task_id="clear_faults")
+    fabric_targets = ValidationTargetsOperator(task_id="fabric_targets", kind="fabric", **scope)
     storage_targets = ValidationTargetsOperator(task_id="storage_targets", kind="storage", **scope)
 
     fabric = FabricValidationOperator.partial(
@@ -175,9 +183,9 @@ def nightly_fabric_validation():
 
     report = ValidationReportOperator(task_id="report", trigger_rule="all_done", retries=0)
 
-    fabric_targets >> storage_targets
+    inject_faults >> fabric_targets >> storage_targets
     fabric >> remediate
-    [remediate, storage] >> report
+    [remediate, storage] >> report >> clear_faults.as_teardown(setups=inject_faults)
 
 
 nightly_fabric_validation()

@@ -42,6 +42,7 @@ from airflow.sdk import dag
 from gpufleet.airflow.assets import POOL_VALIDATED, REGION_READY
 from gpufleet.airflow.dagkit import SIM_FAULT_PATTERN, default_args, index, param
 from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
+from gpufleet.airflow.operators.faults import RunFaultsSetupOperator, RunFaultsTeardownOperator
 from gpufleet.airflow.operators.onboarding import (
     OnboardingReportOperator,
     OnboardingStepOperator,
@@ -106,10 +107,17 @@ fleet = index()
 )
 def region_onboarding():
     region = {"region": "{{ params.region }}", "dry_run": "{{ params.dry_run }}"}
+    # setup: sweep faults of runs that are over, inject this run's own (its region's pools
+    # only); teardown: clear them, whatever happened to the run
+    inject_faults = RunFaultsSetupOperator(
+        task_id="inject_faults",
+        sim_faults="{{ params.sim_faults }}",
+        region="{{ params.region }}",
+    ).as_setup()
+    clear_faults = RunFaultsTeardownOperator(task_id="clear_faults")
     steps = {}
     for step in ("preflight", "network", "cluster", "filesystems", "node_pools", "addons"):
-        extra = {"sim_faults": "{{ params.sim_faults }}"} if step == "preflight" else {}
-        steps[step] = OnboardingStepOperator(task_id=step, step=step, **region, **extra)
+        steps[step] = OnboardingStepOperator(task_id=step, step=step, **region)
     steps["nodes_ready"] = OnboardingStepOperator(
         task_id="nodes_ready",
         step="nodes_ready",
@@ -152,7 +160,8 @@ def region_onboarding():
     )
 
     (
-        steps["preflight"]
+        inject_faults
+        >> steps["preflight"]
         >> steps["network"]
         >> steps["cluster"]
         >> steps["filesystems"]
@@ -164,6 +173,7 @@ def region_onboarding():
     fabric_targets >> fabric
     storage_targets >> storage
     [fabric, storage] >> release >> announce >> report
+    report >> clear_faults.as_teardown(setups=inject_faults)
 
 
 region_onboarding()

@@ -9,6 +9,7 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.config.paths import state_dir
+from gpufleet.domain.faults import RunLease
 from gpufleet.domain.workloads import QUARANTINE_KEY, QUARANTINE_LABEL
 from gpufleet.store import Ledger
 from tests.support.fleet import asset_events, run_dag, task_states
@@ -276,3 +277,39 @@ def test_validation_that_cannot_finish_records_an_error_and_the_gate_refuses(fle
     decision = check_gate(catalog, Ledger, "a3u-sim", ["h200-b"], 2)
     assert not decision.launch
     assert any("JSONDecodeError" in r for r in decision.reasons), decision.reasons
+
+
+# --- run-scoped faults stay inside their run (issue 16, finding 4) ------------------------------
+
+
+@pytest.mark.parametrize("killed", ["absent", "failed"])
+def test_faults_of_a_killed_run_do_not_reach_the_next_nightly(fleet, killed):
+    # a run that was kill -9'd after its setup injected faults: its teardown never ran, and
+    # Airflow either recorded it failed or no longer knows it
+    if killed == "failed":
+        run_id = run_dag(DAG, {"pools": ["a3u-sim/nope"]}).run_id
+    else:
+        run_id = "manual__2026-01-01T00:00:00+00:00"
+    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DAG, run_id))
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"], "mode": "fabric"})
+    states = task_states(dr)
+    assert str(dr.state) == "success", states
+    assert states["inject_faults"] == "success" and states["clear_faults"] == "success"
+    assert fabric_row(Ledger(), dr.run_id, "h200-a")["passed"] is True
+    assert SimState().faults() == []  # swept: their run is over
+
+
+def test_sim_faults_outside_the_runs_scope_are_refused_before_any_is_injected(fleet):
+    dr = run_dag(
+        DAG,
+        {
+            "pools": ["a3u-sim/h200-b"],
+            "mode": "fabric",
+            "sim_faults": ["a3u-sim/h200-b=lustre-slow", "a3u-sim/h200-a=fabric-down"],
+        },
+    )
+    states = task_states(dr)
+    assert str(dr.state) == "failed", states
+    assert states["inject_faults"] == "failed" and states["fabric_targets"] == "upstream_failed"
+    assert Ledger().validations_for_run(dr.run_id) == []  # nothing was validated
+    assert SimState().faults() == []

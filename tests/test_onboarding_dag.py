@@ -119,7 +119,7 @@ def test_api_errors_midway_fail_the_step_and_a_rerun_completes_without_duplicate
     network_rows = sorted(cloud_rows())
     assert ("network", "a3u-euw4-rdma") in network_rows and ("cluster", CLUSTER) not in network_rows
 
-    again, states = onboard()  # the run's faults were cleared by its report task
+    again, states = onboard()  # the run's faults were cleared by its teardown task
     assert str(again.state) == "success", states
     rerun = {(a["kind"], a["name"]): a["action"] for a in actions(again.run_id)}
     assert rerun[("network", "a3u-euw4-rdma")] == "found"  # not recreated
@@ -153,3 +153,19 @@ def test_a_node_that_never_becomes_ready_stays_tainted_and_is_named(fleet):
     assert [n for n, info in nodes.items() if not info.unvalidated] == sorted(
         n for n in nodes if n != stuck
     )
+
+
+def test_sim_faults_on_another_regions_pool_are_refused_before_anything(fleet):
+    # a3u-sim/h200-a is in service in sim-us-central1: an onboarding of sim-europe-west4 may
+    # not touch it
+    dr, states = onboard(sim_faults=["a3u-sim/h200-a=fabric-down"])
+    assert str(dr.state) == "failed", states
+    assert states["inject_faults"] == "failed" and states["preflight"] == "upstream_failed"
+    assert SimState().faults() == []
+    assert cloud_rows() == []  # nothing was created
+    assert actions(dr.run_id) == []
+    from gpufleet.store import Ledger
+
+    ledger = Ledger()
+    assert ledger.region_state(REGION) is None  # bad input changes nothing, the ledger included
+    assert ledger.region_lock(REGION) is None

@@ -291,3 +291,42 @@ def test_a_transition_takeover_compares_the_holder_too(ledger_url):  # noqa: F81
     assert ledger.take_over_transition(seen["id"], seen, "run-2", "d", T0)  # same heartbeat
     assert not ledger.take_over_transition(seen["id"], seen, "run-3", "d", T0)
     assert ledger.running_transition(CLUSTER)["run_id"] == "run-2"
+
+
+def test_the_lock_task_sweeps_the_sim_faults_of_killed_runs(airflow_db, fleet_state):
+    """A nightly killed with ``kill -9`` never ran its teardown: its faults must not reach the
+    transition's validation of the new pool (the lock task is the transition's first)."""
+    from gpufleet.backends.sim.state import SimState
+    from gpufleet.domain.faults import RunLease
+
+    SimState().inject(
+        CLUSTER, NEW, "fabric-down", lease=RunLease("nightly_fabric_validation", "killed")
+    )
+    SimState().inject(CLUSTER, OLD, "lustre-slow")  # a CLI fault lasts until cleared
+    lock_task().execute(context("run-1", {"run-1": "running"}))
+    assert [(f.pool, f.fault.text) for f in SimState().faults()] == [(OLD, "lustre-slow")]
+
+
+def test_the_launch_gate_sweeps_the_sim_faults_of_killed_runs(airflow_db, fleet_state):
+    """The same for a launch: its gate task runs first, before anything is submitted."""
+    from gpufleet.airflow.operators.launch import LaunchGateOperator
+    from gpufleet.backends.sim.state import SimState
+    from gpufleet.domain.faults import RunLease
+
+    SimState().inject(
+        CLUSTER, "h200-a", "fabric-down", lease=RunLease("nightly_fabric_validation", "killed")
+    )
+    request = {
+        "cluster": CLUSTER,
+        "pools": ["h200-a"],
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "job_name": "j1",
+        "namespace": "ml-team",
+        "image": "example/train:1",
+        "command": ["t"],
+    }
+    gate = LaunchGateOperator(task_id="gate", request=request)
+    with pytest.raises(AirflowFailException):  # refused (nothing validated): swept all the same
+        gate.execute({**context("run-1", {"run-1": "running"}), "dag": None})
+    assert SimState().faults() == []

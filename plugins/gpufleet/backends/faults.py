@@ -3,16 +3,17 @@ cluster without knowing which backend serves it.
 
 ``fault_injection(cluster)`` returns the cluster's injector. Only the simulated fleet takes
 injected faults: for any other provider it raises a ``BackendError`` saying so. Faults are
-typed (``gpufleet.domain.faults.Fault``, read by its one parser); ``clear_faults(scope)`` and
-``reset_simulated_fleet()`` act on the whole simulated fleet.
+typed (``gpufleet.domain.faults.Fault``, read by its one parser); ``clear_faults(scope)``,
+``sweep_run_faults(alive)`` and ``reset_simulated_fleet()`` act on the whole simulated fleet.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from gpufleet.backends.base import NodeInfo
-from gpufleet.domain.faults import ActiveFault, Fault
+from gpufleet.domain.faults import ActiveFault, Fault, RunLease
 from gpufleet.domain.fleet import Cluster
 from gpufleet.errors import BackendError
 
@@ -22,8 +23,11 @@ class FaultInjection(Protocol):
 
     cluster: Cluster
 
-    def inject(self, pool: str, fault: Fault | str, scope: str = "cli") -> bool:
-        """Put a fault in force on ``pool`` (checked first); False when it already was."""
+    def inject(
+        self, pool: str, fault: Fault | str, scope: str = "cli", lease: RunLease | None = None
+    ) -> bool:
+        """Put a fault in force on ``pool`` (checked first; for one run with its ``lease``);
+        False when it already was."""
 
     def clear(self, pool: str | None = None, scope: str | None = None) -> int:
         """Remove injected faults (of one pool, of one scope); returns how many."""
@@ -53,6 +57,14 @@ def clear_faults(scope: str) -> int:
     from gpufleet.backends.sim.injection import clear_scope
 
     return clear_scope(scope)
+
+
+def sweep_run_faults(alive: Callable[[str, str], bool]) -> list[ActiveFault]:
+    """Remove the run-scoped faults of runs no longer alive (``alive(dag_id, run_id)``) or past
+    their lease from the simulated fleet; the faults removed."""
+    from gpufleet.backends.sim.injection import sweep_runs
+
+    return sweep_runs(alive)
 
 
 def reset_simulated_fleet() -> None:

@@ -25,6 +25,10 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
 ==============================  ===============================================================
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
+
+A fault is standing (the catalog's), lasts until cleared (``cli``), or belongs to one DAG run
+(``run:<dag id>/<run id>``, a ``RunLease``): such a fault is in force at most for its lease,
+and is swept as soon as its run is no longer alive.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ PARAM_PATTERN = (
     r"|capacity-short(:[0-9]+)?"
     r"|api-errors:(" + _FRACTION + r"|1(\.0+)?)(:after=[0-9]+)?"
     r"|not-ready:[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
-    r"|drift:" + _NUMBER + r")$"
+    r"|drift:" + _NUMBER + r")$(?![\s\S])"  # whole string, in Python too (names.whole)
 )
 
 
@@ -106,17 +110,57 @@ class Fault:
         return self.kind
 
 
+# How long a run's faults stay in force at most when its DAG sets no ``dagrun_timeout``: longer
+# than an onboarding's longest waits (about 4 h), shorter than the nightly's period.
+DEFAULT_RUN_LEASE_S = 6 * 3600.0
+
+
+def run_scope(dag_id: str, run_id: str) -> str:
+    """The scope of one DAG run's faults (run ids are unique only within a DAG)."""
+    return f"run:{dag_id}/{run_id}"
+
+
+@dataclass(frozen=True)
+class RunLease:
+    """Whose a run-scoped fault is (``dag_id``, ``run_id``) and how long it may stay in force at
+    most (``seconds`` from when it is injected): a run killed before its teardown cannot leave
+    it behind for longer."""
+
+    dag_id: str
+    run_id: str
+    seconds: float = DEFAULT_RUN_LEASE_S
+
+    def __post_init__(self) -> None:
+        if not self.dag_id or not self.run_id:
+            raise FaultError("a run's faults need the run's dag_id and run_id")
+        if not isinstance(self.seconds, int | float) or not math.isfinite(self.seconds):
+            raise FaultError(
+                f"a run's fault lease must be a finite number of seconds, not {self.seconds!r}"
+            )
+        if self.seconds <= 0:
+            raise FaultError(f"a run's fault lease must be above 0 s, not {self.seconds:g}")
+
+    @property
+    def scope(self) -> str:
+        return run_scope(self.dag_id, self.run_id)
+
+
 @dataclass(frozen=True)
 class ActiveFault:
     """A fault in force on one pool: where, which, and who put it there (``cli``,
-    ``catalog``, or ``run:<run id>`` for a nightly run's ``sim_faults``) and since when
-    (``since``: a UNIX time; None for the catalog's standing faults, in force from the start)."""
+    ``catalog``, or ``run:<dag id>/<run id>`` for a run's ``sim_faults``) and since when
+    (``since``: a UNIX time; None for the catalog's standing faults, in force from the start).
+    A run's fault names its run (``dag_id``, ``run_id``) and when its lease ends
+    (``expires_at``, a UNIX time on the sim's clock); the others have neither."""
 
     cluster: str
     pool: str
     fault: Fault
     scope: str
     since: float | None = None
+    dag_id: str | None = None
+    run_id: str | None = None
+    expires_at: float | None = None
 
     @property
     def text(self) -> str:

@@ -1,5 +1,4 @@
-"""Nightly validation around the per-pool work: scope planning, run-scoped faults, drift,
-report.
+"""Nightly validation around the per-pool work: scope planning, drift, report.
 
 The report first judges drift (``gpufleet.services.drift.assess_drift``: each pool's figures
 tonight against its own recent passing nights; a drifting pool is marked ``drifting`` and the
@@ -7,9 +6,8 @@ findings are recorded on its validation row), then renders the Markdown/HTML rep
 Drift section and what validation cost. Drift is a warning: ``NightlyReport.warnings`` carries
 the findings, the run does not fail for them.
 
-Faults for one run (the DAG's ``sim_faults`` Param) are read with the fault grammar's one
-parser and injected through ``gpufleet.backends.faults`` (the simulated fleet takes them; a
-real cluster is refused), then cleared when the run reports.
+Faults for one run (the DAG's ``sim_faults`` Param) are ``gpufleet.services.run_faults``'s:
+checked against the run's scope, injected by its setup task and cleared by its teardown.
 """
 
 from __future__ import annotations
@@ -20,10 +18,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends.faults import clear_faults, fault_injection
 from gpufleet.config.paths import state_dir
-from gpufleet.domain.faults import Fault, parse_pool_fault
-from gpufleet.domain.fleet import Catalog, PoolRef
+from gpufleet.domain.fleet import Catalog
 from gpufleet.errors import GpufleetError
 from gpufleet.services.report import html_report, markdown, write_reports
 from gpufleet.store import Ledger
@@ -59,36 +55,6 @@ def plan_scope(
         "fabric": fabric if mode in ("both", "fabric") else [],
         "storage": storage if mode in ("both", "storage") else [],
     }
-
-
-def parse_fault_specs(catalog: Catalog, specs: list[str]) -> list[tuple[PoolRef, Fault]]:
-    """``cluster/pool=fault`` strings -> (pool, typed fault); refuses non-sim targets and any
-    fault the grammar refuses, before anything is injected."""
-    out = []
-    for spec in specs or ():
-        cluster, pool, fault = parse_pool_fault(spec)
-        ref = catalog.pool(cluster, pool)
-        if ref.cluster.provider != "sim":
-            raise GpufleetError(
-                f"faults can only be injected into sim clusters, not "
-                f"{ref.cluster.provider} cluster {ref.cluster.name!r}"
-            )
-        out.append((ref, fault))
-    return out
-
-
-def inject_run_faults(catalog: Catalog, specs: list[str], run_id: str) -> int:
-    """Inject faults for this run only (cleared by ``clear_run_faults``)."""
-    parsed = parse_fault_specs(catalog, specs)
-    for ref, fault in parsed:
-        fault_injection(ref.cluster).inject(ref.pool.name, fault, scope=f"run:{run_id}")
-        log.warning("injected sim fault %s into %s for run %s", fault.text, ref.key, run_id)
-    return len(parsed)
-
-
-def clear_run_faults(run_id: str) -> int:
-    """Remove the faults ``inject_run_faults`` put in for this run."""
-    return clear_faults(f"run:{run_id}")
 
 
 def _safe(run_id: str) -> str:
@@ -135,14 +101,18 @@ def render_report(
     rows: list[dict[str, Any]],
     warnings: list[str] | None = None,
     history_nights: int = 14,
+    *,
+    standalone: bool = False,
 ) -> tuple[str, str]:
     """The report of a run over its ``rows`` (``latest_per_check``): Markdown, and HTML with
-    each fabric pool's recent nights charted against its baseline. The nightly writes it; the
-    UI's run tab renders it again from the ledger. A pool since removed from the catalog is
-    charted against the baseline its row recorded."""
+    each fabric pool's recent nights charted against its baseline, rendered by the UI's
+    templates. The nightly writes it (``standalone``: a file, its stylesheet inline); the UI's
+    run tab renders it again from the ledger. A pool since removed from the catalog is charted
+    against the baseline its row recorded."""
     from gpufleet.config.baselines import find_baseline
 
-    md_text = markdown(run_id, rows, ledger.quarantined(), warnings)
+    quarantined = ledger.quarantined()
+    md_text = markdown(run_id, rows, quarantined, warnings)
     histories, baselines = {}, {}
     for r in rows:
         if r["kind"] != "fabric":
@@ -160,7 +130,10 @@ def render_report(
             ref.pool.gpu.model, ref.pool.gpu.count, 2, "all_reduce", ref.pool.transport
         )
         baselines[key] = base.busbw_gbps if base else None
-    return md_text, html_report(run_id, md_text, histories, baselines)
+    page = html_report(
+        run_id, rows, quarantined, histories, baselines, warnings, standalone=standalone
+    )
+    return md_text, page
 
 
 def nightly_report(
@@ -170,7 +143,9 @@ def nightly_report(
     warnings (drift). Each pool and kind is reported by its last verdict in the run."""
     warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
     rows = latest_per_check(ledger.validations_for_run(run_id))
-    md_text, html_text = render_report(ledger, catalog, run_id, rows, warnings, history_nights)
+    md_text, html_text = render_report(
+        ledger, catalog, run_id, rows, warnings, history_nights, standalone=True
+    )
     files = {"report.md": md_text, "report.html": html_text}
     paths = write_reports(state_dir() / "reports" / _safe(run_id), files)
     failed = [

@@ -56,8 +56,10 @@ class LaunchGateOperator(_LaunchOperator):
     ``decision_id``)."""
 
     def execute(self, context) -> dict[str, Any]:
+        from gpufleet.airflow.operators.faults import sweep_ended_runs
         from gpufleet.services.launch import LaunchRefused
 
+        sweep_ended_runs(context)  # a killed run's sim faults must not reach this job
         try:
             decision = _service(self.ledger_conn_id).gate(_mapping(self.request), context["run_id"])
         except LaunchRefused as exc:

@@ -1,4 +1,5 @@
-"""Operators around the per-pool validation: targets, run-scoped sim faults, the report.
+"""Operators around the per-pool validation: targets, the report (a run's sim faults are
+``operators.faults``' setup and teardown tasks).
 
 Plain operators rather than TaskFlow functions: the DAG file stays cheap to parse (the
 TaskFlow machinery costs more to import than the rest of the DAG)."""
@@ -12,12 +13,9 @@ from airflow.sdk import BaseOperator
 
 
 class ValidationTargetsOperator(BaseOperator):
-    """The pools to validate (``kind``: fabric or storage), as mapping kwargs.
+    """The pools to validate (``kind``: fabric or storage), as mapping kwargs."""
 
-    ``sim_faults`` (``cluster/pool=fault`` strings) are injected into sim clusters for this run
-    only, before the targets are returned; the report task clears them."""
-
-    template_fields: Sequence[str] = ("regions", "clusters", "pools", "mode", "sim_faults")
+    template_fields: Sequence[str] = ("regions", "clusters", "pools", "mode")
 
     def __init__(
         self,
@@ -27,7 +25,6 @@ class ValidationTargetsOperator(BaseOperator):
         clusters: Any = None,
         pools: Any = None,
         mode: str = "both",
-        sim_faults: Any = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -36,7 +33,6 @@ class ValidationTargetsOperator(BaseOperator):
         self.clusters = clusters
         self.pools = pools
         self.mode = mode
-        self.sim_faults = sim_faults
 
     def execute(self, context) -> list[dict[str, str]]:
         from airflow.sdk.exceptions import AirflowFailException
@@ -44,12 +40,10 @@ class ValidationTargetsOperator(BaseOperator):
         from gpufleet.airflow.operators.common import ledger
         from gpufleet.config.catalog import load_catalog
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.nightly import inject_run_faults, plan_scope
+        from gpufleet.services.nightly import plan_scope
 
         try:  # bad names or faults will not get better by retrying
             catalog = load_catalog()
-            if self.sim_faults:
-                inject_run_faults(catalog, list(self.sim_faults), context["run_id"])
             book = ledger()
             scope = plan_scope(
                 catalog,
@@ -84,7 +78,7 @@ class ValidationTargetsOperator(BaseOperator):
 
 
 class ValidationReportOperator(BaseOperator):
-    """Judge drift, write the run's report, clear run-scoped faults; alert on drift (a warning:
+    """Judge drift, write the run's report; alert on drift (a warning:
     the task still succeeds when every check passed); fail if any check failed."""
 
     def execute(self, context) -> dict[str, str]:
@@ -93,10 +87,9 @@ class ValidationReportOperator(BaseOperator):
         from gpufleet.airflow.notifiers import send_alert
         from gpufleet.airflow.operators.common import failed_tasks, ledger
         from gpufleet.config.catalog import load_catalog
-        from gpufleet.services.nightly import clear_run_faults, nightly_report
+        from gpufleet.services.nightly import nightly_report
 
         run_id = context["run_id"]
-        clear_run_faults(run_id)
         result = nightly_report(ledger(), load_catalog(), run_id)
         self.log.info("report:\n%s", result.markdown)
         self.log.info("HTML report: %s", result.paths["report.html"])

@@ -128,6 +128,9 @@ class TransitionLockOperator(_TransitionTask):
     holder's run. Returns the transition and the step the run works on next."""
 
     def execute(self, context) -> dict[str, Any]:
+        from gpufleet.airflow.operators.faults import sweep_ended_runs
+
+        sweep_ended_runs(context)  # a killed run's sim faults must not reach this validation
         svc = self._service(context)
         nxt = svc.next_step()
         self.log.info(

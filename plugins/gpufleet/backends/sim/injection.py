@@ -1,17 +1,21 @@
 """Fault injection into the simulated fleet: the sim's side of ``gpufleet.backends.faults``.
 
 Faults are checked before they are stored: the pool must be a pool of the cluster and a
-``bad-node`` fault must name one of its nodes. Injected faults carry a scope (``cli``, or
-``run:<run id>`` for one nightly run) so they can be cleared together; the catalog's standing
-faults are listed with them but cannot be cleared here (edit the catalog).
+``bad-node`` fault must name one of its nodes. Injected faults carry a scope (``cli``: in
+force until cleared; or ``run:<dag id>/<run id>`` for one DAG run, with its ``RunLease``: in
+force at most until the lease ends, and swept once the run is over) so they can be cleared
+together; the catalog's standing faults are listed with them but cannot be cleared here (edit
+the catalog).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpufleet.backends.base import NodeInfo
 from gpufleet.backends.sim.cluster import SimClusterBackend
 from gpufleet.backends.sim.state import SimState, db_path
-from gpufleet.domain.faults import ActiveFault, Fault, FaultError, parse_fault
+from gpufleet.domain.faults import ActiveFault, Fault, FaultError, RunLease, parse_fault
 from gpufleet.domain.fleet import Cluster
 
 
@@ -27,8 +31,11 @@ class SimFaultInjection:
         """The cluster's nodes as they are (no injected API errors on this path)."""
         return self._backend.nodes(pool)
 
-    def inject(self, pool: str, fault: Fault | str, scope: str = "cli") -> bool:
-        """Put ``fault`` in force on ``pool``; False when it already was."""
+    def inject(
+        self, pool: str, fault: Fault | str, scope: str = "cli", lease: RunLease | None = None
+    ) -> bool:
+        """Put ``fault`` in force on ``pool`` (for one run, with its ``lease``); False when it
+        already was."""
         parsed = fault if isinstance(fault, Fault) else parse_fault(fault)
         node_pool = self.cluster.pool(pool)  # CatalogError naming the pools when unknown
         if parsed.node is not None:
@@ -44,7 +51,7 @@ class SimFaultInjection:
                     f"{self.cluster.name}/{node_pool.name} has no node {parsed.node!r} "
                     f"(nodes: {', '.join(names)})"
                 )
-        return self.state.inject(self.cluster.name, node_pool.name, parsed, scope)
+        return self.state.inject(self.cluster.name, node_pool.name, parsed, scope, lease)
 
     def clear(self, pool: str | None = None, scope: str | None = None) -> int:
         """Remove injected faults of this cluster (of one pool, of one scope); how many."""
@@ -61,6 +68,15 @@ def clear_scope(scope: str) -> int:
     if not db_path().exists():
         return 0
     return SimState().clear(scope=scope)
+
+
+def sweep_runs(alive: Callable[[str, str], bool]) -> list[ActiveFault]:
+    """Remove the faults of runs that are no longer alive (``alive(dag_id, run_id)``) or whose
+    lease ran out, whatever the cluster; the faults removed (none if the simulated fleet was
+    never used)."""
+    if not db_path().exists():
+        return []
+    return SimState().sweep(alive)
 
 
 def reset() -> None:

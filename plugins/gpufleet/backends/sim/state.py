@@ -6,6 +6,11 @@ resources, nights (each pool's fabric validation runs, which
 ``drift:<percent>`` counts). Writes take an immediate transaction so concurrent
 task processes serialise cleanly. Faults are stored as written and read back through the one
 parser, ``gpufleet.domain.faults.parse_fault``.
+
+A run's faults (a ``RunLease``) record the run (dag_id, run_id) and when their lease ends
+(``expires_at``): a fault past its lease is never in force, whoever reads the state and
+whether or not Airflow is there to ask; ``sweep`` removes those and the faults of runs that
+are no longer alive. Time is the sim's ``now()``.
 """
 
 from __future__ import annotations
@@ -13,12 +18,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from gpufleet.config.paths import state_dir
-from gpufleet.domain.faults import ActiveFault, Fault, parse_fault
+from gpufleet.domain.faults import ActiveFault, Fault, FaultError, RunLease, parse_fault
 from gpufleet.domain.fleet import Catalog, Cluster
 from gpufleet.domain.workloads import HOSTNAME_LABEL, POOL_LABEL, pool_label_key
 
@@ -31,6 +36,7 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE TABLE IF NOT EXISTS faults (
     id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL, pool TEXT NOT NULL,
     fault TEXT NOT NULL, scope TEXT NOT NULL DEFAULT 'cli', created_at REAL NOT NULL,
+    dag_id TEXT, run_id TEXT, expires_at REAL,
     UNIQUE (cluster, pool, fault, scope));
 CREATE TABLE IF NOT EXISTS objects (
     cluster TEXT NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
@@ -53,8 +59,19 @@ CREATE TABLE IF NOT EXISTS cloud (
 """
 
 
+# columns added to ``faults`` since the state file was first written (a state file outlives
+# upgrades: ``make run`` keeps it)
+_FAULT_COLUMNS = {"dag_id": "TEXT", "run_id": "TEXT", "expires_at": "REAL"}
+_RUN_SCOPED = "scope LIKE 'run:%'"
+
+
 def db_path() -> Path:
     return state_dir() / "sim.db"
+
+
+def now() -> float:
+    """The sim's notion of now (a UNIX time): what fault times and leases are measured on."""
+    return time.time()
 
 
 class SimState:
@@ -65,6 +82,10 @@ class SimState:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
             conn.executescript(_SCHEMA)
+            have = {r["name"] for r in conn.execute("PRAGMA table_info(faults)")}
+            for column, kind in _FAULT_COLUMNS.items():
+                if column not in have:
+                    conn.execute(f"ALTER TABLE faults ADD COLUMN {column} {kind}")
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
@@ -117,7 +138,7 @@ class SimState:
                 if conn.execute("SELECT 1 FROM meta WHERE key=?", (key,)).fetchone():
                     continue
                 self.create_nodes(conn, cluster, pool.name, pool.nodes)
-                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, str(time.time())))
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, str(now())))
 
     @staticmethod
     def node_name(cluster: str, pool: str, index: int) -> str:
@@ -175,18 +196,50 @@ class SimState:
 
     # --- faults --------------------------------------------------------------------------------
 
-    def inject(self, cluster: str, pool: str, fault: str | Fault, scope: str = "cli") -> bool:
-        """Record a fault (text in the fault grammar, or parsed); False if already in force."""
+    def inject(
+        self,
+        cluster: str,
+        pool: str,
+        fault: str | Fault,
+        scope: str = "cli",
+        lease: RunLease | None = None,
+    ) -> bool:
+        """Record a fault (text in the fault grammar, or parsed); False if already in force.
+
+        With a ``lease`` the fault is the run's (its scope is the run's) and stays in force
+        ``lease.seconds`` at most; injected again by the same run, its lease starts again. A
+        ``run:`` scope without a lease is refused: nothing would ever expire it."""
         parsed = fault if isinstance(fault, Fault) else parse_fault(fault)
+        if lease is not None:
+            scope = lease.scope
+        elif scope.startswith("run:"):
+            raise FaultError(f"a fault of scope {scope!r} needs its run's lease (RunLease)")
+        at = now()
+        dag_id, run_id = (lease.dag_id, lease.run_id) if lease else (None, None)
+        expires_at = at + lease.seconds if lease else None
+        key = (cluster, pool, parsed.text, scope)
         with self.tx() as conn:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO faults (cluster, pool, fault, scope, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (cluster, pool, parsed.text, scope, time.time()),
+            row = conn.execute(
+                "SELECT id, expires_at FROM faults WHERE cluster=? AND pool=? AND fault=? "
+                "AND scope=?",
+                key,
+            ).fetchone()
+            if row is not None and (row["expires_at"] is None or row["expires_at"] > at):
+                if lease is not None:
+                    conn.execute(
+                        "UPDATE faults SET expires_at=? WHERE id=?", (expires_at, row["id"])
+                    )
+                return False
+            if row is not None:  # its lease ran out: it was not in force
+                conn.execute("DELETE FROM faults WHERE id=?", (row["id"],))
+            conn.execute(
+                "INSERT INTO faults (cluster, pool, fault, scope, created_at, dag_id, run_id, "
+                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, at, dag_id, run_id, expires_at),
             )
-            if cur.rowcount and parsed.kind == "api-errors":  # 'after=N' counts from now
+            if parsed.kind == "api-errors":  # 'after=N' counts from now
                 conn.execute("DELETE FROM meta WHERE key=?", (f"api-calls:{cluster}",))
-            return cur.rowcount > 0
+            return True
 
     def clear(
         self, cluster: str | None = None, pool: str | None = None, scope: str | None = None
@@ -200,23 +253,18 @@ class SimState:
             return conn.execute(sql, args).rowcount
 
     def faults(
-        self, catalog: Catalog | None = None, cluster: str | None = None
+        self, catalog: Catalog | None = None, cluster: str | None = None, at: float | None = None
     ) -> list[ActiveFault]:
-        """Injected faults plus the standing faults a sim cluster declares in the catalog."""
-        out: list[ActiveFault] = []
+        """Injected faults in force at ``at`` (default: now; a run's fault past its lease is
+        not) plus the standing faults a sim cluster declares in the catalog."""
+        at = now() if at is None else at
+        sql = "SELECT * FROM faults WHERE (expires_at IS NULL OR expires_at > ?)"
+        args: list[object] = [at]
+        if cluster:
+            sql += " AND cluster=?"
+            args.append(cluster)
         with self.read() as conn:
-            for r in conn.execute("SELECT * FROM faults ORDER BY id"):
-                if cluster and r["cluster"] != cluster:
-                    continue
-                out.append(
-                    ActiveFault(
-                        r["cluster"],
-                        r["pool"],
-                        parse_fault(r["fault"]),
-                        r["scope"],
-                        r["created_at"],
-                    )
-                )
+            out = [_active(r) for r in conn.execute(sql + " ORDER BY id", args)]
         if catalog:
             for _, cl in catalog.clusters.values():
                 if cl.sim is None or (cluster and cl.name != cluster):
@@ -225,13 +273,40 @@ class SimState:
                     out += [ActiveFault(cl.name, pool, parse_fault(t), "catalog") for t in texts]
         return out
 
+    def sweep(
+        self, alive: Callable[[str, str], bool], at: float | None = None
+    ) -> list[ActiveFault]:
+        """Remove the run-scoped faults whose lease has run out or whose run is no longer
+        alive (``alive(dag_id, run_id)``; a run fault that names no run, from an older state
+        file, has no one to ask and goes too); the faults removed. ``cli`` faults stay."""
+        at = now() if at is None else at
+        with self.read() as conn:
+            rows = conn.execute(f"SELECT * FROM faults WHERE {_RUN_SCOPED}").fetchall()
+        runs = {(r["dag_id"], r["run_id"]) for r in rows if r["dag_id"] and r["run_id"]}
+        dead = {run for run in runs if not alive(*run)}  # outside a transaction: it may call out
+        gone = [
+            r["id"]
+            for r in rows
+            if not (r["dag_id"] and r["run_id"])
+            or (r["dag_id"], r["run_id"]) in dead
+            or (r["expires_at"] is not None and r["expires_at"] <= at)
+        ]
+        removed = []
+        with self.tx() as conn:
+            for fault_id in gone:
+                row = conn.execute("SELECT * FROM faults WHERE id=?", (fault_id,)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM faults WHERE id=?", (fault_id,))
+                    removed.append(_active(row))
+        return removed
+
     # --- nights: what ``drift:<percent>`` counts ------------------------------------------------
 
     @staticmethod
     def record_night(conn: sqlite3.Connection, cluster: str, pool: str, night: str) -> None:
         """Note that ``night`` (a validation run's id) ran the pool's fabric check; once."""
         conn.execute(
-            "INSERT OR IGNORE INTO nights VALUES (?, ?, ?, ?)", (cluster, pool, night, time.time())
+            "INSERT OR IGNORE INTO nights VALUES (?, ?, ?, ?)", (cluster, pool, night, now())
         )
 
     @staticmethod
@@ -249,3 +324,16 @@ class SimState:
             tables = ("meta", "nodes", "faults", "objects", "pods", "pod_runs", "cloud", "nights")
             for table in tables:
                 conn.execute(f"DELETE FROM {table}")
+
+
+def _active(row: sqlite3.Row) -> ActiveFault:
+    return ActiveFault(
+        row["cluster"],
+        row["pool"],
+        parse_fault(row["fault"]),
+        row["scope"],
+        row["created_at"],
+        row["dag_id"],
+        row["run_id"],
+        row["expires_at"],
+    )
