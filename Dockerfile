@@ -8,6 +8,7 @@ USER airflow
 WORKDIR /opt/gpufleet-src
 
 # 1. Dependencies first (the layer is reused until requirements or constraints change).
+#    The runtime requirements only: the test tools (requirements-dev.txt) stay out of the image.
 #    The constraints file pins every transitive version, so the image matches the tested venv
 #    and pip cannot replace the Airflow the base image ships.
 COPY --chown=airflow:0 requirements.txt constraints.txt ./

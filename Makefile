@@ -1,6 +1,7 @@
 # gpufleet: `make run` runs the main job on the simulated fleet; `make test` runs every test.
-# Both create .venv if missing, install the pinned requirements with -c constraints.txt (and
-# gpufleet itself, editable), set AIRFLOW_HOME to .airflow/ and migrate Airflow's metadata DB.
+# Both create .venv if missing, install the pinned requirements-dev.txt (the runtime
+# requirements.txt plus the test tools) with -c constraints.txt (and gpufleet itself, editable),
+# set AIRFLOW_HOME to .airflow/ and migrate Airflow's metadata DB.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := $(CURDIR)/.venv
@@ -22,9 +23,9 @@ TEST_WORKERS ?= 2
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/activate requirements.txt constraints.txt pyproject.toml
+$(VENV)/.installed: $(BIN)/activate requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
+	$(BIN)/pip install -q -c constraints.txt -r requirements-dev.txt
 	$(BIN)/pip install -q -c constraints.txt --no-deps -e .
 	touch $@
 
@@ -61,11 +62,11 @@ bench: setup  # each prints its figures and exits 1 when it misses its target; a
 	-$(BIN)/python bench/fault_campaign.py
 	-$(BIN)/python bench/fleet_page.py
 
-constraints:  # regenerate the full pin set from a clean install of requirements.txt
+constraints:  # regenerate the full pin set from a clean install of requirements-dev.txt
 	rm -rf $(CURDIR)/.venv-constraints
 	$(PYTHON) -m venv $(CURDIR)/.venv-constraints
-	$(CURDIR)/.venv-constraints/bin/pip install -q -c constraints.txt -r requirements.txt
-	(echo "# Full pin set from a clean install of requirements.txt (Python 3.11); regenerate with"; \
+	$(CURDIR)/.venv-constraints/bin/pip install -q -c constraints.txt -r requirements-dev.txt
+	(echo "# Full pin set from a clean install of requirements-dev.txt (Python 3.11); regenerate with"; \
 	 echo "#   make constraints"; $(CURDIR)/.venv-constraints/bin/pip freeze) > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	rm -rf $(CURDIR)/.venv-constraints

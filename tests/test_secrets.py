@@ -8,7 +8,8 @@ alert fires, ``gpufleet status``, ``gpufleet gate``, ``gpufleet trigger``) and e
 searched: stdout/stderr, Airflow's task logs, the files under the state folder, every ledger row.
 
 The ledger is a throwaway PostgreSQL database at 127.0.0.1:5432 (trust auth there ignores the
-canary password); those tests skip when PostgreSQL does not answer.
+canary password); those tests skip when PostgreSQL does not answer, and fail under CI=true
+(tests/support/postgres.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 from sqlalchemy import MetaData, create_engine, select
 
 from gpufleet.airflow.notifiers import FleetAlertNotifier
+from tests.support.postgres import require_postgres
 
 CANARY = "canary-7f3e9b2d"
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
@@ -40,14 +42,6 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _postgres_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture(autouse=True)
@@ -98,8 +92,7 @@ def alerts_conn(url: str, **extra) -> str:
 @pytest.fixture
 def pg_ledger():
     """A throwaway PostgreSQL ledger; yields its URL with the canary as the password."""
-    if not _postgres_up():
-        pytest.skip("PostgreSQL does not answer at 127.0.0.1:5432")
+    require_postgres()  # skips without PostgreSQL; fails under CI=true
     import psycopg2
 
     name = f"gpufleet_canary_{uuid.uuid4().hex[:10]}"

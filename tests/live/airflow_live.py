@@ -2,7 +2,8 @@
 
 ``start_airflow(dags_folder)`` builds a throwaway ``AIRFLOW_HOME``, points it at a throwaway
 PostgreSQL database when 127.0.0.1:5432 answers (LocalExecutor; dropped at teardown) or at a
-SQLite file otherwise, migrates it, serializes the DAGs, starts the four components from the
+SQLite file otherwise (under ``CI=true`` a PostgreSQL that refuses fails the test instead:
+tests/support/postgres.py), migrates it, serializes the DAGs, starts the four components from the
 project's virtualenv as their own process groups and waits until ``/api/v2/monitor/health``
 reports every component healthy. ``LiveAirflow.stop()`` kills the process groups, drops the
 database and removes the home unless asked to keep it (logs are under ``home/logs``).
@@ -145,7 +146,11 @@ def postgres_available() -> bool:
         return False
     try:
         conn = psycopg2.connect(_pg_dsn())
-    except psycopg2.Error:
+    except psycopg2.Error as exc:
+        from tests.support.postgres import in_ci, missing
+
+        if in_ci():  # CI machines run PostgreSQL: no quiet fallback to SQLite there
+            missing(f"the live Airflow's PostgreSQL (GPUFLEET_LIVE_PG) refuses: {exc}".strip())
         return False
     conn.close()
     return True

@@ -1,8 +1,15 @@
-"""Triggers: wait for workloads without holding a worker slot.
+"""Triggers: wait for workloads and cloud resources without holding a worker slot.
 
 The triggerer imports these from ``sys.path`` (``plugins/`` is on it), so the classpath is
 ``gpufleet.airflow.triggers.X``. Kwargs are plain JSON; ``run`` only reads (it may run more than
 once) and creates nothing.
+
+``PollingTrigger`` is the one poll loop: poll interval, timeout (from ``started``, a UNIX time
+that survives a triggerer restart), the error event and the check-before-defer helper
+(``check_now``). A subclass only says what one poll returns (``poll``), which look ends the
+wait (``settled``) and what its error and timeout events carry. Time comes from
+``PollingTrigger.clock`` (``now()`` and ``async sleep()``): tests replace it to advance time
+instead of waiting.
 """
 
 from __future__ import annotations
@@ -10,14 +17,121 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from gpufleet.errors import TransientBackendError
 
 
-class WorkloadTrigger(BaseTrigger):
+class Clock(Protocol):
+    """Where a poll loop's time comes from: ``now()`` a UNIX time, ``sleep()`` awaits."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class WallClock:
+    """The real clock: ``time.time()`` and ``asyncio.sleep``."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class PollingTrigger(BaseTrigger):
+    """Poll until a look settles the wait, an unexpected error, or ``timeout`` seconds after
+    ``started``. Subclasses give ``poll`` (one synchronous look, run in a thread; a
+    ``TransientBackendError`` means "look again later"), ``settled`` (the event a look ends the
+    wait with, or None), ``_own_kwargs`` (their serialized kwargs), ``timed_out`` (the timeout
+    event) and, if more than ``carry``, ``event_base`` (what every error event carries)."""
+
+    clock: ClassVar[Clock] = WallClock()
+
+    def __init__(
+        self,
+        poll_interval: float = 30.0,
+        timeout: float = 3600.0,
+        started: float | None = None,
+        carry: Any = None,
+    ):
+        super().__init__()
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.started = started if started is not None else self.clock.now()
+        self.carry = carry
+
+    # -- what a subclass says -------------------------------------------------------------
+
+    def _own_kwargs(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def poll(self) -> Any:
+        raise NotImplementedError
+
+    def settled(self, look: Any) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def timed_out(self, last: Any) -> dict[str, Any]:
+        """The timeout event; ``last`` is the last look (None when none succeeded)."""
+        raise NotImplementedError
+
+    def event_base(self) -> dict[str, Any]:
+        return {"carry": self.carry}
+
+    def observed(self, look: Any, previous: Any) -> None:
+        """Called with each look and the one before it (to log progress)."""
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                **self._own_kwargs(),
+                "poll_interval": self.poll_interval,
+                "timeout": self.timeout,
+                "started": self.started,
+                "carry": self.carry,
+            },
+        )
+
+    def check_now(self) -> dict[str, Any] | None:
+        """One synchronous look before deferring (the providers' pattern): the event when the
+        wait is already over, else None. A transient error means "look again later"."""
+        try:
+            return self.settled(self.poll())
+        except TransientBackendError:
+            return None
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        last = None
+        while True:
+            try:
+                look = await asyncio.to_thread(self.poll)
+            except TransientBackendError as exc:  # a blip: keep polling until the deadline
+                self.log.warning("polling %s: %s", self._own_kwargs(), exc)
+                look = None
+            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises
+                yield TriggerEvent({**self.event_base(), "status": "error", "message": str(exc)})
+                return
+            if look is not None:
+                self.observed(look, last)
+                last = look
+                event = self.settled(look)
+                if event is not None:
+                    yield TriggerEvent(event)
+                    return
+            if self.clock.now() - self.started > self.timeout:
+                yield TriggerEvent(self.timed_out(last))
+                return
+            await self.clock.sleep(self.poll_interval)
+
+
+class WorkloadTrigger(PollingTrigger):
     """Poll a Job/JobSet until it is done (``until="done"``) or running (``until="running"``).
 
     Fires ``{"status": "done"|"running"|"failed"|"timeout"|"error", "phase", "message",
@@ -38,118 +152,77 @@ class WorkloadTrigger(BaseTrigger):
         started: float | None = None,
         carry: Any = None,
     ):
-        super().__init__()
+        super().__init__(poll_interval, timeout, started, carry)
         self.cluster = cluster
         self.kind = kind
         self.name = name
         self.namespace = namespace
         self.until = until
-        self.poll_interval = poll_interval
-        self.timeout = timeout
-        self.started = started if started is not None else time.time()
-        self.carry = carry
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            "gpufleet.airflow.triggers.WorkloadTrigger",
-            {
-                "cluster": self.cluster,
-                "kind": self.kind,
-                "name": self.name,
-                "namespace": self.namespace,
-                "until": self.until,
-                "poll_interval": self.poll_interval,
-                "timeout": self.timeout,
-                "started": self.started,
-                "carry": self.carry,
-            },
-        )
+    def _workload(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "kind": self.kind,
+            "name": self.name,
+            "namespace": self.namespace,
+        }
 
-    def _status(self):
+    def _own_kwargs(self) -> dict[str, Any]:
+        return {**self._workload(), "until": self.until}
+
+    def poll(self):
+        """The workload's status now."""
         from gpufleet.backends import cluster_backend
         from gpufleet.config.catalog import load_catalog
 
         backend = cluster_backend(load_catalog().cluster(self.cluster))
         return backend.workload_status(self.kind, self.name, self.namespace)
 
-    def _base(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "kind": self.kind,
-            "name": self.name,
-            "namespace": self.namespace,
-            "carry": self.carry,
-        }
+    def event_base(self) -> dict[str, Any]:
+        return {**self._workload(), "carry": self.carry}
 
     def settled(self, status) -> dict[str, Any] | None:
         """The event this workload status ends the wait with, or None to keep waiting."""
         if status.phase == "Failed" and self.until == "running":
             return {
-                **self._base(),
+                **self.event_base(),
                 "status": "failed",
                 "phase": status.phase,
                 "message": status.message,
             }
         if status.done:
             return {
-                **self._base(),
+                **self.event_base(),
                 "status": "done",
                 "phase": status.phase,
                 "message": status.message,
             }
         if self.until == "running" and status.phase == "Running":
-            return {**self._base(), "status": "running", "phase": status.phase}
+            return {**self.event_base(), "status": "running", "phase": status.phase}
         return None
 
-    def check_now(self) -> dict[str, Any] | None:
-        """One synchronous look before deferring (the providers' pattern): the event when the
-        wait is already over, else None. A transient error means "look again later"."""
-        try:
-            return self.settled(self._status())
-        except TransientBackendError:
-            return None
+    def observed(self, status, previous) -> None:
+        if previous is None or status.phase != previous.phase:
+            self.log.info(
+                "%s %s/%s: %s %s",
+                self.kind,
+                self.namespace,
+                self.name,
+                status.phase,
+                status.message or "",
+            )
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        base = self._base()
-        last_phase = None
-        while True:
-            try:
-                status = await asyncio.to_thread(self._status)
-            except TransientBackendError as exc:  # a blip: keep polling until the deadline
-                self.log.warning("polling %s/%s: %s", self.namespace, self.name, exc)
-                status = None
-            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises
-                yield TriggerEvent({**base, "status": "error", "message": str(exc)})
-                return
-            if status is not None:
-                if status.phase != last_phase:
-                    self.log.info(
-                        "%s %s/%s: %s %s",
-                        self.kind,
-                        self.namespace,
-                        self.name,
-                        status.phase,
-                        status.message or "",
-                    )
-                    last_phase = status.phase
-                event = self.settled(status)
-                if event is not None:
-                    yield TriggerEvent(event)
-                    return
-            if time.time() - self.started > self.timeout:
-                yield TriggerEvent(
-                    {
-                        **base,
-                        "status": "timeout",
-                        "phase": last_phase,
-                        "message": f"still {last_phase} after {self.timeout:.0f} s",
-                    }
-                )
-                return
-            await asyncio.sleep(self.poll_interval)
+    def timed_out(self, last) -> dict[str, Any]:
+        phase = last.phase if last is not None else None
+        return {
+            **self.event_base(),
+            "status": "timeout",
+            "phase": phase,
+            "message": f"still {phase} after {self.timeout:.0f} s",
+        }
 
 
-class CloudResourcesTrigger(BaseTrigger):
+class CloudResourcesTrigger(PollingTrigger):
     """Poll cloud resources an onboarding step started creating until every one is READY.
 
     ``resources``: ``[cluster, kind, name]`` with kind ``cluster``, ``node_pool``,
@@ -166,31 +239,13 @@ class CloudResourcesTrigger(BaseTrigger):
         started: float | None = None,
         carry: Any = None,
     ):
-        super().__init__()
+        super().__init__(poll_interval, timeout, started, carry)
         self.resources = [list(r) for r in resources]
-        self.poll_interval = poll_interval
-        self.timeout = timeout
-        self.started = started if started is not None else time.time()
-        self.carry = carry
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            "gpufleet.airflow.triggers.CloudResourcesTrigger",
-            {
-                "resources": self.resources,
-                "poll_interval": self.poll_interval,
-                "timeout": self.timeout,
-                "started": self.started,
-                "carry": self.carry,
-            },
-        )
+    def _own_kwargs(self) -> dict[str, Any]:
+        return {"resources": self.resources}
 
-    def check_now(self) -> dict[str, Any] | None:
-        """The event when the wait is over (every resource READY, or one failed), else None."""
-        look = self._look()
-        return look if look.get("status") else None
-
-    def _look(self) -> dict[str, Any]:
+    def poll(self) -> dict[str, Any]:
         """Every resource's status now; ``status`` set when the wait is over."""
         from gpufleet.backends import cloud_backend, cluster_backend
         from gpufleet.backends.base import ABSENT, ERROR, READY
@@ -219,25 +274,14 @@ class CloudResourcesTrigger(BaseTrigger):
             return {**base, "status": "ready"}
         return base
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        last: dict[str, Any] | None = None
-        while True:
-            try:
-                last = await asyncio.to_thread(self._look)
-            except Exception as exc:  # noqa: BLE001 - reported to the task, which raises
-                yield TriggerEvent({"status": "error", "message": str(exc), "carry": self.carry})
-                return
-            if last.get("status"):
-                yield TriggerEvent(last)
-                return
-            if time.time() - self.started > self.timeout:
-                yield TriggerEvent(
-                    {
-                        **(last or {}),
-                        "status": "timeout",
-                        "message": f"not ready after {self.timeout:.0f} s",
-                        "carry": self.carry,
-                    }
-                )
-                return
-            await asyncio.sleep(self.poll_interval)
+    def settled(self, look: dict[str, Any]) -> dict[str, Any] | None:
+        """The event when the wait is over (every resource READY, or one failed), else None."""
+        return look if look.get("status") else None
+
+    def timed_out(self, last: dict[str, Any] | None) -> dict[str, Any]:
+        return {
+            **(last or {}),
+            "status": "timeout",
+            "message": f"not ready after {self.timeout:.0f} s",
+            "carry": self.carry,
+        }
