@@ -18,9 +18,11 @@ filesystem do what they were bought for.
 - **Storage**: fio read/write throughput on the pool's Lustre filesystem against
   `tolerance x tier x capacity`.
 
-Nodes running training jobs are not disturbed. Results go to the gpufleet ledger; the report
-(Markdown + HTML with a bandwidth chart per pool) and Prometheus metrics are written under
-`$AIRFLOW_HOME/gpufleet/reports/`. Each validated pool emits a `pool-validated` asset event.
+Nodes running training jobs are not disturbed. Results go to the gpufleet ledger; the **report**
+task writes the report (Markdown + HTML with a bandwidth chart per pool) under
+`$AIRFLOW_HOME/gpufleet/reports/`. Prometheus metrics are not files: the gpufleet plugin serves
+them at `/gpufleet/metrics`, read from the ledger at scrape time. Each validated pool emits a
+`pool-validated` asset event.
 The run fails when any pool fails.
 """
 

@@ -22,8 +22,8 @@ failure resumes where it stopped.
    Lustre volumes per training namespace, admission-time plumbing.
 7. **nodes_ready**: wait until the new nodes are Ready; one that never is stays tainted and is
    named.
-8. **validate**: the nightly validation's own NCCL and Lustre checks on the new nodes; a node that
-   passes loses the taint.
+8. **validate_fabric**, **validate_storage**: the nightly validation's own NCCL and Lustre checks
+   on the new nodes; a node that passes loses the taint.
 9. **release**: the region is recorded ready in the gpufleet ledger and a `region-ready` asset
    event schedules its nightly validation. `validate=false` leaves the taints on and the region
    not ready, and says so.
