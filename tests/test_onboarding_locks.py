@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 
 from gpufleet.airflow.operators.onboarding import (
     OnboardingReportOperator,
@@ -83,12 +83,14 @@ def test_of_eight_runs_taking_over_a_dead_holder_exactly_one_wins(ledger_url):  
 
 def test_upgrade_to_v10_adds_the_region_lock(ledger_url):  # noqa: F811
     """A version-9 ledger (no ``gf_region_locks``) gains the table, and keeps its rows."""
+    from tests.test_ledger_migrations import NOW, build, insert
+
+    engine = build(ledger_url, 9)  # through Alembic, as the code before it left a v9 ledger
+    with engine.begin() as conn:
+        insert(conn, ledger_url, "gf_regions", region=REGION, state="ready", run_id="r0",
+               updated_at=NOW)  # fmt: skip
+    assert "gf_region_locks" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)
-    ledger.set_region_state(REGION, "ready", run_id="r0")
-    with ledger.engine.begin() as conn:
-        conn.execute(text("DROP TABLE gf_region_locks"))
-        conn.execute(s.schema_version.delete())
-        conn.execute(s.schema_version.insert().values(version=9, applied_at=datetime.now(UTC)))
     assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 10
     assert "gf_region_locks" in inspect(ledger.engine).get_table_names()
     assert migrations.ensure_schema(ledger.engine) == 10  # idempotent

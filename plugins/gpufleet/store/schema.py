@@ -1,4 +1,6 @@
-"""Ledger tables (SQLAlchemy 2 Core). Versioned: ``ensure_schema`` creates or upgrades idempotently.
+"""Ledger tables (SQLAlchemy 2 Core): today's schema, which a new ledger is created from.
+Versioned through Alembic (``store/migrations.py``; one revision per version in
+``store/alembic/versions``, ``SCHEMA_VERSION`` the head's number).
 
 Times are timezone-aware UTC. JSON columns hold reasons (lists of sentences) and raw figures.
 
@@ -18,7 +20,8 @@ with its evidence and who made it); 9 the pool-state CHECKs widened (``drifting`
 locks' leases: the region onboarding lock (``gf_region_locks``) and the transition lock's
 holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``).
 The region tables live in ``store/schema_regions.py`` (the same ``metadata``).
-The upgrades themselves live in ``store/migrations.py``.
+The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
+change here is a new revision there, and ``SCHEMA_VERSION`` its number.
 
 Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
 comes back as it is, for the reader to refuse, never as ``bool(value)``.
@@ -48,7 +51,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 10  # the head revision, ``store/alembic/versions/0010_leases.py``
 
 metadata = MetaData()
 
@@ -114,13 +117,6 @@ def _flag(table: str, column: str, **kw) -> Column:
 def _ts(name: str, **kw) -> Column:
     return Column(name, UTCDateTime(), **kw)
 
-
-schema_version = Table(
-    "gf_schema_version",
-    metadata,
-    Column("version", Integer, primary_key=True),
-    _ts("applied_at", nullable=False, default=_now),
-)
 
 VERDICTS = ("pass", "fail", "error")
 VERDICT_CHECK = "verdict IN ('pass', 'fail', 'error')"
@@ -335,13 +331,7 @@ CHECKS: list[tuple[str, str, str]] = [
         _in("state", [s.value for s in TransitionState]),
     ),
 ]
-# Booleans: StrictBoolean's CHECK on new SQLite tables; triggers on upgraded ones.
-_FLAGS = [
-    ("gf_validations", "passed"),
-    ("gf_validation_pairs", "passed"),
-    ("gf_validation_pairs", "gdrdma"),
-    ("gf_gate_decisions", "launch"),
-]
+# Booleans: StrictBoolean's CHECK on new SQLite tables; triggers on upgraded ones (0004).
 for _table, _name, _expr in CHECKS:
     metadata.tables[_table].append_constraint(CheckConstraint(_expr.format(c=""), name=_name))
 

@@ -1,0 +1,283 @@
+"""The ledger's Alembic revisions, on SQLite and PostgreSQL: a ledger of every earlier schema
+version (built by upgrading an empty database to that revision through Alembic, as the old
+code left it: with its ``gf_schema_version`` table, or stamped by Alembic) upgrades to head
+with its rows and today's constraints; a new ledger is created at head; a newer one is refused."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from gpufleet.errors import LedgerError
+from gpufleet.store import Ledger, migrations
+from gpufleet.store import schema as s
+from gpufleet.store.database import engine_for
+from tests.test_ledger import (
+    LAUNCH,
+    ledger_url,  # noqa: F401  (fixture: SQLite and PostgreSQL)
+)
+
+NOW = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+EARLIER = range(1, s.SCHEMA_VERSION)  # every version a ledger can be upgraded from
+
+
+def build(url: str, version: int, legacy: bool = True):
+    """A ledger at schema ``version``, built through Alembic; ``legacy``: as the code before
+    Alembic left it (``gf_schema_version`` holding 1..version, no ``gf_alembic_version``)."""
+    engine = engine_for(url)
+    with engine.begin() as conn:
+        command.upgrade(migrations.alembic_config(conn), migrations.revision_of(version))
+        if legacy:
+            conn.execute(text(f"DROP TABLE {migrations.VERSION_TABLE}"))
+            old = Table(
+                migrations.LEGACY_VERSION_TABLE,
+                MetaData(),
+                Column("version", Integer, primary_key=True),
+                s._ts("applied_at", nullable=False),
+            )
+            old.create(conn)
+            conn.execute(
+                old.insert(), [{"version": v, "applied_at": NOW} for v in range(1, version + 1)]
+            )
+    engine.dispose()  # SQLite: connections opened before a CHECK rewrite keep the old schema
+    return engine
+
+
+def _at(url: str):
+    return NOW.replace(tzinfo=None) if url.startswith("sqlite") else NOW
+
+
+def insert(conn, url: str, table: str, **row) -> None:
+    row = {k: (_at(url) if v is NOW else v) for k, v in row.items()}
+    names = ", ".join(row)
+    conn.execute(text(f"INSERT INTO {table} ({names}) VALUES (:{', :'.join(row)})"), row)
+
+
+def _validation(passed: bool, run: str, **more) -> dict:
+    return dict(run_id=run, cluster="c", pool="p", kind="fabric", passed=passed,
+                reasons="[]", details="{}", started_at=NOW, finished_at=NOW, **more)  # fmt: skip
+
+
+def write_typical_rows(conn, url: str, version: int) -> None:
+    """Rows a ledger of ``version`` held, in that version's columns."""
+    verdict = {"verdict": "pass"} if version >= 3 else {}
+    insert(conn, url, "gf_validations", **_validation(True, "v-pass", **verdict))
+    insert(
+        conn,
+        url,
+        "gf_validations",
+        **_validation(False, "v-fail", **({"verdict": "error"} if version >= 3 else {})),
+    )
+    launches = [("r1", "a", "submitted"), ("r1", "b", "confirmed"), ("r2", "a", "confirmed")]
+    if version == 1:  # what retried submits left before the launch key
+        launches += [(None, "a", "stopped"), (None, "a", "confirmed")]
+    else:
+        launches = launches[1:]
+    for run, pool, state in launches:
+        insert(conn, url, "gf_launches", **LAUNCH, run_id=run, pool=pool, state=state,
+               ranks="{}", reasons="[]", created_at=NOW, updated_at=NOW)  # fmt: skip
+    insert(conn, url, "gf_gate_decisions", cluster="c", pools='["p"]', nodes=2, launch=True,
+           reasons="[]", decided_at=NOW)  # fmt: skip
+    insert(conn, url, "gf_pool_state", cluster="c", pool="p", state="validated", updated_at=NOW)
+    insert(conn, url, "gf_transitions", cluster="c", from_pool="a", to_pool="b",
+           state="running", run_id="run-1", started_at=NOW)  # fmt: skip
+    if version >= 6:
+        insert(conn, url, "gf_regions", region="r", state="ready", run_id="r0", updated_at=NOW)
+    if version >= 8:
+        insert(conn, url, "gf_node_states", cluster="c", node="n1", pool="p", state="quarantined",
+               failed_repairs=0, evidence="{}", since=NOW)  # fmt: skip
+
+
+REFUSED = [  # what today's CHECKs refuse (v4, widened by v9)
+    "INSERT INTO gf_gate_decisions (cluster, pools, nodes, launch, reasons, decided_at) "
+    "VALUES ('c', '[]', 1, 2, '[]', :at)",
+    "INSERT INTO gf_pool_state (cluster, pool, state, updated_at) VALUES ('c', 'q', 'wobbly', :at)",
+    "INSERT INTO gf_pool_events (cluster, pool, state, at) VALUES ('c', 'q', 'Validated', :at)",
+    "INSERT INTO gf_transitions (cluster, from_pool, to_pool, state, started_at) "
+    "VALUES ('d', 'a', 'b', 'paused', :at)",
+    "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, details, "
+    "started_at, finished_at) VALUES ('r', 'c', 'p', 'Fabric', true, 'pass', '[]', '{}', :at, :at)",
+    "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, details, "
+    "started_at, finished_at) VALUES ('r', 'c', 'p', 'fabric', false, 'pass', '[]', '{}', :at, "
+    ":at)",
+    "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, details, "
+    "started_at, finished_at) VALUES ('r', 'c', 'p', 'fabric', true, 'ok', '[]', '{}', :at, :at)",
+]
+
+
+def assert_constraints_hold(ledger: Ledger, url: str) -> None:
+    for sql in REFUSED:
+        with pytest.raises(DBAPIError), ledger.engine.begin() as conn:
+            conn.execute(text(sql), {"at": _at(url)})
+    ledger.set_pool_state("c", "p", "drifting", "busbw 4% below its median")  # v9
+    assert ledger.pool_state("c", "p")["state"] == "drifting"
+    found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
+    assert not created and found["pool"] == "b"  # v2: the key
+    with pytest.raises(IntegrityError):  # v7: one running transition per cluster
+        ledger.start_transition("c", "a", "b", run_id="run-9")
+
+
+@pytest.mark.parametrize("version", EARLIER)
+def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, version):  # noqa: F811
+    engine = build(ledger_url, version)
+    with engine.begin() as conn:
+        write_typical_rows(conn, ledger_url, version)
+    if 4 <= version < 9:  # its CHECKs are version 4's: no drifting yet
+        with pytest.raises(DBAPIError), engine.begin() as conn:
+            insert(
+                conn, ledger_url, "gf_pool_events", cluster="c", pool="p", state="drifting", at=NOW
+            )
+
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION  # at head: nothing to do
+    engine.dispose()
+    tables = set(inspect(engine).get_table_names())
+    assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
+    with engine.connect() as conn:
+        assert migrations.current_revision(conn) == migrations.head() == "0010"
+    ledger = Ledger(ledger_url)
+
+    by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
+    by_run |= {r["run_id"]: r for r in ledger.validations_for_run("v-fail")}
+    assert (by_run["v-pass"]["verdict"], by_run["v-pass"]["passed"]) == ("pass", True)  # v3
+    assert by_run["v-fail"]["verdict"] == ("fail" if version < 3 else "error")
+    kept = sorted(ledger.launches(), key=lambda r: r["id"])
+    expected = [("r1", "b", "confirmed"), ("r2", "a", "confirmed")]
+    if version == 1:  # v2: the newest row of each launch kept, rows without a run named
+        expected += [(f"legacy-{kept[2]['id']}", "a", "stopped")]
+        expected += [(f"legacy-{kept[3]['id']}", "a", "confirmed")]
+    assert [(r["run_id"], r["pool"], r["state"]) for r in kept] == expected
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT pool FROM gf_gate_decisions")).scalars().all() == [None]
+    row = ledger.running_transition("c")  # v10: the lease columns, NULL on old rows
+    assert (row["run_id"], row["dag_id"], row["heartbeat_at"], row["step"]) == (
+        "run-1", None, None, None)  # fmt: skip
+    if version >= 6:
+        assert ledger.region_state("r")["state"] == "ready"
+    assert ledger.hold_region_lock("r", "region_onboarding", "r1", NOW)["run_id"] == "r1"
+    assert_constraints_hold(ledger, ledger_url)
+
+
+@pytest.mark.parametrize("version", [1, 8])
+def test_a_ledger_alembic_stamped_at_an_earlier_revision_upgrades(ledger_url, version):  # noqa: F811
+    engine = build(ledger_url, version, legacy=False)
+    with engine.begin() as conn:
+        write_typical_rows(conn, ledger_url, version)
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION
+    assert_constraints_hold(Ledger(ledger_url), ledger_url)
+
+
+def test_a_v9_ledger_gives_the_running_transition_a_lease(ledger_url):  # noqa: F811
+    """A transition running before v10 keeps its holder, its lease counting from when it
+    started, and is taken over by compare-and-set once that lease expired."""
+    from gpufleet.domain.leases import LEASE_TTL, holder_dead
+
+    engine = build(ledger_url, 9)
+    with engine.begin() as conn:
+        write_typical_rows(conn, ledger_url, 9)
+    ledger = Ledger(ledger_url)
+    row = ledger.running_transition("c")
+    unknown = lambda dag_id, run_id: None  # noqa: E731
+    lapsed = NOW + LEASE_TTL + timedelta(minutes=1)
+    assert not holder_dead(row, unknown, NOW + LEASE_TTL - timedelta(minutes=5), dag_id="d")
+    assert holder_dead(row, unknown, lapsed, dag_id="d")
+    assert ledger.take_over_transition(row["id"], row, "run-2", "d", lapsed)
+    assert not ledger.take_over_transition(row["id"], row, "run-3", "d", lapsed)  # one winner
+    assert ledger.running_transition("c")["run_id"] == "run-2"
+
+
+def test_a_new_ledger_is_created_at_head_and_matches_one_upgraded_from_the_start(ledger_url):  # noqa: F811
+    """``metadata.create_all`` + stamp (a new ledger) and revision 0001..head give the same
+    tables, columns and indexes: schema.py and the revisions agree."""
+    ledger = Ledger(ledger_url)
+    with ledger.engine.connect() as conn:
+        assert migrations.current_revision(conn) == migrations.head()
+    fresh = _shape(ledger.engine)
+    other = ledger_url.replace("ledger.db", "other.db") if "sqlite" in ledger_url else None
+    if other is None:  # PostgreSQL: a second schema-less database is the fixture's; reuse it
+        with ledger.engine.begin() as conn:
+            for table in reversed(s.metadata.sorted_tables):
+                conn.execute(text(f"DROP TABLE {table.name} CASCADE"))
+            conn.execute(text(f"DROP TABLE {migrations.VERSION_TABLE}"))
+        other = ledger_url
+    engine = engine_for(other)
+    with engine.begin() as conn:
+        command.upgrade(migrations.alembic_config(conn), "head")
+    assert _shape(engine) == fresh
+
+
+def _shape(engine) -> dict:
+    engine.dispose()
+    insp = inspect(engine)
+    shape = {}
+    for table in sorted(insp.get_table_names()):
+        columns = [(c["name"], c["nullable"], str(c["type"])) for c in insp.get_columns(table)]
+        indexes = {(i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                   for i in insp.get_indexes(table)}  # fmt: skip
+        shape[table] = (sorted(columns), indexes)
+    return shape
+
+
+def test_a_legacy_ledger_newer_than_the_code_is_refused(ledger_url):  # noqa: F811
+    engine = build(ledger_url, 9)
+    with engine.begin() as conn:
+        conn.execute(
+            text(f"INSERT INTO {migrations.LEGACY_VERSION_TABLE} VALUES (:v, :at)"),
+            {"v": s.SCHEMA_VERSION + 1, "at": _at(ledger_url)},
+        )
+    with pytest.raises(LedgerError, match="newer than this gpufleet"):
+        migrations.ensure_schema(engine)
+
+
+def test_one_revision_per_schema_version_in_one_line():
+    scripts = migrations._scripts()
+    chain = [r.revision for r in scripts.walk_revisions()][::-1]
+    assert chain == [migrations.revision_of(v) for v in range(1, s.SCHEMA_VERSION + 1)]
+    assert migrations.head() == migrations.revision_of(s.SCHEMA_VERSION)
+    files = sorted(p.name[:4] for p in (migrations.SCRIPTS / "versions").glob("0*.py"))
+    assert files == chain
+
+
+def _open(url: str, barrier) -> None:
+    barrier.wait(30)  # every process opens the old ledger at the same moment
+    Ledger(url).set_pool_state("c", "p", "drifting")
+
+
+def test_many_processes_upgrade_an_old_ledger_at_once(ledger_url):  # noqa: F811
+    """What Airflow does when the first tasks after an upgrade of gpufleet start together."""
+    build(ledger_url, 3)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_open, args=(ledger_url, barrier)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4
+    ledger = Ledger(ledger_url)
+    with ledger.engine.connect() as conn:
+        assert migrations.current_revision(conn) == migrations.head()
+    assert ledger.count("gf_pool_events") == 4
+
+
+def test_the_scripts_ship_with_the_package():
+    """Every file Alembic reads at run time is package data (the ledger upgrades from a wheel)."""
+    import tomllib
+    from fnmatch import fnmatch
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["gpufleet.store"]
+    package = migrations.SCRIPTS.parent
+    shipped = [
+        p for p in migrations.SCRIPTS.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ]
+    assert len(shipped) == s.SCHEMA_VERSION + 2  # env.py, script.py.mako, one per version
+    for path in shipped:
+        name = path.relative_to(package).as_posix()
+        assert any(fnmatch(name, pattern) for pattern in patterns), name
