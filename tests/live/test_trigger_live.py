@@ -182,11 +182,12 @@ def test_a_bad_conf_for_a_gpufleet_dag_is_refused_naming_the_param_and_no_run_ex
     fleet_airflow: LiveAirflow, case: Path
 ) -> None:
     """The params corpus through the REST API: Airflow's Param validation refuses the conf
-    (exit 2, one line naming the field) and the run was never created."""
-    from tests.test_bad_inputs import LAUNCH_CONF
+    (exit 2, one line naming the field) and the run was never created. A non-finite number is
+    refused by the CLI before it is sent (JSON has no NaN), naming the field the same way."""
+    from tests.test_bad_inputs import BASE_CONFS
 
     spec = json.loads(case.read_text())
-    base = dict(LAUNCH_CONF) if spec["dag"] == "gated_training_launch" else {}
+    base = dict(BASE_CONFS.get(spec["dag"], {}))  # a conf the DAG accepts, but for the field
     run_id = f"bad-conf-{case.stem}"
     conf = json.dumps({**base, **spec["conf"]})
     result = gpufleet(fleet_airflow, spec["dag"], "--conf", conf, "--run-id", run_id)

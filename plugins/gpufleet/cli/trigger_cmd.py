@@ -101,15 +101,38 @@ class _Refused(ValueError):
     """Valid-looking JSON that no DAG conf should hold."""
 
 
+class _NonFinite:
+    """A NaN or infinite number where the JSON held one: kept until the parse ends, so the
+    refusal can name the Param it sits in (``conf.tolerance: NaN ...``)."""
+
+    def __init__(self, text: str):
+        self.text = text[:40]
+
+
 def _non_finite(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON number (Params must be finite)")
+    return _NonFinite(name)
 
 
-def _float(text: str) -> float:
+def _float(text: str) -> float | _NonFinite:
     value = float(text)
-    if not math.isfinite(value):  # 1e999 parses to inf
-        raise _Refused(f"{text[:40]} is not a finite number (Params must be finite)")
-    return value
+    return value if math.isfinite(value) else _NonFinite(text)  # 1e999 parses to inf
+
+
+def _refuse_non_finite(value: Any, path: str = "conf") -> None:
+    """Raise naming the first NaN or infinite number in ``value`` and where it is."""
+    if isinstance(value, _NonFinite):
+        raise _Refused(f"{path}: {value.text} is not a finite number (Params must be finite)")
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        _refuse_non_finite(
+            item, f"{path}.{str(key)[:40]}" if isinstance(key, str) else f"{path}[{key}]"
+        )
 
 
 def _int(text: str) -> int:
@@ -152,6 +175,12 @@ def load_conf(text: str) -> dict[str, Any]:
             f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             """pass an object such as '{"nodes": 2}'"""
         ) from None
+    except _Refused as exc:
+        raise GpufleetError(f"{source}: {exc}") from None
+    except RecursionError:
+        raise GpufleetError(f"{source} is nested too deeply to be a DAG conf") from None
+    try:
+        _refuse_non_finite(conf)
     except _Refused as exc:
         raise GpufleetError(f"{source}: {exc}") from None
     except RecursionError:
