@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gpufleet.backends import cluster_backend
@@ -93,12 +91,27 @@ def test_no_validation_on_record_refuses(fleet):
     _refused(run_dag(DAG, job("never-validated")), "no fabric validation on record")
 
 
+def _finished_hours_ago(hours: float) -> None:
+    """Move every recorded validation's finish ``hours`` back (instead of waiting them out)."""
+    from datetime import timedelta
+
+    from sqlalchemy import select, update
+
+    from gpufleet.store.schema import validations as table
+
+    with Ledger().engine.begin() as conn:
+        for vid, at in conn.execute(select(table.c.id, table.c.finished_at)).all():
+            conn.execute(
+                update(table)
+                .where(table.c.id == vid)
+                .values(finished_at=at - timedelta(hours=hours))
+            )
+
+
 def test_stale_validation_refuses(fleet):
     validate("a3u-sim", "h200-a")
-    time.sleep(1.0)
-    _refused(
-        run_dag(DAG, job("stale", max_validation_age_hours=0.0002)), "fabric validation is stale"
-    )
+    _finished_hours_ago(2)
+    _refused(run_dag(DAG, job("stale", max_validation_age_hours=1)), "fabric validation is stale")
 
 
 def test_degraded_pool_refuses(fleet):

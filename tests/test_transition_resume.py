@@ -5,8 +5,6 @@ DAG run's tasks would hold; a crash drops it between two steps, or in the middle
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gpufleet.backends import cluster_backend
@@ -16,10 +14,16 @@ from gpufleet.domain.transition import FORWARD, Step
 from gpufleet.services.drain import DrainSettings
 from gpufleet.services.transition import ReservationTransition, TransitionRefused
 from gpufleet.store import Ledger
-from tests.support.fleet import validate
+from tests.support.fleet import frozen_sim_clock, validate
 
 CLUSTER, OLD, NEW = "a3u-sim", "h200-b", "h200-c"
 FAST = DrainSettings(soak_s=0, poll_s=0.05)
+
+
+@pytest.fixture(autouse=True)
+def _frozen_clock(fleet_state):
+    """Time moves only when the test advances the sim's clock."""
+    frozen_sim_clock()
 
 
 def run(run_id: str, holder_alive=lambda dag, run: False) -> ReservationTransition:
@@ -32,14 +36,13 @@ def do(svc: ReservationTransition, step: Step) -> None:
     """One step to completion, as its task would (validation first, as the DAG does)."""
     if step is Step.NEW_POOL_VALIDATED:
         validate(CLUSTER, NEW, run_id=svc.run_id)
-    deadline = time.monotonic() + 30
-    while True:
+    for _ in range(100):
         outcome = svc.advance(step)
         if outcome.done:
             assert outcome.failed is None, outcome.failed
             return
-        assert time.monotonic() < deadline, outcome.notes
-        time.sleep(min(outcome.next_check_s, 0.1))
+        SimState().clock.advance(max(outcome.next_check_s, 1.0))  # the wait its task defers
+    raise AssertionError(f"{step} did not finish: {outcome.notes}")
 
 
 def sim_nodes(pool: str) -> list[str]:
@@ -122,10 +125,12 @@ def test_rollback_after_the_switch_restores_the_old_pool(fleet_state):
         do(svc, step)
     back = ReservationTransition(load_catalog(), CLUSTER, OLD, NEW, Ledger(), "run-2", FAST)
     back.open("rollback", lambda d, r: False)
-    deadline = time.monotonic() + 30
-    while not (outcome := back.rollback()).done:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    for _ in range(100):
+        if (outcome := back.rollback()).done:
+            break
+        SimState().clock.advance(1.0)
+    else:
+        raise AssertionError(f"the rollback did not finish: {outcome.notes}")
     assert Ledger().transition(back.tid)["state"] == "rolled_back"
     old = cluster_backend(back.cluster).list_nodes(OLD)
     assert len(old) == 4 and all(n.free for n in old)

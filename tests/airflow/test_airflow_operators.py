@@ -11,8 +11,6 @@ AirflowFailException (retrying would not change it).
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 from airflow.sdk.execution_time.context import OutletEventAccessors
@@ -180,10 +178,12 @@ def test_confirm_of_a_job_already_running_confirms_without_deferring(fleet, monk
     op, ctx = confirm("manual__running")
     backend = cluster_backend(load_catalog().cluster(CLUSTER))
     job = op.job
-    deadline = time.time() + 30
-    while backend.workload_status(job["kind"], job["name"], job["namespace"]).phase != "Running":
-        assert time.time() < deadline, "the simulated job never started"
-        time.sleep(0.1)
+    for _ in range(300):  # the sim's clock moves the job to Running: no wall-clock wait
+        if backend.workload_status(job["kind"], job["name"], job["namespace"]).phase == "Running":
+            break
+        SimState().clock.advance(0.1)
+    else:
+        raise AssertionError("the simulated job never started")
     result = op.execute(ctx)  # no TaskDeferred: the check before deferring saw it running
     assert result["state"] == "confirmed" and result["transport"] == "gib"
     (launch,) = Ledger().launches()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,6 +31,17 @@ def task_states(dagrun) -> dict[str, str]:
     return out
 
 
+def frozen_sim_clock():
+    """The sim's clock (in this test's state file), frozen: only ``advance`` moves it, so a
+    test decides what time it is instead of sleeping (``GPUFLEET_SIM_SPEED`` then scales
+    how far it advances, never how long it waits)."""
+    from gpufleet.backends.sim.state import SimState
+
+    clock = SimState().clock
+    clock.freeze()
+    return clock
+
+
 def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True) -> dict:
     """Run a real fabric (and storage) validation of one sim pool through the services; the
     summaries as the operators hand them to XCom (``to_dict``)."""
@@ -57,12 +67,16 @@ def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True
     return summary
 
 
-def _wait(backend, wl, timeout: float = 60) -> None:
-    """Until the ``Workload`` is done."""
-    deadline = time.time() + timeout
+def _wait(backend, wl, timeout: float = 600, step: float = 0.1) -> None:
+    """Until the ``Workload`` is done, advancing the sim's clock ``step`` seconds at a time
+    (``timeout``: in simulated seconds; no wall-clock wait)."""
+    from gpufleet.services.drain import backend_clock
+
+    clock, waited = backend_clock(backend), 0.0
     while not backend.workload_status(wl.kind, wl.name, wl.namespace).done:
-        assert time.time() < deadline, f"{wl.name} did not finish"
-        time.sleep(0.05)
+        assert waited < timeout, f"{wl.name} did not finish in {timeout} simulated seconds"
+        clock.advance(step)
+        waited += step
 
 
 def asset_events(uri: str, run_id: str | None = None) -> list[dict]:

@@ -14,16 +14,19 @@ drain survives restarts and never holds a worker slot:
   the jobs; ``evict`` evicts their pods (the job fails and its owner restarts it elsewhere);
 - a batch is done when its nodes hold nothing but DaemonSet pods; the next batch starts after
   ``soak_s``.
+
+The soak and the timeout are measured on a ``Clock`` (``gpufleet.domain.clock``): the one given,
+else the backend's own (the simulated fleet's clock, which tests advance), else the system's.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.backends.base import ClusterBackend
+from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 from gpufleet.domain.inputs import finite
 from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
 from gpufleet.errors import GpufleetError
@@ -86,16 +89,36 @@ def _job_of(pod) -> str:
     return f"{pod.namespace or '?'}/{labels.get(JOBSET_NAME_LABEL) or pod.name}"
 
 
-class Drain:
-    """Drain pool ``pool`` of a cluster through ``backend`` with ``settings``."""
+def backend_clock(backend: object) -> Clock:
+    """The clock the cluster behind ``backend`` runs on: a backend's own ``clock`` (the sim's),
+    looked for through wrappers (``inner``: the retrying one), else the system clock."""
+    seen = 0
+    while backend is not None and seen < 8:
+        clock = getattr(backend, "clock", None)
+        if clock is not None:
+            return clock
+        backend, seen = getattr(backend, "inner", None), seen + 1
+    return SYSTEM_CLOCK
 
-    def __init__(self, backend: ClusterBackend, pool: str, settings: DrainSettings):
+
+class Drain:
+    """Drain pool ``pool`` of a cluster through ``backend`` with ``settings``, timed on
+    ``clock`` (default: the backend's ``clock`` if it has one, else the system clock)."""
+
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        pool: str,
+        settings: DrainSettings,
+        clock: Clock | None = None,
+    ):
         self.backend = backend
         self.pool = pool
         self.settings = settings
+        self.clock: Clock = clock or backend_clock(backend)
 
     def step(self, state: dict[str, Any] | None = None, now: float | None = None) -> DrainProgress:
-        now = time.time() if now is None else now
+        now = self.clock.time() if now is None else now
         st = dict(state or {})
         st.setdefault("started_at", now)
         st.setdefault("drained", [])

@@ -5,19 +5,26 @@ tainted as asked."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import ABSENT, CREATED, CREATING, FOUND, READY, WOULD_CREATE, Taint
+from gpufleet.backends.sim.cloud import CREATE_S
+from gpufleet.backends.sim.programs import speed
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.errors import BackendError
+from tests.support.fleet import frozen_sim_clock
 
 NEW = "a3u-euw4-sim"  # preexisting: false in include/fleet/sim.yaml
 UNVALIDATED = Taint(UNVALIDATED_KEY, "true", "NoSchedule")
+
+
+@pytest.fixture(autouse=True)
+def _frozen_clock(fleet_state):
+    """Time moves only when the test advances the sim's clock."""
+    frozen_sim_clock()
 
 
 @pytest.fixture
@@ -25,13 +32,15 @@ def catalog():
     return load_catalog()
 
 
-def _wait_ready(get, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
+def _wait_ready(get):
+    """What ``get`` reads once the sim's clock has passed a create's simulated duration
+    (``CREATE_S`` x ``GPUFLEET_SIM_SPEED``); a create still running reads CREATING before."""
+    info = get()
+    if info.status != READY:
+        assert info.status == CREATING, info
+        SimState().clock.advance(max(CREATE_S.values()) * speed())
         info = get()
-        if info.status == READY or time.monotonic() > deadline:
-            return info
-        time.sleep(0.05)
+    return info
 
 
 def test_preexisting_cluster_reports_what_exists(catalog, fleet_state):

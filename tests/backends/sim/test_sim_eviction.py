@@ -7,15 +7,16 @@ Workloads are the real training JobSet we render (``render_training_job``), run 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gpufleet.backends import cluster_backend
+from gpufleet.backends.sim.programs import START_DELAY_S, TRAINING_RUN_S, speed
+from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import WORKLOAD_LABEL, workload_selector
 from gpufleet.errors import BackendError
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
+from tests.support.fleet import frozen_sim_clock
 
 NS = "ml"
 WHERE = ("a3u-sim", "h200-a")
@@ -23,6 +24,7 @@ WHERE = ("a3u-sim", "h200-a")
 
 @pytest.fixture
 def ref(fleet_state):
+    frozen_sim_clock()
     return load_catalog().pool(*WHERE)
 
 
@@ -42,13 +44,12 @@ def start_training(backend, ref, name: str, nodes: int = 2) -> list:
         gpus_per_node=ref.pool.gpu.count,
     )
     backend.apply(render_training_job(ref, spec))
-    deadline = time.time() + 30
-    while True:
-        status = backend.workload_status("JobSet", name, NS)
-        if status.phase == "Running":
-            return list(status.pods)
-        assert time.time() < deadline and not status.done, status
-        time.sleep(0.05)
+    status = backend.workload_status("JobSet", name, NS)
+    assert status.phase != "Running", status  # the pods start after START_DELAY_S
+    SimState().clock.advance(START_DELAY_S * speed())
+    status = backend.workload_status("JobSet", name, NS)
+    assert status.phase == "Running", status
+    return list(status.pods)
 
 
 def pdb(name: str, selector: dict, **budget) -> dict:
@@ -74,14 +75,13 @@ def test_pods_on_node_lists_unfinished_pods_with_namespace_and_labels(backend, r
     assert backend.pods_on_node(other) == []
 
 
-def test_a_pod_whose_simulated_end_passed_is_not_on_the_node(backend, ref, monkeypatch):
-    monkeypatch.setenv("GPUFLEET_SIM_SPEED", "0.01")  # training ends after ~0.5 s
+def test_a_pod_whose_simulated_end_passed_is_not_on_the_node(backend, ref):
     (pod,) = start_training(backend, ref, "short", nodes=1)
     assert [p.name for p in backend.pods_on_node(pod.node)] == [pod.name]
-    deadline = time.time() + 10
-    while not backend.workload_status("JobSet", "short", NS).done:
-        assert time.time() < deadline
-        time.sleep(0.05)
+    SimState().clock.advance(TRAINING_RUN_S * speed() - 1)
+    assert not backend.workload_status("JobSet", "short", NS).done
+    SimState().clock.advance(1)
+    assert backend.workload_status("JobSet", "short", NS).done
     assert backend.list_pods(NS, workload_selector("JobSet", "short"))[0].finished
     assert backend.pods_on_node(pod.node) == []
     backend.apply(pdb("strict", TRAINING, minAvailable=5))

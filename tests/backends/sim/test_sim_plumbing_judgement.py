@@ -48,6 +48,8 @@ from typing import Any
 import pytest
 
 from gpufleet.backends import cluster_backend
+from gpufleet.backends.sim.programs import START_DELAY_S, speed
+from gpufleet.backends.sim.state import SimState
 from gpufleet.config.baselines import find_baseline
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.plumbing import (
@@ -66,6 +68,7 @@ from gpufleet.manifests.nccl_validation import render_nccl_validation
 from gpufleet.manifests.storage_validation import render_storage_validation
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
 from gpufleet.services.collect import Workload, read_nccl_pair
+from tests.support.fleet import frozen_sim_clock
 
 GKE = ("a3u-sim", "h200-b")  # gib
 EKS = ("p5-sim", "h100-a")  # ofi-efa
@@ -231,19 +234,21 @@ EKS_VALIDATION = [
 
 @pytest.fixture
 def catalog(fleet_state):
+    frozen_sim_clock()
     return load_catalog()
 
 
 def _wait(backend, kind: str, name: str, namespace: str, started_only: bool = False):
-    deadline = time.time() + 60
-    while True:
+    """The workload's status once done (or, ``started_only``, once its pods started),
+    advancing the sim's clock a tenth of a second at a time."""
+    for _ in range(600):
         status = backend.workload_status(kind, name, namespace)
         if status.done or (
             started_only and status.pods and all(p.phase != "Pending" for p in status.pods)
         ):
             return status
-        assert time.time() < deadline, f"{kind} {name} did not finish: {status}"
-        time.sleep(0.05)
+        SimState().clock.advance(0.1)
+    raise AssertionError(f"{kind} {name} did not finish in 60 simulated seconds: {status}")
 
 
 def run_pair(catalog, where: tuple[str, str], *edits: Callable):
@@ -382,7 +387,7 @@ def _training(catalog, where, *edits, name="judge"):
     manifest = edit_pods(render_training_job(ref, spec), *edits)
     backend.apply(manifest)
     _wait(backend, "JobSet", name, "ml", started_only=True)
-    time.sleep(0.5)  # a pod that fails at NCCL init has failed by now (GPUFLEET_SIM_SPEED 0.2)
+    SimState().clock.advance(2 * START_DELAY_S * speed())  # a pod failing at NCCL init has failed
     job = {
         "launch_id": 0,
         "pool": ref.pool.name,

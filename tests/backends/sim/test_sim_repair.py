@@ -5,26 +5,29 @@ with its labels and taints; a repair under way is found; ``dry_run`` changes not
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, Taint
+from gpufleet.backends.sim.cloud import CREATE_S
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import QUARANTINE_KEY
 from gpufleet.errors import BackendError, TransientBackendError
+from tests.support.fleet import frozen_sim_clock
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
 NODE = f"{CLUSTER}-{POOL}-1"
-SPEED = 0.25  # a repair "takes" 2 s x 0.25 = 0.5 s
+SPEED = 0.25  # a repair "takes" 2 s x 0.25 = 0.5 s on the sim's clock
+REPAIR_S = CREATE_S["repair"] * SPEED
 
 
 @pytest.fixture
 def sim(fleet_state, monkeypatch):
     monkeypatch.setenv("GPUFLEET_SIM_SPEED", str(SPEED))
+    frozen_sim_clock()
     cluster = load_catalog().cluster(CLUSTER)
     return cloud_backend(cluster), cluster_backend(cluster)
 
@@ -37,11 +40,12 @@ def host_faults() -> set[tuple[str, str]]:
     return {(f.fault.text, f.scope) for f in SimState().faults(cluster=CLUSTER)}
 
 
-def wait_ready(kube, name: str = NODE, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not (node := the_node(kube, name)).ready and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return node
+def wait_ready(kube, name: str = NODE):
+    """The node once the repair's simulated duration passed (NotReady until its last moment)."""
+    SimState().clock.advance(REPAIR_S - 0.01)
+    assert not the_node(kube, name).ready
+    SimState().clock.advance(0.02)
+    return the_node(kube, name)
 
 
 def test_repair_clears_the_hosts_faults_and_the_node_comes_back(sim):
@@ -71,7 +75,7 @@ def test_a_sticky_fault_survives_repair(sim):
     done = cloud.repair_node(the_node(kube))
     assert done.detail == {"cleared": [], "kept": [f"bad-node:{NODE}:nic", f"not-ready:{NODE}"]}
     assert host_faults() == {(f"bad-node:{NODE}:nic", "sticky"), (f"not-ready:{NODE}", "sticky")}
-    time.sleep(2.0 * SPEED + 0.1)
+    SimState().clock.advance(REPAIR_S + 60)
     assert not the_node(kube).ready  # the sticky not-ready fault keeps it NotReady
 
 
@@ -83,9 +87,8 @@ def test_a_non_sticky_not_ready_fault_is_cleared_by_repair(sim):
     assert wait_ready(kube).ready
 
 
-def test_a_repair_under_way_is_found_and_changes_nothing(sim, monkeypatch):
+def test_a_repair_under_way_is_found_and_changes_nothing(sim):
     cloud, kube = sim
-    monkeypatch.setenv("GPUFLEET_SIM_SPEED", "100")  # a 200 s repair
     assert cloud.repair_node(the_node(kube)).action == CREATED
     SimState().inject(CLUSTER, POOL, f"bad-node:{NODE}")  # a new fault during the repair
     again = cloud.repair_node(the_node(kube))

@@ -7,6 +7,8 @@ print, so the same parsers and verdicts run on it. One module per concept:
   (``SimCloudBackend``), over ``base`` (the catalog cluster, state and injected API errors they
   share);
 - ``state``: the SQLite file every Airflow task process shares (nodes, faults, objects, pods);
+- ``sim_clock``: the sim's time (``SimClock``, a ``gpufleet.domain.clock.Clock`` kept in the
+  state file): what pods, creates, repairs and fault leases run on; tests freeze and advance it;
 - ``placement``: where pods go (selectors, affinity, taints, one GPU pod per node) and Kueue
   gang admission;
 - ``programs``: what nccl-tests, fio and a training job do in the pods placed;

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from gpufleet.backends.sim.faults import PoolFaults
+from gpufleet.backends.sim.sim_clock import SimClock
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.fleet import Catalog, Cluster
@@ -67,3 +68,9 @@ class SimBackendBase:
                 f"sim cluster {self.cluster.name!r} does not exist yet: onboard its region "
                 "first (the region_onboarding DAG)"
             )
+
+    @property
+    def clock(self) -> SimClock:
+        """The sim's clock (in the state file): what its delays, leases and repairs run on,
+        and what a drain of its pools measures soak and timeout on."""
+        return self.state.clock

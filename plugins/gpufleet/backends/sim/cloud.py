@@ -18,7 +18,6 @@ NotReady for the repair's simulated duration (a ``repair`` row of the cloud tabl
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from gpufleet.backends.base import (
@@ -61,17 +60,17 @@ class SimCloudBackend(SimBackendBase):
         return json.loads(row["body"]) if row else None
 
     def _insert(self, conn, kind: str, name: str, body: dict[str, Any]) -> None:
-        body = {**body, "ready_at": time.time() + CREATE_S.get(kind, 0.0) * speed()}
+        now = self.state.clock.time(conn)
+        body = {**body, "ready_at": now + CREATE_S.get(kind, 0.0) * speed()}
         conn.execute(
             "INSERT OR IGNORE INTO cloud VALUES (?, ?, ?, ?)",
             (self.cluster.name, kind, name, json.dumps(body)),
         )
 
-    @staticmethod
-    def _status(body: dict[str, Any] | None) -> str:
+    def _status(self, body: dict[str, Any] | None) -> str:
         if body is None:
             return ABSENT
-        return READY if time.time() >= body.get("ready_at", 0) else CREATING
+        return READY if self.state.clock.time() >= body.get("ready_at", 0) else CREATING
 
     def _url(self, kind: str, name: str) -> str:
         return f"{SIM_CONSOLE}{self.cluster.name}/{kind}/{name}"
@@ -238,7 +237,7 @@ class SimCloudBackend(SimBackendBase):
             )
             conn.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                (f"seeded:{self.cluster.name}/{pool}", str(time.time())),
+                (f"seeded:{self.cluster.name}/{pool}", str(self.state.clock.time(conn))),
             )
         return Ensured("node_pool", pool, CREATED, CREATING, (), url, {"nodes": spec.nodes})
 
@@ -253,7 +252,7 @@ class SimCloudBackend(SimBackendBase):
         if not pending:
             return
         repairs = self._repairs()
-        now = time.time()
+        now = self.state.clock.time()
         pool_ready: dict[str, bool] = {}
         stuck: dict[str, frozenset[str]] = {}
         settled = []
@@ -322,7 +321,7 @@ class SimCloudBackend(SimBackendBase):
                     f"sim {self.cluster.name}: node {name!r} does not exist (list the nodes again)"
                 )
         ready_at = self._repairs().get(name)
-        if ready_at is not None and time.time() < ready_at:
+        if ready_at is not None and self.state.clock.time() < ready_at:
             return Ensured("repair", node.name, FOUND, UPDATING, (), url, {"ready_at": ready_at})
         if dry_run:
             return Ensured("repair", node.name, WOULD_CREATE, ABSENT, console_url=url)

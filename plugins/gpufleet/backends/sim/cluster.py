@@ -8,7 +8,8 @@ one GPU pod per node, Kueue gang admission) and decides how each ends (``program
 would do with the pod as rendered, the healthy figures of ``performance``, the faults in force).
 
 Time is simulated lazily: a pod's start and end are fixed when the workload is applied and its
-phase follows the clock when read; ``GPUFLEET_SIM_SPEED`` scales every delay. The containers'
+phase follows the sim's clock (``state.SimClock``) when read; ``GPUFLEET_SIM_SPEED`` scales
+every delay (tests advance the clock past them instead). The containers'
 start/finish times follow the modelled clock instead (``clock``: how long the real program
 would run). Reading a container the pod does not have fails as the API server's does (a
 ``BackendError``).
@@ -122,18 +123,19 @@ class SimClusterBackend(SimNodes):
             if existing:
                 return json.loads(existing["body"])
             body = json.loads(json.dumps(manifest))
+            now = self.state.clock.time(conn)
             body["metadata"].setdefault(
                 "uid",
                 hashlib.sha1(
-                    f"{self.cluster.name}/{kind}/{namespace}/{name}/{time.time()}".encode()
+                    f"{self.cluster.name}/{kind}/{namespace}/{name}/{now}".encode()
                 ).hexdigest()[:16],
             )
             body["metadata"]["creationTimestamp"] = time.strftime(
-                "%Y-%m-%dT%H:%M:%SZ", time.gmtime()
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)
             )
             conn.execute(
                 "INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?)",
-                (self.cluster.name, kind, namespace, name, json.dumps(body), time.time()),
+                (self.cluster.name, kind, namespace, name, json.dumps(body), now),
             )
             if kind in ("Job", "JobSet"):
                 self._start(conn, body)
@@ -166,8 +168,8 @@ class SimClusterBackend(SimNodes):
     def list_pods(self, namespace: str | None, selector: str) -> list[PodInfo]:
         self._api_call("list pods")
         wanted = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
-        now = time.time()
         with self.state.read() as conn:
+            now = self.state.clock.time(conn)
             rows = conn.execute(
                 f"{POD_ROWS} WHERE pods.cluster=? AND (? IS NULL OR pods.namespace=?) "
                 "ORDER BY pods.name",
@@ -185,8 +187,8 @@ class SimClusterBackend(SimNodes):
         every namespace, sorted by namespace and name. The sim runs no DaemonSets: every
         ``owner_kind`` is None."""
         self._api_call("list pods")
-        now = time.time()
         with self.state.read() as conn:
+            now = self.state.clock.time(conn)
             rows = conn.execute(
                 f"{POD_ROWS} WHERE pods.cluster=? AND pods.node=? "
                 "ORDER BY pods.namespace, pods.name",
@@ -245,6 +247,7 @@ class SimClusterBackend(SimNodes):
         """A container's log (the pod's main container when ``container`` is None)."""
         self._api_call("read pod log")
         with self.state.read() as conn:
+            now = self.state.clock.time(conn)
             row = conn.execute(
                 "SELECT logs, start_at, node FROM pods WHERE cluster=? AND namespace=? AND name=?",
                 (self.cluster.name, namespace, pod),
@@ -253,7 +256,7 @@ class SimClusterBackend(SimNodes):
             raise BackendError(f"sim {self.cluster.name}: pod {namespace}/{pod} not found")
         if row["node"] is None:
             raise BackendError(f"pod {namespace}/{pod} is not scheduled: it has no logs yet")
-        if time.time() < row["start_at"]:
+        if now < row["start_at"]:
             raise TransientBackendError(f"pod {namespace}/{pod} has not started yet")
         logs: dict[str, str] = json.loads(row["logs"])
         if container is None:
@@ -270,8 +273,8 @@ class SimClusterBackend(SimNodes):
         (the pod stays); otherwise the pod is removed and True (also when it was gone). A pod
         of a Job or JobSet that had not finished fails its workload, as backoffLimit 0 does."""
         self._api_call("evict pod")
-        now = time.time()
         with self.state.tx() as conn:
+            now = self.state.clock.time(conn)
             row = conn.execute(
                 "SELECT * FROM pods WHERE cluster=? AND namespace=? AND name=?",
                 (self.cluster.name, namespace, pod),
@@ -298,7 +301,7 @@ class SimClusterBackend(SimNodes):
 
     def _start(self, conn, body: dict[str, Any]) -> None:
         """Place the workload's pods and fix how each one ends."""
-        now = time.time()
+        now = self.state.clock.time(conn)
         plan, message = place(conn, self.cluster.name, body, now)
         runs = self._run(conn, body, plan, now)
         start_at = now + START_DELAY_S * speed()

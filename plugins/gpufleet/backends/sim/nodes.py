@@ -9,7 +9,6 @@ cluster backend's refusal while the cluster does not exist).
 from __future__ import annotations
 
 import json
-import time
 
 from gpufleet.backends.base import NodeInfo, Taint
 from gpufleet.backends.sim.base import SimBackendBase
@@ -29,8 +28,8 @@ class SimNodes(SimBackendBase):
         from gpufleet.backends.sim.cloud import SimCloudBackend
 
         SimCloudBackend(self.cluster, self.state).settle_nodes()
-        now = time.time()
         with self.state.read() as conn:
+            now = self.state.clock.time(conn)
             rows = conn.execute(
                 "SELECT * FROM nodes WHERE cluster=? AND (? IS NULL OR pool=?) ORDER BY name",
                 (self.cluster.name, pool, pool),

@@ -10,18 +10,24 @@ parser, ``gpufleet.domain.faults.parse_fault``.
 A run's faults (a ``RunLease``) record the run (dag_id, run_id) and when their lease ends
 (``expires_at``): a fault past its lease is never in force, whoever reads the state and
 whether or not Airflow is there to ask; ``sweep`` removes those and the faults of runs that
-are no longer alive. Time is the sim's ``now()``.
+are no longer alive.
+
+Time is the sim's clock (``SimClock``, ``SimState.clock``): the system clock plus an offset
+kept in the ``meta`` table (or, once a test froze it, a fixed time there), so every task
+process reading the file sees the same simulated time, and a test moves it with
+``SimState().clock.advance(seconds)`` instead of sleeping. Fault times and leases, pods'
+starts and ends, cloud creates and repairs are all on it.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from gpufleet.backends.sim.sim_clock import CLOCK_KEY, FROZEN_KEY, SimClock
 from gpufleet.config.paths import state_dir
 from gpufleet.domain.faults import ActiveFault, Fault, FaultError, RunLease, parse_fault
 from gpufleet.domain.fleet import Catalog, Cluster
@@ -70,8 +76,9 @@ def db_path() -> Path:
 
 
 def now() -> float:
-    """The sim's notion of now (a UNIX time): what fault times and leases are measured on."""
-    return time.time()
+    """The sim's notion of now (a UNIX time) in the default state file: what fault times and
+    leases are measured on."""
+    return SimState().clock.time()
 
 
 class SimState:
@@ -79,6 +86,7 @@ class SimState:
 
     def __init__(self, path: Path | None = None):
         self.path = Path(path) if path else db_path()
+        self.clock = SimClock(self)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
             conn.executescript(_SCHEMA)
@@ -138,7 +146,7 @@ class SimState:
                 if conn.execute("SELECT 1 FROM meta WHERE key=?", (key,)).fetchone():
                     continue
                 self.create_nodes(conn, cluster, pool.name, pool.nodes)
-                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, str(now())))
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, str(self.clock.time(conn))))
 
     @staticmethod
     def node_name(cluster: str, pool: str, index: int) -> str:
@@ -214,7 +222,7 @@ class SimState:
             scope = lease.scope
         elif scope.startswith("run:"):
             raise FaultError(f"a fault of scope {scope!r} needs its run's lease (RunLease)")
-        at = now()
+        at = self.clock.time()
         dag_id, run_id = (lease.dag_id, lease.run_id) if lease else (None, None)
         expires_at = at + lease.seconds if lease else None
         key = (cluster, pool, parsed.text, scope)
@@ -257,7 +265,7 @@ class SimState:
     ) -> list[ActiveFault]:
         """Injected faults in force at ``at`` (default: now; a run's fault past its lease is
         not) plus the standing faults a sim cluster declares in the catalog."""
-        at = now() if at is None else at
+        at = self.clock.time() if at is None else at
         sql = "SELECT * FROM faults WHERE (expires_at IS NULL OR expires_at > ?)"
         args: list[object] = [at]
         if cluster:
@@ -279,7 +287,7 @@ class SimState:
         """Remove the run-scoped faults whose lease has run out or whose run is no longer
         alive (``alive(dag_id, run_id)``; a run fault that names no run, from an older state
         file, has no one to ask and goes too); the faults removed. ``cli`` faults stay."""
-        at = now() if at is None else at
+        at = self.clock.time() if at is None else at
         with self.read() as conn:
             rows = conn.execute(f"SELECT * FROM faults WHERE {_RUN_SCOPED}").fetchall()
         runs = {(r["dag_id"], r["run_id"]) for r in rows if r["dag_id"] and r["run_id"]}
@@ -302,12 +310,10 @@ class SimState:
 
     # --- nights: what ``drift:<percent>`` counts ------------------------------------------------
 
-    @staticmethod
-    def record_night(conn: sqlite3.Connection, cluster: str, pool: str, night: str) -> None:
+    def record_night(self, conn: sqlite3.Connection, cluster: str, pool: str, night: str) -> None:
         """Note that ``night`` (a validation run's id) ran the pool's fabric check; once."""
-        conn.execute(
-            "INSERT OR IGNORE INTO nights VALUES (?, ?, ?, ?)", (cluster, pool, night, now())
-        )
+        at = self.clock.time(conn)
+        conn.execute("INSERT OR IGNORE INTO nights VALUES (?, ?, ?, ?)", (cluster, pool, night, at))
 
     @staticmethod
     def nights_since(conn: sqlite3.Connection, cluster: str, pool: str, since: float | None) -> int:
@@ -319,9 +325,11 @@ class SimState:
         return int(row[0])
 
     def reset(self) -> None:
-        """Forget everything (nodes are re-seeded from the catalog on next use)."""
+        """Forget everything (nodes are re-seeded from the catalog on next use) but the clock:
+        the sim's time never goes back."""
         with self.tx() as conn:
-            tables = ("meta", "nodes", "faults", "objects", "pods", "pod_runs", "cloud", "nights")
+            conn.execute("DELETE FROM meta WHERE key NOT IN (?, ?)", (CLOCK_KEY, FROZEN_KEY))
+            tables = ("nodes", "faults", "objects", "pods", "pod_runs", "cloud", "nights")
             for table in tables:
                 conn.execute(f"DELETE FROM {table}")
 

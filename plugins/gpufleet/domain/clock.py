@@ -1,0 +1,65 @@
+"""The one notion of time the product reads: a ``Clock``.
+
+Everything that measures time (the simulated fleet's delays and fault leases, a drain's soak
+and timeout) asks a ``Clock`` instead of ``time.time()``, so tests advance time instead of
+sleeping. ``SystemClock`` is the real one. The simulated fleet's clock
+(``gpufleet.backends.sim.state.SimClock``) is the system clock plus an offset kept in the sim's
+state file, so every Airflow task process sees the same simulated time; ``ManualClock`` is an
+in-memory clock for unit tests. (The triggers' poll loops have their own, async, clock:
+``gpufleet.airflow.triggers.PollingTrigger.clock``.)
+"""
+
+from __future__ import annotations
+
+import time as _time
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Where time comes from: ``time()`` a UNIX time, ``now()`` the same as an aware UTC
+    datetime, ``monotonic()`` for measuring intervals."""
+
+    def time(self) -> float: ...
+
+    def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    """The machine's clock."""
+
+    def time(self) -> float:
+        return _time.time()
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.time(), UTC)
+
+    def monotonic(self) -> float:
+        return _time.monotonic()
+
+
+class ManualClock:
+    """A clock that moves only when told (``advance``), for tests."""
+
+    def __init__(self, start: float = 1_750_000_000.0):
+        self._t = float(start)
+
+    def time(self) -> float:
+        return self._t
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self._t, UTC)
+
+    def monotonic(self) -> float:
+        return self._t
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"a clock does not go back ({seconds} s)")
+        self._t += seconds
+
+
+SYSTEM_CLOCK = SystemClock()
