@@ -22,6 +22,7 @@ from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.services.onboarding import OnboardingRefused, RegionOnboarding
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
+from tests.support.race import race
 from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.test_transition_locks import SdkTaskInstance
 
@@ -57,25 +58,16 @@ def test_a_dead_holders_lock_goes_to_the_next_run_and_only_the_holder_releases(l
 def test_of_eight_runs_taking_over_a_dead_holder_exactly_one_wins(ledger_url):  # noqa: F811
     onboarding(ledger_url, "dead-run").lock(DAG, lambda d, r: True)
     barrier = threading.Barrier(8)
-    won: list[str] = []
-    refused: list[str] = []
 
     def judged_dead(dag_id: str, run_id: str) -> bool:
         barrier.wait(30)  # all eight read the holder before any takes it over
         return run_id != "dead-run"
 
-    def take(me: str) -> None:
-        try:
-            onboarding(ledger_url, me).lock(DAG, judged_dead)
-            won.append(me)
-        except OnboardingRefused as exc:
-            refused.append(str(exc))
-
-    threads = [threading.Thread(target=take, args=(f"run-{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won, refused = race(
+        lambda me: onboarding(ledger_url, me).lock(DAG, judged_dead),
+        OnboardingRefused,
+        prefix="run",
+    )
     holder = Ledger(ledger_url).region_lock(REGION)["run_id"]
     assert won == [holder]
     assert len(refused) == 7 and all(f"by run {holder} " in r for r in refused)
@@ -220,25 +212,16 @@ def test_a_region_takeover_read_before_the_holder_renewed_loses(ledger_url):  # 
 def test_of_eight_runs_racing_for_an_expired_region_lease_exactly_one_wins(ledger_url):  # noqa: F811
     onboarding(ledger_url, "silent-run").lock(DAG, UNKNOWN, T0)
     barrier = threading.Barrier(8)
-    won: list[str] = []
-    refused: list[str] = []
 
     def unknown(dag_id: str, run_id: str):
         barrier.wait(30)  # all eight read the expired holder before any takes it over
         return None
 
-    def take(me: str) -> None:
-        try:
-            onboarding(ledger_url, me).lock(DAG, unknown, T0 + PAST)
-            won.append(me)
-        except OnboardingRefused as exc:
-            refused.append(str(exc))
-
-    threads = [threading.Thread(target=take, args=(f"racer-{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won, refused = race(
+        lambda me: onboarding(ledger_url, me).lock(DAG, unknown, T0 + PAST),
+        OnboardingRefused,
+        prefix="racer",
+    )
     holder = Ledger(ledger_url).region_lock(REGION)["run_id"]
     assert won == [holder]
     assert len(refused) == 7 and all(f"by run {holder} " in r for r in refused)

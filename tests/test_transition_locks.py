@@ -22,6 +22,7 @@ from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.domain.transition import FORWARD
 from gpufleet.services.transition import ReservationTransition, TransitionRefused
 from gpufleet.store import Ledger
+from tests.support.race import race
 from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.test_transition_resume import FAST, NEW, OLD, do, queues, run
 
@@ -120,8 +121,6 @@ def test_of_eight_resumers_of_a_dead_holder_exactly_one_takes_the_lock(ledger_ur
     ledger = Ledger(ledger_url)
     tid = ledger.start_transition(CLUSTER, OLD, NEW, "dead-run", step="planned")
     barrier = threading.Barrier(8)
-    won: list[str] = []
-    refused: list[str] = []
 
     def judged_dead(dag_id: str, holder: str) -> bool:
         # every resumer has read the row and judged its holder before any takes it over
@@ -130,17 +129,9 @@ def test_of_eight_resumers_of_a_dead_holder_exactly_one_takes_the_lock(ledger_ur
 
     def resume(me: str) -> None:
         svc = ReservationTransition(load_catalog(), CLUSTER, OLD, NEW, Ledger(ledger_url), me, FAST)
-        try:
-            svc.open("run", judged_dead)
-            won.append(me)
-        except TransitionRefused as exc:
-            refused.append(str(exc))
+        svc.open("run", judged_dead)
 
-    threads = [threading.Thread(target=resume, args=(f"resumer-{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won, refused = race(resume, TransitionRefused, prefix="resumer")
     assert len(won) == 1, won
     holder = ledger.transition(tid)["run_id"]
     assert won == [holder]
@@ -252,18 +243,11 @@ def test_of_eight_racers_for_an_expired_lease_exactly_one_wins(ledger_url):  # n
         barrier.wait(30)  # all eight read the expired holder before any takes it over
         return None
 
-    def resume(me: str) -> None:
-        try:
-            opened(ledger_url, me, T0 + PAST, alive=unknown)
-            won.append(me)
-        except TransitionRefused as exc:
-            refused.append(str(exc))
-
-    threads = [threading.Thread(target=resume, args=(f"racer-{i}",)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won, refused = race(
+        lambda me: opened(ledger_url, me, T0 + PAST, alive=unknown),
+        TransitionRefused,
+        prefix="racer",
+    )
     holder = Ledger(ledger_url).running_transition(CLUSTER)["run_id"]
     assert won == [holder]
     assert len(refused) == 7 and all(f"being run by {holder}" in r for r in refused)
