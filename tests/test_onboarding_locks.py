@@ -118,12 +118,28 @@ def test_a_refused_runs_release_and_report_leave_the_holder_alone(airflow_db, fl
     ctx = context("run-2", {"run-1": "running"})
     ctx["ti"].get_task_states = lambda dag_id, run_ids: {"run-2": {"preflight": "failed"}}
     release = RegionReleaseOperator(task_id="release", region=REGION)
-    with pytest.raises(AirflowFailException, match="being onboarded by run run-1"):
+    with pytest.raises(AirflowFailException, match="run-1 holds it"):
         release.execute(ctx)
     assert Ledger().region_state(REGION)["state"] == "onboarding"  # not marked failed
     with pytest.raises(AirflowFailException):  # the report fails with the run's steps
         OnboardingReportOperator(task_id="report", region=REGION).execute(ctx)
     assert Ledger().region_lock(REGION)["run_id"] == "run-1"
+
+
+def test_a_refused_runs_release_after_the_holder_finished_records_nothing(airflow_db, fleet_state):
+    """The overlap campaign found it: run-2 was refused at its first step while run-1 onboarded
+    the region; run-1 finished (ready) and released the lock; run-2's release then took the
+    free lock and recorded the region failed over run-1's ready."""
+    onboarding(None, "run-1").lock(DAG, lambda d, r: True)
+    Ledger().set_region_state(REGION, "ready", run_id="run-1")
+    Ledger().release_region_lock(REGION, "run-1")
+    ctx = context("run-2", {"run-1": "success"})
+    ctx["ti"].get_task_states = lambda dag_id, run_ids: {"run-2": {"preflight": "failed"}}
+    release = RegionReleaseOperator(task_id="release", region=REGION)
+    with pytest.raises(AirflowFailException, match="does not hold the region"):
+        release.execute(ctx)
+    assert Ledger().region_state(REGION)["state"] == "ready"
+    assert Ledger().region_lock(REGION) is None
 
 
 # --- end to end: the link after a deferral, and the lock released ---------------------------

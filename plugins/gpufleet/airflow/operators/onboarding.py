@@ -250,6 +250,13 @@ class RegionReleaseOperator(_RegionTask):
         failed = failed_tasks(context, ("release", "announce_ready", "report"))
         if failed and not _as_bool(self.dry_run):
             svc = self._service(context)
+            holder = (svc.ledger.region_lock(self.region) or {}).get("run_id")
+            if holder != run_id:  # refused at its first step: never took the region
+                raise AirflowFailException(
+                    f"region {self.region}: not released: {', '.join(failed)} did not succeed; "
+                    "this run does not hold the region's onboarding lock (it was refused, or "
+                    f"{holder or 'no run'} holds it), so the region's state is left as it is"
+                )
             self._lock(context, svc)  # a refused run never records the region's state
             reason = f"not released: {', '.join(failed)} did not succeed"
             state = svc.ledger.region_state(self.region) or {}
