@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from gpufleet.domain.nodes import NodeTransitionError
 from gpufleet.errors import LedgerError
 from gpufleet.store import Ledger, connection_to_url, default_ledger_url, migrations
 from gpufleet.store import schema as s
@@ -55,7 +56,8 @@ def test_schema_is_created_once_and_versioned(ledger_url):
 def test_a_newer_schema_is_refused(ledger_url):
     ledger = Ledger(ledger_url)
     with ledger.engine.begin() as conn:  # a revision a newer gpufleet wrote
-        conn.execute(text("UPDATE gf_alembic_version SET version_num = '0011'"))
+        newer = migrations.revision_of(s.SCHEMA_VERSION + 1)
+        conn.execute(text(f"UPDATE gf_alembic_version SET version_num = '{newer}'"))
     with pytest.raises(LedgerError, match="newer than this gpufleet"):
         migrations.ensure_schema(ledger.engine)
 
@@ -189,8 +191,10 @@ def test_quarantine_is_idempotent_and_releasable(ledger_url):
     assert ledger.quarantine("c", "p", "n3", "low busbw", "r1") is True
     assert ledger.quarantine("c", "p", "n3", "low busbw", "r2") is False
     assert [q["node"] for q in ledger.quarantined("c")] == ["n3"]
-    assert ledger.release("c", "n3") is True and ledger.quarantined("c") == []
-    assert ledger.release("c", "n3") is False
+    with pytest.raises(NodeTransitionError, match="only a person may"):
+        ledger.release("c", "n3")  # no passing retest: the state machine refuses
+    assert ledger.release("c", "n3", by="alice") is True and ledger.quarantined("c") == []
+    assert ledger.release("c", "n3", by="alice") is False
 
 
 def test_transitions_gate_decisions_and_launches(ledger_url):

@@ -140,7 +140,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0010"
+        assert migrations.current_revision(conn) == migrations.head() == "0011"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -190,6 +190,56 @@ def test_a_v9_ledger_gives_the_running_transition_a_lease(ledger_url):  # noqa: 
     assert ledger.take_over_transition(row["id"], row, "run-2", "d", lapsed)
     assert not ledger.take_over_transition(row["id"], row, "run-3", "d", lapsed)  # one winner
     assert ledger.running_transition("c")["run_id"] == "run-2"
+
+
+def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url):  # noqa: F811
+    """v11: gf_quarantined_nodes goes; its open rows become node states ``quarantined`` (the
+    reason and run id as evidence) with an event, a released row stays released, a node the
+    lifecycle already holds keeps its state, and the readers read the node states."""
+    engine = build(ledger_url, 10)
+    later = NOW + timedelta(hours=1)
+    with engine.begin() as conn:
+        for node, reason, run, released in [
+            ("n1", "pair below threshold", "night-1", None),  # open, no lifecycle row
+            ("n2", "NIC down", "night-1", later),  # released
+            ("n3", "sockets", "night-2", None),  # open, the lifecycle holds it (v8 code)
+            ("n4", "old fault", "night-0", later),  # released, then quarantined again
+            ("n4", "new fault", "night-3", None),
+        ]:
+            insert(conn, ledger_url, "gf_quarantined_nodes", cluster="c", pool="p", node=node,
+                   reason=reason, run_id=run, quarantined_at=NOW,
+                   released_at=released and (_at(ledger_url) + timedelta(hours=1)))  # fmt: skip
+        insert(conn, ledger_url, "gf_node_states", cluster="c", node="n3", pool="p",
+               state="retesting", failed_repairs=0, evidence="{}", since=NOW)  # fmt: skip
+        insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
+               to_state="quarantined", reason="sockets", evidence="{}", run_id="night-2",
+               at=NOW)  # fmt: skip
+        insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
+               from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
+
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 11
+    engine.dispose()
+    assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
+    ledger = Ledger(ledger_url)
+    n1 = ledger.node_state("c", "n1")
+    assert (n1["state"], n1["reason"], n1["pool"]) == ("quarantined", "pair below threshold", "p")
+    assert n1["evidence"]["run_id"] == "night-1" and n1["evidence"]["reason"] == n1["reason"]
+    history = ledger.node_history("c", "n1")
+    assert [(e["from_state"], e["to_state"], e["run_id"]) for e in history] == [
+        (None, "quarantined", "night-1")
+    ]
+    assert ledger.node_state("c", "n2") is None  # released: in service, its history kept
+    assert [e["to_state"] for e in ledger.node_history("c", "n2")] == ["quarantined", "released"]
+    assert ledger.node_state("c", "n3")["state"] == "retesting"  # the lifecycle's own
+    assert len(ledger.node_history("c", "n3")) == 2
+    assert [e["to_state"] for e in ledger.node_history("c", "n4")] == [
+        "quarantined", "released", "quarantined"]  # fmt: skip
+    quarantined = {q["node"]: q for q in ledger.quarantined("c")}
+    assert sorted(quarantined) == ["n1", "n3", "n4"]
+    assert (quarantined["n4"]["reason"], quarantined["n4"]["run_id"]) == ("new fault", "night-3")
+    assert quarantined["n1"]["quarantined_at"] is not None
+    assert [q["node"] for q in ledger.quarantined("c", "p")] == ["n1", "n3", "n4"]
+    assert ledger.quarantined("other") == []
 
 
 def test_a_new_ledger_is_created_at_head_and_matches_one_upgraded_from_the_start(ledger_url):  # noqa: F811

@@ -84,11 +84,11 @@ def test_allowed_by_the_machine():
     assert allowed(N.QUARANTINED) == {N.RETESTING}
     assert allowed(N.RETESTING) == {N.RELEASED, N.DRAINING, N.NEEDS_HUMAN}
     assert allowed(N.DRAINING) == {N.DRAINED}
-    assert allowed(N.DRAINED) == {N.REPAIRING}
+    assert allowed(N.DRAINED) == {N.REPAIRING, N.DRAINING}  # pods came back: drain again
     assert allowed(N.REPAIRING) == {N.RETESTING}
     assert allowed(N.RELEASED) == {N.QUARANTINED, N.SUSPECT}
     assert allowed(N.NEEDS_HUMAN) == frozenset()
-    assert allowed("drained") == {N.REPAIRING}  # ledger strings
+    assert allowed("drained") == {N.REPAIRING, N.DRAINING}  # ledger strings
 
 
 def test_allowed_by_a_person_adds_release_and_quarantine_never_self():
@@ -109,6 +109,7 @@ def test_the_issue_paths_are_accepted():
     check_move(N.RETESTING, N.NEEDS_HUMAN, retest_passed=False)
     check_move(N.DRAINING, N.DRAINED)
     check_move(N.DRAINED, N.REPAIRING, job_running=False)
+    check_move(N.DRAINED, N.DRAINING)  # pods came back on it
     check_move(N.REPAIRING, N.RETESTING)
     check_move(N.RELEASED, N.QUARANTINED)
     check_move(N.RELEASED, N.SUSPECT)
@@ -145,7 +146,7 @@ def test_release_from_elsewhere_is_a_persons_call():
     msg = refusal(N.DRAINED, N.QUARANTINED)
     assert "only a person may (gpufleet node quarantine NODE --reason ...)" in msg
     assert msg.endswith(
-        "from drained it may go to repairing, or by a person to quarantined, released"
+        "from drained it may go to draining, repairing, or by a person to quarantined, released"
     )
 
 
@@ -391,6 +392,11 @@ class NodeLife(RuleBasedStateMachine):
     @rule()
     def repair_started(self):
         assert self.move(N.REPAIRING) != self.job
+
+    @precondition(lambda self: self.state == N.DRAINED and self.job)
+    @rule()
+    def pods_came_back(self):
+        assert self.move(N.DRAINING)
 
     @precondition(lambda self: self.state == N.REPAIRING)
     @rule()

@@ -83,9 +83,9 @@ def test_upgrade_to_v10_adds_the_region_lock(ledger_url):  # noqa: F811
                updated_at=NOW)  # fmt: skip
     assert "gf_region_locks" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)
-    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION == 10
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION
     assert "gf_region_locks" in inspect(ledger.engine).get_table_names()
-    assert migrations.ensure_schema(ledger.engine) == 10  # idempotent
+    assert migrations.ensure_schema(ledger.engine) == s.SCHEMA_VERSION  # idempotent
     assert ledger.region_state(REGION)["state"] == "ready"
     onboarding(ledger_url, "r1").lock(DAG, lambda d, r: True)
     assert ledger.region_lock(REGION)["run_id"] == "r1"

@@ -7,7 +7,13 @@ a ``suspect``. Either is retested in the next nightly against known-good partner
 
     suspect | quarantined -> retesting -> released                      (the retest passed)
                              retesting -> draining -> drained -> repairing -> retesting -> ...
+                                          draining <- drained        (pods came back on it)
                              retesting -> needs_human        (failed, and the repairs used up)
+
+Two moves need a fact: a node the cloud ``replaced`` while it was ``repairing`` (EKS: the node
+group's new instance comes up as a new node) is ``released`` (its machine is gone); and a node
+may ``stay`` in ``retesting`` (a retest that could not judge it, retried next night) or
+``needs_human`` (the page sent) with a new record, never in another state.
 
 The machine never releases a node without a passing retest, never starts a repair while a job
 runs on it, and never moves a node out of ``needs_human``: only a person does, to ``released``
@@ -56,11 +62,16 @@ _MACHINE: dict[NodeState, frozenset[NodeState]] = {
     N.QUARANTINED: frozenset({N.RETESTING}),
     N.RETESTING: frozenset({N.RELEASED, N.DRAINING, N.NEEDS_HUMAN}),
     N.DRAINING: frozenset({N.DRAINED}),
-    N.DRAINED: frozenset({N.REPAIRING}),
+    N.DRAINED: frozenset({N.REPAIRING, N.DRAINING}),  # or pods came back on it: drain again
     N.REPAIRING: frozenset({N.RETESTING}),  # the repaired (or replaced) node is back
     N.RELEASED: frozenset({N.QUARANTINED, N.SUSPECT}),  # a new fault
     N.NEEDS_HUMAN: frozenset(),  # only a person
 }
+
+
+# States a node may stay in with a new record (``stay``): a retest that could not judge it is
+# retried next night; a node that needs a person records the page sent.
+STAYS: frozenset[NodeState] = frozenset({N.RETESTING, N.NEEDS_HUMAN})
 
 
 def _state(value: NodeState | str, what: str) -> NodeState:
@@ -104,10 +115,22 @@ def _refusal(
     job_running: bool,
     failed_repairs: int | None,
     max_repairs: int | None,
+    replaced: bool = False,
+    stay: bool = False,
 ) -> str | None:
     """Why ``current -> target`` is refused, or None when it is allowed."""
+    if stay:
+        if target != current:
+            return f"staying is not moving: a node in {current} stays in {current}"
+        if current not in STAYS:
+            return f"a node stays with a new record only in {_names(STAYS)}"
+        return None
     if target == current:
         return "a state does not follow itself"
+    if replaced:
+        if (current, target) != (N.REPAIRING, N.RELEASED):
+            return "only a repairing node the cloud replaced is released as replaced"
+        return None
     if target not in allowed(current, by_person=by_person):
         if current == N.NEEDS_HUMAN:
             return (
@@ -151,6 +174,8 @@ def check_move(
     failed_repairs: int | None = None,
     max_repairs: int | None = None,
     node: str | None = None,
+    replaced: bool = False,
+    stay: bool = False,
 ) -> None:
     """Raise ``NodeTransitionError`` unless ``target`` may follow ``current``.
 
@@ -159,7 +184,9 @@ def check_move(
     (releasing needs True; draining or handing to a human needs False). ``job_running``: a job
     runs on the node (refuses ``drained`` and ``repairing``). ``failed_repairs`` and
     ``max_repairs``, when both given: a failed retest must go where ``after_retest`` says.
-    ``node``: named in the message."""
+    ``replaced``: the cloud replaced the machine of a ``repairing`` node (released, gone).
+    ``stay``: a new record in the same state (``STAYS`` only). ``node``: named in the
+    message."""
     current, target = _state(current, "current state"), _state(target, "target state")
     why = _refusal(
         current,
@@ -169,6 +196,8 @@ def check_move(
         job_running=job_running,
         failed_repairs=failed_repairs,
         max_repairs=max_repairs,
+        replaced=replaced,
+        stay=stay,
     )
     if why is None:
         return

@@ -1,6 +1,11 @@
-"""Draining a node pool: cordon it, then empty its nodes in batches through the Eviction API.
+"""The one drain: cordon nodes and empty them through the Eviction API, for a pool's retirement
+(a transition: ``Drain.step``, in batches) and for a node's repair (``Drain.once``: one pass
+that never blocks). Both empty a node the same way (``empty_node``): DaemonSet pods stay (they
+go with the node; ``PodInfo.daemonset`` is the one check), a PodDisruptionBudget's refusal is
+retried later, and a training job's pods are waited for unless the timeout policy says
+``evict``.
 
-A drain is a loop of short steps (``Drain.step``), each called again after ``next_check_s``
+A pool drain is a loop of short steps (``Drain.step``), each called again after ``next_check_s``
 (an operator defers in between; the state lives in a plain dict the caller persists), so a
 drain survives restarts and never holds a worker slot:
 
@@ -15,6 +20,12 @@ drain survives restarts and never holds a worker slot:
 - a batch is done when its nodes hold nothing but DaemonSet pods; the next batch starts after
   ``soak_s``.
 
+The never-blocking pass (``Drain.once``, the repair path) cordons the given nodes and evicts
+what it may right away: with ``on_timeout="wait"`` the training jobs found are handed back to be
+named in an alert (the caller looks again on its next pass, the next night); with ``evict``
+(``timeout_s=0``: the timeout is already over) their pods are evicted. A node is drained once
+nothing but DaemonSet pods was left to evict and nothing was refused.
+
 The soak and the timeout are measured on a ``Clock`` (``gpufleet.domain.clock``): the one given,
 else the backend's own (the simulated fleet's clock, which tests advance), else the system's.
 """
@@ -25,7 +36,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends.base import ClusterBackend
+from gpufleet.backends.base import ClusterBackend, PodInfo
 from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 from gpufleet.domain.inputs import finite
 from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
@@ -80,13 +91,53 @@ class DrainProgress:
     notes: list[str] = field(default_factory=list)
 
 
-def _is_training(pod) -> bool:
+def _is_training(pod: PodInfo) -> bool:
     return (pod.labels or {}).get(WORKLOAD_LABEL) == "training"
 
 
-def _job_of(pod) -> str:
-    labels = pod.labels or {}
-    return f"{pod.namespace or '?'}/{labels.get(JOBSET_NAME_LABEL) or pod.name}"
+def job_name(pod: PodInfo) -> str:
+    """The job a pod belongs to: its JobSet's name, else the pod's own."""
+    return (pod.labels or {}).get(JOBSET_NAME_LABEL) or pod.name
+
+
+def _job_of(pod: PodInfo) -> str:
+    return f"{pod.namespace or '?'}/{job_name(pod)}"
+
+
+@dataclass
+class NodeEmptying:
+    """One eviction pass over one node: the pods found on it (DaemonSet pods aside), those
+    evicted, the training pods waited for, and those a PodDisruptionBudget kept for now."""
+
+    node: str
+    pods: list[PodInfo] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    training: list[PodInfo] = field(default_factory=list)
+    refused: list[PodInfo] = field(default_factory=list)
+
+    @property
+    def emptied(self) -> bool:
+        """Every pod found was evicted (or there were none): nothing is waited for."""
+        return not self.training and not self.refused
+
+
+def pods_to_move(backend: ClusterBackend, node: str) -> list[PodInfo]:
+    """The node's pods a drain must move: every one but DaemonSet pods (the one check)."""
+    return [p for p in backend.pods_on_node(node) if not p.daemonset]
+
+
+def empty_node(backend: ClusterBackend, node: str, *, evict_training: bool) -> NodeEmptying:
+    """Evict the node's pods but its DaemonSet pods; a training job's pods only when
+    ``evict_training`` (else they are waited for)."""
+    out = NodeEmptying(node, pods_to_move(backend, node))
+    for pod in out.pods:
+        if _is_training(pod) and not evict_training:
+            out.training.append(pod)
+        elif backend.evict(pod.name, pod.namespace or "default"):
+            out.evicted.append(f"{pod.namespace}/{pod.name}")
+        else:
+            out.refused.append(pod)
+    return out
 
 
 def backend_clock(backend: object) -> Clock:
@@ -149,22 +200,10 @@ class Drain:
             st["batch"] = left[: self.settings.batch_size]
             progress.notes.append(f"{self.pool}: draining batch {', '.join(st['batch'])}")
         timed_out = now - st["started_at"] >= self.settings.timeout_s
-        evict_training = timed_out and self.settings.on_timeout == "evict"
         busy: list[str] = []
         for node in st["batch"]:
-            pods = [p for p in self.backend.pods_on_node(node) if p.owner_kind != "DaemonSet"]
-            for pod in pods:
-                if _is_training(pod) and not evict_training:
-                    progress.waiting_jobs.append(_job_of(pod))
-                    continue
-                if self.backend.evict(pod.name, pod.namespace or "default"):
-                    progress.evicted.append(f"{pod.namespace}/{pod.name}")
-                else:
-                    progress.notes.append(
-                        f"{pod.namespace}/{pod.name}: eviction refused for now (a "
-                        "PodDisruptionBudget); retrying"
-                    )
-            if pods:
+            emptying = self._empty(node, progress, timed_out)
+            if emptying.pods:
                 busy.append(node)
         progress.waiting_jobs = sorted(set(progress.waiting_jobs))
         if progress.waiting_jobs and timed_out:
@@ -180,6 +219,33 @@ class Drain:
         progress.done = not left
         progress.next_check_s = 0.0 if progress.done else self.settings.soak_s
         return progress
+
+    def once(self, nodes: list[str]) -> dict[str, NodeEmptying]:
+        """One pass over ``nodes`` that never waits (the repair path): cordon each, evict what
+        may go now (training pods only under ``on_timeout="evict"`` once ``timeout_s`` is over:
+        ``timeout_s=0`` evicts at once). Each node's outcome; the caller records the emptied
+        nodes and names the jobs of the others, and looks again on its next pass."""
+        evict_training = self._evicts_training(timed_out=self.settings.timeout_s <= 0)
+        out = {}
+        for node in nodes:
+            self.backend.set_unschedulable(node, True)
+            out[node] = empty_node(self.backend, node, evict_training=evict_training)
+        return out
+
+    def _evicts_training(self, *, timed_out: bool) -> bool:
+        return timed_out and self.settings.on_timeout == "evict"
+
+    def _empty(self, node: str, progress: DrainProgress, timed_out: bool) -> NodeEmptying:
+        evict_training = self._evicts_training(timed_out=timed_out)
+        emptying = empty_node(self.backend, node, evict_training=evict_training)
+        progress.evicted += emptying.evicted
+        progress.waiting_jobs += [_job_of(p) for p in emptying.training]
+        for pod in emptying.refused:
+            progress.notes.append(
+                f"{pod.namespace}/{pod.name}: eviction refused for now (a "
+                "PodDisruptionBudget); retrying"
+            )
+        return emptying
 
     def _on_timeout(self, progress: DrainProgress, now: float) -> None:
         st, jobs = progress.state, ", ".join(progress.waiting_jobs)

@@ -5,8 +5,8 @@ and every move with its evidence).
 - **Retest first** (``retest_candidates``/``record_retest``, called by the fabric validation):
   every quarantined or suspect node, and every node back from repair, that is Ready and runs
   nothing is tested against known-good partners in the next nightly. A pass releases it (the
-  quarantine taint and label removed, the ledger row closed); a failure sends it to be drained
-  and repaired, or, once ``max_repairs`` repairs failed, to ``needs_human`` (paged).
+  quarantine taint and label removed, its ledger state ``released``); a failure sends it to be
+  drained and repaired, or, once ``max_repairs`` repairs failed, to ``needs_human`` (paged).
 - **Drain and repair** (``services.remediation``): a node that failed its retest is drained
   and repaired through the cloud, within the pool's repair budget; the next nightly retests it.
 - **By hand** (``mark``: ``gpufleet node quarantine|release``): a person's move, with their name
@@ -22,11 +22,7 @@ from typing import Any
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend, NodeInfo, Taint
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.domain.nodes import (
-    NodeState,
-    after_retest,
-    check_move,
-)
+from gpufleet.domain.nodes import NodeState, after_retest
 from gpufleet.domain.workloads import (
     QUARANTINE_KEY,
     QUARANTINE_LABEL,
@@ -42,7 +38,6 @@ RETEST_FROM = (
     NodeState.REPAIRING,
     NodeState.RETESTING,
 )
-DRAIN_POLICIES = ("wait", "evict")
 
 
 def _label_value(text: str) -> str:
@@ -78,18 +73,14 @@ class NodeLifecycle:
         retest_passed: bool | None = None,
         job_running: bool = False,
         failed_repairs: int | None = None,
+        replaced: bool = False,
+        stay: bool = False,
     ) -> dict[str, Any]:
-        """Check the move with the state machine and record it (a first move: from nothing)."""
+        """The one way a node's state is written: the move is judged by the state machine
+        (``domain.nodes.check_move`` with these facts; a first move starts from ``released``)
+        in the ledger's transaction and recorded with its event. A move the machine forbids
+        raises ``NodeTransitionError`` and records nothing."""
         cluster, pool = self._where
-        row = self.ledger.node_state(cluster, node)
-        if row is not None:
-            check_move(
-                NodeState(row["state"]),
-                target,
-                by_person=by is not None,
-                retest_passed=retest_passed,
-                job_running=job_running,
-            )
         return self.ledger.move_node(
             cluster,
             pool,
@@ -100,6 +91,10 @@ class NodeLifecycle:
             by=by,
             run_id=run_id,
             failed_repairs=failed_repairs,
+            retest_passed=retest_passed,
+            job_running=job_running,
+            replaced=replaced,
+            stay=stay,
         )
 
     # --- retest -------------------------------------------------------------------------------
@@ -145,15 +140,13 @@ class NodeLifecycle:
         cluster, _ = self._where
         row = self.ledger.node_state(cluster, node) or {}
         if outcome == "unsure":  # stays retesting: the next night tries again
-            self.ledger.move_node(
-                cluster,
-                row.get("pool") or self.ref.pool.name,
+            self.move(
                 node,
-                NodeState.RETESTING.value,
-                reason="retest inconclusive: no known-good partner could test it; retried "
-                "next night",
+                NodeState.RETESTING,
+                "retest inconclusive: no known-good partner could test it; retried next night",
                 evidence={**(row.get("evidence") or {}), **evidence},
                 run_id=run_id,
+                stay=True,
             )
             return NodeState.RETESTING
         passed = outcome == "passed"
@@ -222,8 +215,7 @@ class NodeLifecycle:
         by: str | None = None,
         run_id: str | None = None,
     ) -> None:
-        """Back in service: taint and label removed, quarantine row closed, ledger row moved."""
-        cluster, _ = self._where
+        """Back in service: taint and label removed, the ledger row moved to ``released``."""
         self.move(
             node,
             NodeState.RELEASED,
@@ -236,7 +228,6 @@ class NodeLifecycle:
         self.backend.remove_taint(node, QUARANTINE_KEY)
         self.backend.set_labels(node, {QUARANTINE_LABEL: None})
         self.backend.set_unschedulable(node, False)
-        self.ledger.release(cluster, node)
         log.info("%s: released %s: %s", self.ref.key, node, reason)
 
     def quarantine(
@@ -249,13 +240,12 @@ class NodeLifecycle:
         run_id: str | None = None,
     ) -> None:
         """Out of service: tainted NoSchedule, labelled, recorded (idempotent)."""
-        cluster, pool = self._where
+        cluster, _ = self._where
         row = self.ledger.node_state(cluster, node)
         if row is None or row["state"] != NodeState.QUARANTINED.value:
             self.move(node, NodeState.QUARANTINED, reason, evidence=evidence, by=by, run_id=run_id)
         self.backend.add_taint(node, Taint(QUARANTINE_KEY, _label_value(reason), "NoSchedule"))
         self.backend.set_labels(node, {QUARANTINE_LABEL: "true"})
-        self.ledger.quarantine(cluster, pool, node, reason, run_id)
 
     def suspect(self, node: str, reason: str, evidence: dict[str, Any], run_id: str) -> None:
         """A node a running job found on the wrong transport: retested first next night."""

@@ -1,12 +1,13 @@
 """Drain and repair a pool's nodes that failed their retest: one non-blocking pass per pool,
 after the nightly validation (``services.nodes`` has the lifecycle and the retest).
 
-A node to repair is cordoned and emptied through the Eviction API (DaemonSet pods stay);
-training jobs on it are named in an alert with their launch run and waited for (the next pass
-looks again), or evicted when the policy says ``evict``. A drained node is repaired through the
-cloud (``CloudBackend.repair_node``, keeping it in its reservation), at most
-``repair_budget(pool nodes)`` at a time; the next nightly retests it. A node handed to a person
-(``needs_human``) is paged once.
+A node to repair is cordoned and emptied by the one drain (``services.drain``: ``Drain.once``,
+the pass that never blocks; DaemonSet pods stay); training jobs on it, and pods a
+PodDisruptionBudget keeps for now, are named in an alert with their launch run and waited for
+(the next pass looks again), or the training pods are evicted when the policy says ``evict``.
+A drained node is repaired through the cloud (``CloudBackend.repair_node``, keeping it in its
+reservation), at most ``repair_budget(pool nodes)`` at a time; the next nightly retests it.
+A node handed to a person (``needs_human``) is paged once.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import CloudBackend, ClusterBackend
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.nodes import NodeState, may_start_repair
-from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
 from gpufleet.errors import GpufleetError
+from gpufleet.services.drain import Drain, DrainSettings, NodeEmptying, job_name, pods_to_move
 from gpufleet.services.nodes import NodeLifecycle
 from gpufleet.store import Ledger
 
-DRAIN_POLICIES = ("wait", "evict")
+DRAIN_POLICIES = ("wait", "evict")  # the drain's timeout policies that never block
 
 
 @dataclass
@@ -73,22 +74,30 @@ class NodeRemediation:
             self._cloud = cloud_backend(self.ref.cluster)
         return self._cloud
 
+    @property
+    def drain(self) -> Drain:
+        """The one drain, in its never-blocking pass: the timeout is over at once, so the
+        policy (``wait``: name the jobs and look again next night; ``evict``) applies now."""
+        settings = DrainSettings(timeout_s=0, on_timeout=self.settings.drain)
+        return Drain(self.backend, self.ref.pool.name, settings)
+
     def step(self, run_id: str) -> RemediationResult:
         result = RemediationResult()
         infos = {n.name: n for n in self.backend.list_nodes(self.ref.pool.name)}
-        for node in self.nodes.rows([NodeState.DRAINING.value]):
-            if node in infos:
-                self._drain(node, run_id, result)
+        draining = [n for n in self.nodes.rows([NodeState.DRAINING.value]) if n in infos]
+        for emptying in self.drain.once(draining).values():
+            self._drained(emptying, run_id, result)
         for node, row in self.nodes.rows([NodeState.REPAIRING.value]).items():
             if node not in infos:  # EKS: the node group replaced the instance; the new node
                 # comes up tainted unvalidated and is validated as a new node
-                self.ledger.move_node(
-                    *self._where_node(node),
-                    NodeState.RELEASED.value,
-                    reason="replaced by the cloud: the machine is gone; its replacement is "
+                self.nodes.move(
+                    node,
+                    NodeState.RELEASED,
+                    "replaced by the cloud: the machine is gone; its replacement is "
                     "validated as a new node",
                     evidence=row.get("evidence") or {},
                     run_id=run_id,
+                    replaced=True,
                 )
                 result.notes.append(f"{node}: replaced by the cloud")
         repairing = len(self.nodes.rows([NodeState.REPAIRING.value]))
@@ -99,7 +108,7 @@ class NodeRemediation:
             if not may_start_repair(repairing, len(infos), self.settings.repair_share):
                 result.notes.append(f"{node}: drained, waiting for the repair budget")
                 continue
-            busy = [p for p in self.backend.pods_on_node(node) if not p.daemonset]
+            busy = pods_to_move(self.backend, node)
             if busy:
                 result.notes.append(f"{node}: pods came back on it; draining again")
                 self.nodes.move(node, NodeState.DRAINING, "pods came back", run_id=run_id)
@@ -119,33 +128,23 @@ class NodeRemediation:
             if row.get("evidence", {}).get("paged") is None:
                 text = f"{self.ref.key}: {node} needs a person: {row['reason']}"
                 result.pages.append(text)
-                self.ledger.move_node(
-                    *self._where_node(node),
-                    NodeState.NEEDS_HUMAN.value,
-                    reason=row["reason"],
+                self.nodes.move(
+                    node,
+                    NodeState.NEEDS_HUMAN,
+                    row["reason"],
                     evidence={**(row.get("evidence") or {}), "paged": run_id},
                     run_id=run_id,
                     failed_repairs=row["failed_repairs"],
+                    stay=True,
                 )
         return result
 
-    def _where_node(self, node: str) -> tuple[str, str, str]:
-        return self.ref.cluster.name, self.ref.pool.name, node
-
-    def _drain(self, node: str, run_id: str, result: RemediationResult) -> None:
-        self.backend.set_unschedulable(node, True)
-        pods = [p for p in self.backend.pods_on_node(node) if not p.daemonset]
-        waiting = []
-        for pod in pods:
-            training = (pod.labels or {}).get(WORKLOAD_LABEL) == "training"
-            if training and self.settings.drain != "evict":
-                waiting.append(pod)
-                continue
-            if not self.backend.evict(pod.name, pod.namespace or "default"):
-                result.notes.append(f"{node}: eviction of {pod.name} refused for now (PDB)")
-                waiting.append(pod)
-        if waiting:
-            jobs = sorted({(p.labels or {}).get(JOBSET_NAME_LABEL) or p.name for p in waiting})
+    def _drained(self, emptying: NodeEmptying, run_id: str, result: RemediationResult) -> None:
+        node = emptying.node
+        for pod in emptying.refused:
+            result.notes.append(f"{node}: eviction of {pod.name} refused for now (PDB)")
+        if not emptying.emptied:
+            jobs = sorted({job_name(p) for p in emptying.training + emptying.refused})
             runs = [self._launch_run(job) for job in jobs]
             named = ", ".join(
                 f"{j} (launch run {r})" if r else j for j, r in zip(jobs, runs, strict=True)

@@ -114,56 +114,61 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords):
         with self.engine.connect() as conn:
             return {(r.cluster, r.pool): dict(r._mapping) for r in conn.execute(q).all()}
 
-    # --- quarantine ----------------------------------------------------------------------------
+    # --- quarantine: read from the node lifecycle (gf_node_states, gf_node_events) -----------
 
     def quarantine(
         self, cluster: str, pool: str, node: str, reason: str, run_id: str | None = None
     ) -> bool:
-        """Record a quarantine; False if the node is already quarantined (idempotent)."""
-        q = s.quarantined_nodes
-        with self.engine.begin() as conn:
-            active = conn.execute(
-                select(q.c.id).where(
-                    q.c.cluster == cluster, q.c.node == node, q.c.released_at.is_(None)
-                )
-            ).first()
-            if active:
-                return False
-            conn.execute(
-                insert(q).values(
-                    cluster=cluster,
-                    pool=pool,
-                    node=node,
-                    reason=reason,
-                    run_id=run_id,
-                    quarantined_at=_now(),
-                )
-            )
-            return True
+        """Record a quarantine (the node's state ``quarantined``, the reason and run id as
+        evidence); False if the node is already quarantined (idempotent)."""
+        if any(q["node"] == node for q in self.quarantined(cluster)):
+            return False
+        evidence = {"reason": reason, "run_id": run_id}
+        self.move_node(
+            cluster, pool, node, "quarantined", reason=reason, evidence=evidence, run_id=run_id
+        )
+        return True
 
-    def release(self, cluster: str, node: str) -> bool:
-        q = s.quarantined_nodes
-        with self.engine.begin() as conn:
-            return bool(
-                conn.execute(
-                    update(q)
-                    .where(q.c.cluster == cluster, q.c.node == node, q.c.released_at.is_(None))
-                    .values(released_at=_now())
-                ).rowcount
-            )
+    def release(self, cluster: str, node: str, reason: str = "released", **facts: Any) -> bool:
+        """Back in service (the node's state ``released``); False if it was not out of service.
+        ``facts`` are ``move_node``'s (who, the retest's result, ...)."""
+        row = self.node_state(cluster, node)
+        if row is None or row["state"] == "released":
+            return False
+        self.move_node(cluster, row["pool"], node, "released", reason=reason, **facts)
+        return True
 
     def quarantined(
         self, cluster: str | None = None, pool: str | None = None
     ) -> list[dict[str, Any]]:
-        q = s.quarantined_nodes
-        cond = [q.c.released_at.is_(None)]
+        """The nodes out of service since a quarantine that was not followed by a release, by
+        node: the quarantine's reason, run id and time (``quarantined_at``), the current pool."""
+        e, t, later = s.node_events, s.node_states, s.node_events.alias("later")
+        last_release = (
+            select(func.max(later.c.id))
+            .where(
+                later.c.cluster == e.c.cluster,
+                later.c.node == e.c.node,
+                later.c.to_state == "released",
+            )
+            .scalar_subquery()
+        )
+        query = (
+            select(e.c.id, e.c.cluster, t.c.pool, e.c.node, e.c.reason, e.c.run_id)
+            .add_columns(e.c.at.label("quarantined_at"), t.c.state)  # state: where it is now
+            .join(t, and_(t.c.cluster == e.c.cluster, t.c.node == e.c.node))
+            .where(e.c.to_state == "quarantined", e.c.id > func.coalesce(last_release, 0))
+            .order_by(e.c.id)
+        )
         if cluster:
-            cond.append(q.c.cluster == cluster)
+            query = query.where(t.c.cluster == cluster)
         if pool:
-            cond.append(q.c.pool == pool)
+            query = query.where(t.c.pool == pool)
+        first: dict[tuple[str, str], dict[str, Any]] = {}
         with self.engine.connect() as conn:
-            rows = conn.execute(select(q).where(and_(*cond)).order_by(q.c.node)).all()
-            return [dict(r._mapping) for r in rows]
+            for r in conn.execute(query).all():  # the first quarantine since the last release
+                first.setdefault((r.cluster, r.node), {**r._mapping, "released_at": None})
+        return sorted(first.values(), key=lambda q: (q["node"], q["cluster"]))
 
     # --- gate decisions and launches -----------------------------------------------------------
 

@@ -2,7 +2,7 @@
 revision, or upgrades an older one, under a database lock.
 
 The revisions ship in the package (``store/alembic/versions``, one per schema version:
-revision ``0001`` .. ``0010`` is version 1 .. 10) with an ``env.py`` that takes the connection
+revision ``0001`` .. ``0011`` is version 1 .. 11) with an ``env.py`` that takes the connection
 from ``config.attributes["connection"]``; no ``alembic.ini`` is read. The ledger records its
 revision in ``gf_alembic_version`` (never Airflow's ``alembic_version``, should the ledger
 share Airflow's database). A ledger from before Alembic carries ``gf_schema_version`` instead:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # Alembic itself is imported only when a ledger needs it (~0.
 SCRIPTS = Path(__file__).with_name("alembic")  # env.py, script.py.mako, versions/
 VERSION_TABLE = "gf_alembic_version"
 LEGACY_VERSION_TABLE = "gf_schema_version"  # the hand-written version table (versions 1..10)
+LAST_LEGACY_VERSION = 10  # the last schema version a ledger could carry in that table
 _PG_SCHEMA_LOCK = 7_263_541  # pg_advisory_xact_lock key held while the schema is prepared
 
 
@@ -115,9 +116,9 @@ def _stamp_legacy(conn: Connection, config: Config) -> None:
     from alembic import command
 
     version = conn.execute(text(f"SELECT max(version) FROM {LEGACY_VERSION_TABLE}")).scalar()
-    if version is None:  # an empty version table: old code created today's tables with it
-        version = SCHEMA_VERSION
-    if version > SCHEMA_VERSION:
+    if version is None:  # an empty version table: at most the last version it ever named
+        version = LAST_LEGACY_VERSION
+    if version > LAST_LEGACY_VERSION:
         raise _newer(revision_of(version))
     command.stamp(config, revision_of(version))
     conn.execute(text(f"DROP TABLE {LEGACY_VERSION_TABLE}"))

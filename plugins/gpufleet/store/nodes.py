@@ -2,8 +2,11 @@
 stands (``gf_node_states``) and every move it made (``gf_node_events``: timed, with its evidence
 and, for a person's move, who). A mixin of ``Ledger`` (it needs ``self.engine``).
 
-The moves themselves are judged by ``domain.nodes.check_move`` in the service; here they are
-written atomically (the state row and its event in one transaction).
+``move_node`` is the one writer of both tables: it judges each move with the state machine
+(``domain.nodes.check_move``, a node with no row starting ``released``: in service) against the
+row it reads in the same transaction as it writes the state row and its event, so no caller
+(the lifecycle service ``services.nodes.NodeLifecycle.move``, the ledger's ``quarantine`` and
+``release``) can write a move the machine forbids: it raises ``NodeTransitionError``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
+from gpufleet.domain.nodes import IN_SERVICE, check_move
 from gpufleet.store import schema as s
 
 
@@ -52,12 +56,27 @@ class NodeRecords:
         by: str | None = None,
         run_id: str | None = None,
         failed_repairs: int | None = None,
+        retest_passed: bool | None = None,
+        job_running: bool = False,
+        replaced: bool = False,
+        stay: bool = False,
     ) -> dict[str, Any]:
-        """Set the node's state and append the move to its history; returns the new row."""
+        """Set the node's state and append the move to its history, once the state machine
+        allowed it (``check_move``'s facts: ``by`` is a person's move); returns the new row."""
         now = datetime.now(UTC)
         t, e = s.node_states, s.node_events
         with self.engine.begin() as conn:
             row = conn.execute(select(t).where(t.c.cluster == cluster, t.c.node == node)).first()
+            check_move(
+                row.state if row is not None else IN_SERVICE,
+                to_state,
+                by_person=by is not None,
+                retest_passed=retest_passed,
+                job_running=job_running,
+                replaced=replaced,
+                stay=stay,
+                node=node,
+            )
             values: dict[str, Any] = {
                 "pool": pool,
                 "state": str(to_state),

@@ -18,7 +18,9 @@ cluster (``uq_gf_transitions_running``, the transition lock); 8 the node lifecyc
 (``gf_node_states``: where each node out of service stands; ``gf_node_events``: every move, timed,
 with its evidence and who made it); 9 the pool-state CHECKs widened (``drifting``); 10 the
 locks' leases: the region onboarding lock (``gf_region_locks``) and the transition lock's
-holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``).
+holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``); 11 quarantine in one
+table: the node lifecycle is the record, ``gf_quarantined_nodes`` dropped (its open rows carried
+over into ``gf_node_states`` and ``gf_node_events``).
 The region tables live in ``store/schema_regions.py`` (the same ``metadata``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
 change here is a new revision there, and ``SCHEMA_VERSION`` its number.
@@ -51,7 +53,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 10  # the head revision, ``store/alembic/versions/0010_leases.py``
+SCHEMA_VERSION = 11  # the head revision, ``store/alembic/versions/0011_one_quarantine.py``
 
 metadata = MetaData()
 
@@ -205,25 +207,6 @@ pool_events = Table(
     _ts("at", nullable=False, default=_now),
 )
 Index("ix_gf_pool_events_pool", pool_events.c.cluster, pool_events.c.pool, pool_events.c.at)
-
-quarantined_nodes = Table(
-    "gf_quarantined_nodes",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("cluster", String(63), nullable=False),
-    Column("pool", String(63), nullable=False),
-    Column("node", String(253), nullable=False),
-    Column("reason", Text, nullable=False),
-    Column("run_id", String(250)),
-    _ts("quarantined_at", nullable=False, default=_now),
-    _ts("released_at"),
-)
-Index(
-    "ix_gf_quarantine_active",
-    quarantined_nodes.c.cluster,
-    quarantined_nodes.c.node,
-    quarantined_nodes.c.released_at,
-)
 
 transitions = Table(
     "gf_transitions",
