@@ -14,10 +14,22 @@ PASSWORD = "pw-s3cret"
 
 
 @pytest.fixture
-def metastore_connection(airflow_db):
-    """Store ``gpufleet_ledger`` in Airflow's metadata DB (removed afterwards)."""
+def metastore_connection(airflow_db, monkeypatch):
+    """Store ``gpufleet_ledger`` in Airflow's metadata DB (removed afterwards). The CLI asks an
+    ``airflow`` process, configured by the environment: point it at the metadata DB and Fernet
+    key this process writes with, whatever earlier tests in this worker left in ``os.environ``."""
+    from airflow import settings
+    from airflow.configuration import conf
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
+
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", str(settings.SQL_ALCHEMY_CONN))
+    monkeypatch.setenv("AIRFLOW_HOME", str(settings.AIRFLOW_HOME))
+    fernet = conf.get("core", "fernet_key", fallback="")
+    if fernet:
+        monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", fernet)
+    for name in ("_AIRFLOW_PROCESS_CONTEXT", "AIRFLOW__SECRETS__BACKEND", "GPUFLEET_LEDGER_URL"):
+        monkeypatch.delenv(name, raising=False)
 
     def put(**fields):
         with create_session() as session:
