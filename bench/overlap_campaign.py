@@ -310,6 +310,8 @@ def run_case(case: Case, workdir: Path, keep: bool = False) -> Case:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             case.killed_in = env.call("--reap", case.dag)["running"]
+            if proc.returncode == 0:  # the delay outlasted the run: nothing was killed
+                case.killed_in = ["nothing: the run had ended"]
             env.start("--run", case.dag, log="rerun.log").wait(timeout=600)
         for log in sorted(env.logs.glob("*.log")):
             found = re.findall(RESULT + r" (\{.*?\})", log.read_text(errors="replace"))
