@@ -5,7 +5,12 @@ is an error in each, never a silent empty SQLite file."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+from contextlib import closing
+
 import pytest
+from sqlalchemy.engine import make_url
 
 from gpufleet.errors import LedgerError
 from gpufleet.store import LEDGER_CONN_ID, Ledger
@@ -31,10 +36,25 @@ def metastore_connection(airflow_db, monkeypatch):
     for name in ("_AIRFLOW_PROCESS_CONTEXT", "AIRFLOW__SECRETS__BACKEND", "GPUFLEET_LEDGER_URL"):
         monkeypatch.delenv(name, raising=False)
 
+    for name in [n for n in os.environ if n.startswith("AIRFLOW_CTX_")]:
+        monkeypatch.delenv(name)  # left behind by an earlier dag.test() in this worker
+    # A pooled connection may still hold a metadata DB file an earlier test replaced: write
+    # through a fresh one, to the file the ``airflow`` subprocess will open.
+    settings.Session.remove()
+    settings.engine.dispose()
+    url = make_url(str(settings.SQL_ALCHEMY_CONN))
+    database = url.database if url.get_backend_name() == "sqlite" else None
+
     def put(**fields):
         with create_session() as session:
             session.query(Connection).filter(Connection.conn_id == LEDGER_CONN_ID).delete()
             session.add(Connection(conn_id=LEDGER_CONN_ID, **fields))
+        if database:  # SQLite: the row is in the file on disk, as a new process sees it
+            with closing(sqlite3.connect(database)) as raw:
+                found = raw.execute(
+                    "SELECT count(*) FROM connection WHERE conn_id = ?", (LEDGER_CONN_ID,)
+                ).fetchone()[0]
+            assert found == 1, f"the connection did not reach {database}"
 
     yield put
     with create_session() as session:
