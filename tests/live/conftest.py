@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airflow_live import LiveAirflow, start_airflow, venv_bin  # noqa: E402
 
 LIVE_DAGS = Path(__file__).resolve().parent / "dags"
+REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 # printed in the terminal summary: what ran where, and log tails when a test failed
 _INFO: list[str] = []
@@ -68,3 +69,19 @@ def live_airflow(request: pytest.FixtureRequest) -> Iterator[Callable[..., LiveA
                 f"kept {live.home} ({live.backend}: {live.database})\n{live.log_tails()}"
             )
         live.stop(keep=keep)
+
+
+@pytest.fixture(scope="session")
+def live_fleet_dir(tmp_path_factory) -> Path:
+    """The simulated fleet and ledger the session's live Airflow runs the repo's DAGs on."""
+    return tmp_path_factory.mktemp("live-fleet")
+
+
+@pytest.fixture(scope="session")
+def airflow(live_airflow, live_fleet_dir, tmp_path_factory) -> LiveAirflow:
+    """The session's one live Airflow: the repo's DAGs and the CI probe
+    (``tests/live/dags``) in one DAGs folder, on the fleet in ``live_fleet_dir``."""
+    dags = tmp_path_factory.mktemp("live-dags")
+    for source in [*sorted(REPO_DAGS.glob("*.py")), *sorted(LIVE_DAGS.glob("*.py"))]:
+        (dags / source.name).symlink_to(source)
+    return live_airflow(dags, extra_env={"GPUFLEET_STATE_DIR": str(live_fleet_dir)})

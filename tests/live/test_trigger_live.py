@@ -1,12 +1,17 @@
 """``gpufleet trigger`` against a real Airflow 3 (api-server, scheduler, dag-processor, triggerer).
 
 Every case runs the CLI as CI would (``python -m gpufleet trigger ...`` in a subprocess) against
-one Airflow for the module, serving ``tests/live/dags/ci_probe.py``.
+the session's one live Airflow (``tests/live/conftest.py``: the repo's DAGs and
+``tests/live/dags/ci_probe.py``, on a simulated fleet of its own). The last cases launch
+``gated_training_launch`` the way CI does: ``gpufleet trigger gated_training_launch --conf ...
+--wait``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +21,7 @@ from airflow_live import PLUGINS_DIR, VIEWER, LiveAirflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 
-LIVE_DAGS = Path(__file__).resolve().parent / "dags"
-REPO_DAGS = PLUGINS_DIR.parent / "dags"
 DAG = "ci_probe"
-
-
-@pytest.fixture(scope="module")
-def airflow(live_airflow) -> LiveAirflow:
-    return live_airflow(LIVE_DAGS)
 
 
 def gpufleet(
@@ -164,13 +162,6 @@ def test_wait_timeout_is_an_error(airflow: LiveAirflow) -> None:
     assert "--timeout" in result.stderr
 
 
-@pytest.fixture(scope="module")
-def fleet_airflow(live_airflow, tmp_path_factory) -> LiveAirflow:
-    """An Airflow serving the project's own DAGs, on a throwaway sim fleet and ledger."""
-    state = tmp_path_factory.mktemp("trigger-fleet")
-    return live_airflow(REPO_DAGS, extra_env={"GPUFLEET_STATE_DIR": str(state)})
-
-
 def _param_cases() -> list[Path]:
     from tests.test_bad_inputs import PARAM_CASES
 
@@ -179,24 +170,31 @@ def _param_cases() -> list[Path]:
 
 @pytest.mark.parametrize("case", _param_cases(), ids=lambda p: p.stem)
 def test_a_bad_conf_for_a_gpufleet_dag_is_refused_naming_the_param_and_no_run_exists(
-    fleet_airflow: LiveAirflow, case: Path
+    airflow: LiveAirflow, case: Path, capsys, monkeypatch
 ) -> None:
     """The params corpus through the REST API: Airflow's Param validation refuses the conf
     (exit 2, one line naming the field) and the run was never created. A non-finite number is
-    refused by the CLI before it is sent (JSON has no NaN), naming the field the same way."""
+    refused by the CLI before it is sent (JSON has no NaN), naming the field the same way.
+    The CLI runs in this process (``gpufleet.cli.main``, the code ``python -m gpufleet``
+    runs): the REST calls are the real ones, without a Python start per case."""
+    from gpufleet.cli import main
     from tests.test_bad_inputs import BASE_CONFS
 
     spec = json.loads(case.read_text())
     base = dict(BASE_CONFS.get(spec["dag"], {}))  # a conf the DAG accepts, but for the field
     run_id = f"bad-conf-{case.stem}"
     conf = json.dumps({**base, **spec["conf"]})
-    result = gpufleet(fleet_airflow, spec["dag"], "--conf", conf, "--run-id", run_id)
-    assert result.returncode == 2, explain(result)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, explain(result)
+    for key, value in airflow.cli_env().items():
+        if key.startswith("GPUFLEET_AIRFLOW_"):
+            monkeypatch.setenv(key, value)
+    code = main(["trigger", spec["dag"], "--conf", conf, "--run-id", run_id])
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
     assert f"conf.{spec['field']}:" in lines[0], lines[0]
-    assert "Traceback" not in result.stdout + result.stderr and result.stdout == ""
-    run = fleet_airflow.request("GET", f"/api/v2/dags/{spec['dag']}/dagRuns/{_quoted(run_id)}")
+    assert "Traceback" not in out + err and out == ""
+    run = airflow.request("GET", f"/api/v2/dags/{spec['dag']}/dagRuns/{_quoted(run_id)}")
     assert run.status_code == 404, run.text
 
 
@@ -204,3 +202,78 @@ def _quoted(run_id: str) -> str:
     from urllib.parse import quote
 
     return quote(run_id, safe="")
+
+
+@contextlib.contextmanager
+def state_dir(path: Path):
+    """Point this process at the live Airflow's sim fleet and ledger for a moment."""
+    before = os.environ.get("GPUFLEET_STATE_DIR")
+    os.environ["GPUFLEET_STATE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("GPUFLEET_STATE_DIR")
+        else:
+            os.environ["GPUFLEET_STATE_DIR"] = before
+
+
+@pytest.fixture(scope="module")
+def validated(live_fleet_dir):
+    """A real validation of a3u-sim/h200-a in the live Airflow's sim fleet and ledger."""
+    from tests.support.fleet import validate
+
+    with state_dir(live_fleet_dir):
+        assert validate("a3u-sim", "h200-a")["passed"]
+
+
+LAUNCH = "gated_training_launch"
+
+
+def launch_conf(**overrides) -> str:
+    body = {
+        "cluster": "a3u-sim",
+        "pools": ["h200-a"],
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "job_name": "ci-finetune",
+        "namespace": "ml-ci",
+        "image": "example/train:1",
+        "command": ["torchrun", "train.py"],
+    }
+    body.update(overrides)
+    return json.dumps(body)
+
+
+def test_ci_launch_succeeds_and_confirms_the_transport(airflow, validated, live_fleet_dir):
+    result = gpufleet(
+        airflow,
+        LAUNCH,
+        "--conf",
+        launch_conf(),
+        "--wait",
+        "--poll",
+        "1",
+        "--unpause",
+        timeout=300,
+    )
+    assert result.returncode == 0, explain(result)
+    assert "state: success" in result.stdout
+    from gpufleet.store import Ledger
+
+    with state_dir(live_fleet_dir):
+        launch = Ledger().launches()[0]
+    assert (launch["job"], launch["state"], launch["confirmed_transport"]) == (
+        "ci-finetune",
+        "confirmed",
+        "gib",
+    )
+
+
+def test_a_bad_launch_conf_gets_the_api_refusal_naming_the_field(airflow):
+    result = gpufleet(airflow, LAUNCH, "--conf", launch_conf(nodes=99), "--unpause")
+    assert result.returncode == 2
+    assert "nodes" in result.stderr and "99" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    bad_name = gpufleet(airflow, LAUNCH, "--conf", launch_conf(job_name="Not_A_DNS_Name"))
+    assert bad_name.returncode == 2 and "job_name" in bad_name.stderr
