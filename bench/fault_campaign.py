@@ -44,9 +44,9 @@ def _wait(backend, workload, timeout: float = 60.0) -> None:
 
 def nightly(catalog, ledger, run_id: str) -> dict:
     """The nightly's per-pool work on every pool; returns (cluster, pool) -> outcomes."""
-    from gpufleet.services.fabric import FabricValidation
-    from gpufleet.services.remediation import NodeRemediation
-    from gpufleet.services.storage import StorageValidation
+    from gpufleet.services.nodes.remediation import NodeRemediation
+    from gpufleet.services.validation.fabric import FabricValidation
+    from gpufleet.services.validation.storage import StorageValidation
 
     out = {}
     for cluster, pool in POOLS:
@@ -81,7 +81,7 @@ def main() -> int:
     from gpufleet.backends import cluster_backend
     from gpufleet.backends.sim.state import SimState
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.gate import check_gate
+    from gpufleet.services.launch.gate import check_gate
     from gpufleet.store import Ledger
 
     rng = random.Random(args.seed)

@@ -154,7 +154,7 @@ def fill(ledger, catalog, nights: int, now: datetime) -> int:
 
 
 def measure(ledger_url: str, catalog, decisions: int) -> list[float]:
-    from gpufleet.services.gate import check_gate
+    from gpufleet.services.launch.gate import check_gate
     from gpufleet.store import Ledger
 
     def factory():

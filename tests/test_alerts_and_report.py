@@ -14,7 +14,7 @@ import pytest
 
 from gpufleet.airflow.notifiers import FleetAlertNotifier
 from gpufleet.airflow.ui.metrics import exposition
-from gpufleet.services.report import html_report, markdown, svg_chart
+from gpufleet.services.views.report import html_report, markdown, svg_chart
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_a_check_that_could_not_finish_is_reported_as_error_until_a_retry_supers
     fleet_state,
 ):
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.nightly import nightly_report
+    from gpufleet.services.views.nightly_report import nightly_report
     from gpufleet.store import Ledger
 
     ledger, catalog, run = Ledger(), load_catalog(), "scheduled__2026-11-29T02:00:00+00:00"
@@ -248,7 +248,7 @@ def test_a_drifting_pool_is_reported_and_alerted_with_its_figures_but_does_not_f
 
 def test_a_steady_pool_gets_no_drift_section_and_no_warning(fleet_state):
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.nightly import nightly_report
+    from gpufleet.services.views.nightly_report import nightly_report
     from gpufleet.store import Ledger
 
     ledger = Ledger()
@@ -328,8 +328,8 @@ def test_a_reason_carrying_markup_comes_out_as_text_in_the_written_report_and_th
     Fleet report tab alike (one renderer), and neither carries inline style or script (the
     pages' Content-Security-Policy allows neither)."""
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.nightly import nightly_report
-    from gpufleet.services.pool_view import run_report
+    from gpufleet.services.views.nightly_report import nightly_report
+    from gpufleet.services.views.pool import run_report
     from gpufleet.store import Ledger
 
     ledger, catalog, run = Ledger(), load_catalog(), "manual__<b>hostile</b>"

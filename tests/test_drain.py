@@ -1,4 +1,4 @@
-"""The one drain (``services.drain``) for both of its callers: a transition's pool drain
+"""The one drain (``services.nodes.drain``) for both of its callers: a transition's pool drain
 (``Drain.step``: batches, soak, PDB retries, training jobs waited for, the timeout policy) and
 the repair path's pass that never blocks (``Drain.once`` through ``NodeRemediation``: wait and
 name the jobs in an alert, or evict). Over an in-memory cluster and a ``ManualClock``: each
@@ -15,9 +15,9 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.clock import ManualClock
 from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
-from gpufleet.services.drain import Drain, DrainSettings, DrainTimeout
-from gpufleet.services.nodes import NodeLifecycle
-from gpufleet.services.remediation import NodeRemediation, RemediationSettings
+from gpufleet.services.nodes.drain import Drain, DrainSettings, DrainTimeout
+from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
 from gpufleet.store import Ledger
 
 CLUSTER, POOL = "a3u-sim", "h200-a"

@@ -8,7 +8,7 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.errors import LedgerError
-from gpufleet.services.drift import assess_drift
+from gpufleet.services.validation.drift import assess_drift
 from gpufleet.store import Ledger
 
 CLUSTER, POOL = "a3u-sim", "h200-a"

@@ -300,7 +300,7 @@ REQUEST = {
 
 def test_a_launch_request_names_every_problem():
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.launch_request import LaunchRequest, request_problems
+    from gpufleet.services.launch.request import LaunchRequest, request_problems
 
     catalog = load_catalog()
     req = LaunchRequest.from_params(REQUEST, catalog)
@@ -327,7 +327,7 @@ def test_a_launch_request_names_every_problem():
 
 def test_a_malformed_request_is_a_recorded_refusal(fleet_state):
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.launch import LaunchRefused, TrainingLaunch
+    from gpufleet.services.launch.submit import LaunchRefused, TrainingLaunch
     from gpufleet.store import Ledger
 
     launch = TrainingLaunch(load_catalog(), Ledger)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from gpufleet.config.catalog import load_catalog
-from gpufleet.services.gate import check_gate
+from gpufleet.services.launch.gate import check_gate
 from gpufleet.store import Ledger
 
 CLUSTER = "a3u-sim"
@@ -155,8 +155,8 @@ def test_a_validation_that_could_not_finish_stops_the_pool_at_once(fleet_state):
 
 
 def test_submit_uses_the_pool_the_gate_chose_never_one_chosen_again(fleet_state):
-    from gpufleet.services.launch import LaunchRefused, TrainingLaunch
-    from gpufleet.services.launch_request import LaunchRequest
+    from gpufleet.services.launch.request import LaunchRequest
+    from gpufleet.services.launch.submit import LaunchRefused, TrainingLaunch
 
     catalog = load_catalog()
     params = {

@@ -20,8 +20,8 @@ from gpufleet.domain import names
 from gpufleet.domain.faults import PARAM_PATTERN
 from gpufleet.domain.inputs import ECHO_LIMIT, finite, shown
 from gpufleet.errors import GpufleetError
-from gpufleet.services.drain import DrainSettings
-from gpufleet.services.launch_request import REQUEST_FIELDS, InvalidLaunchRequest, LaunchRequest
+from gpufleet.services.launch.request import REQUEST_FIELDS, InvalidLaunchRequest, LaunchRequest
+from gpufleet.services.nodes.drain import DrainSettings
 from tests.test_bad_inputs import LAUNCH_CONF
 
 # (pattern, a value it accepts): each must refuse the value with a trailing newline

@@ -177,7 +177,7 @@ def test_warn_policy_alerts_and_lets_the_job_run(fleet):
 def test_form_refuses_bad_input_before_a_run_as_the_gate_would(fleet):
     from airflow.sdk.exceptions import ParamValidationError
 
-    from gpufleet.services.launch_request import request_problems
+    from gpufleet.services.launch.request import request_problems
 
     catalog = load_catalog()
     assert request_problems(job("ok"), catalog) == []
@@ -200,7 +200,7 @@ def test_form_refuses_bad_input_before_a_run_as_the_gate_would(fleet):
 def test_the_form_is_the_request_schema(fleet):
     """Each launch Param's JSON schema is the request's own (plus the fleet's names)."""
     from gpufleet.airflow.dagkit import index
-    from gpufleet.services.launch_request import REQUEST_FIELDS, field_schema
+    from gpufleet.services.launch.request import REQUEST_FIELDS, field_schema
     from tests.support.fleet import get_dag
 
     params = get_dag(DAG).params

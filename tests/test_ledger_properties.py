@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from gpufleet.config.catalog import load_catalog
-from gpufleet.services.gate import check_gate
+from gpufleet.services.launch.gate import check_gate
 from gpufleet.store import Ledger
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -255,7 +255,7 @@ def test_validation_that_cannot_finish_records_an_error_and_the_gate_refuses(fle
     import sqlite3
 
     from gpufleet.backends.sim.state import db_path
-    from gpufleet.services.gate import check_gate
+    from gpufleet.services.launch.gate import check_gate
 
     catalog = load_catalog()
     cluster_backend(catalog.cluster("a3u-sim")).list_nodes("h200-b")  # the sim fleet exists

@@ -15,7 +15,7 @@ from gpufleet.backends.sim.programs import speed
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.nodes import NodeState
-from gpufleet.services.remediation import NodeRemediation, RemediationSettings
+from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
 from gpufleet.store import Ledger
 from tests.support.fleet import frozen_sim_clock, validate
 
@@ -155,7 +155,7 @@ def test_the_nightly_dag_retests_and_releases(airflow_db, fleet_state):
 
 
 def test_a_suspect_from_a_launch_is_retested_first_and_released(fleet_state):
-    from gpufleet.services.nodes import NodeLifecycle
+    from gpufleet.services.nodes.lifecycle import NodeLifecycle
 
     node = f"{CLUSTER}-h200-a-1"
     ref = load_catalog().pool(CLUSTER, "h200-a")

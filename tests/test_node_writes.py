@@ -11,8 +11,8 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.nodes import NodeState, NodeTransitionError
-from gpufleet.services.nodes import NodeLifecycle
-from gpufleet.services.remediation import NodeRemediation
+from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.services.nodes.remediation import NodeRemediation
 from gpufleet.store import Ledger
 from tests.test_drain import CLUSTER, POOL, Cloud, pool_of, walk
 

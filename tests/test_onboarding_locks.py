@@ -19,7 +19,7 @@ from gpufleet.airflow.operators.onboarding import (
 )
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.leases import LEASE_TTL
-from gpufleet.services.onboarding import OnboardingRefused, RegionOnboarding
+from gpufleet.services.infrastructure.onboarding import OnboardingRefused, RegionOnboarding
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
 from tests.support.race import race

@@ -15,7 +15,7 @@ from gpufleet.backends.sim.state import SimState, now
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.faults import FaultError, RunLease
 from gpufleet.errors import GpufleetError
-from gpufleet.services.run_faults import (
+from gpufleet.services.validation.run_faults import (
     clear_run_faults,
     inject_run_faults,
     nightly_fault_scope,
@@ -81,6 +81,7 @@ def test_a_run_fault_is_not_in_force_past_its_lease(fleet_state):
 def test_an_expired_fault_is_not_in_force_for_a_reader_in_another_process(catalog, fleet_state):
     # no Airflow to ask: the `gpufleet sim show` process reads the lease alone
     SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 1e-6))
+    SimState().clock.advance(1)  # the lease ran out
     SimState().inject("a3u-sim", "h200-b", "lustre-slow")  # cli: until cleared
     env = {**os.environ, "GPUFLEET_STATE_DIR": str(fleet_state)}
     show = subprocess.run(
@@ -115,6 +116,7 @@ def test_a_run_scope_without_a_lease_is_refused(fleet_state):
 def test_the_same_run_injecting_again_starts_its_lease_again(fleet_state):
     state = SimState()
     assert state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 1e-6))
+    state.clock.advance(1)
     # its lease ran out: the fault was not in force, so it is put in force again
     assert state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 60))
     assert not state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 90))
@@ -152,6 +154,7 @@ def test_the_sweep_removes_faults_of_ended_runs_and_keeps_live_runs_and_cli(flee
 
 def test_the_sweep_removes_expired_faults_of_a_live_run(fleet_state):
     SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 1e-6))
+    SimState().clock.advance(1)  # the lease ran out
     [removed] = sweep_ended_runs(lambda dag_id, run_id: True)
     assert removed.text == "fabric-down"
     with SimState().read() as conn:

@@ -226,7 +226,7 @@ def test_the_catalog_check_uses_the_same_parser(tmp_path):
 
 
 def test_nightly_fault_specs_use_the_same_parser(catalog):
-    from gpufleet.services.run_faults import parse_fault_specs
+    from gpufleet.services.validation.run_faults import parse_fault_specs
 
     [(ref, fault)] = parse_fault_specs(catalog, ["a3u-sim/h200-a=bad-node:a3u-sim-h200-a-1:nic"])
     assert ref.key == "a3u-sim/h200-a"

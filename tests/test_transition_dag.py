@@ -15,7 +15,7 @@ from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.transition import FORWARD
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
-from gpufleet.services.gate import check_gate
+from gpufleet.services.launch.gate import check_gate
 from gpufleet.store import Ledger
 from tests.support.fleet import asset_events, run_dag, task_states
 
@@ -38,9 +38,10 @@ def transition(**conf):
     return dr, task_states(dr)
 
 
-def start_job(pool: str, name: str, run_s: float = 150) -> None:
-    """A 2-node training job on ``pool``, running ``run_s`` x GPUFLEET_SIM_SPEED (0.2) seconds:
-    long enough to still run when the transition drains the pool (about 15 s in)."""
+def start_job(pool: str, name: str, run_s: float = 30) -> None:
+    """A 2-node training job on ``pool``, running ``run_s`` seconds of the sim's (frozen) clock:
+    long enough to still run when the transition drains the pool (about 6 s in), short enough
+    that the drain's 0.5 s polls wait for it in a few dozen steps."""
     from gpufleet.backends.sim.programs import RUN_SECONDS_ANNOTATION
     from gpufleet.domain.workloads import workload_pod_templates
 
@@ -73,7 +74,7 @@ def last_transition() -> dict:
 
 
 def test_happy_path_moves_the_work_and_retires_the_old_pool(fleet):
-    start_job(OLD, "long-job", run_s=120)
+    start_job(OLD, "long-job")
     dr, states = transition()
     assert str(dr.state) == "success", states
     assert job_phase("long-job") == "Succeeded"  # it finished before the old pool went

@@ -20,7 +20,7 @@ from gpufleet.airflow.operators.transition import TransitionLockOperator
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.domain.transition import FORWARD
-from gpufleet.services.transition import ReservationTransition, TransitionRefused
+from gpufleet.services.infrastructure.transition import ReservationTransition, TransitionRefused
 from gpufleet.store import Ledger
 from tests.support.race import race
 from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)

@@ -11,8 +11,8 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.transition import FORWARD, Step
-from gpufleet.services.drain import DrainSettings
-from gpufleet.services.transition import ReservationTransition, TransitionRefused
+from gpufleet.services.infrastructure.transition import ReservationTransition, TransitionRefused
+from gpufleet.services.nodes.drain import DrainSettings
 from gpufleet.store import Ledger
 from tests.support.fleet import frozen_sim_clock, validate
 
@@ -140,7 +140,7 @@ def test_rollback_after_the_switch_restores_the_old_pool(fleet_state):
 
 
 def test_the_gate_follows_the_transition_pool_by_pool(fleet_state):
-    from gpufleet.services.gate import check_gate
+    from gpufleet.services.launch.gate import check_gate
 
     validate(CLUSTER, OLD)
     validate(CLUSTER, "h200-a")

@@ -11,8 +11,8 @@ from gpufleet.backends.base import Taint
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import UNVALIDATED_KEY
-from gpufleet.services.fabric import FabricValidation
-from gpufleet.services.storage import StorageValidation
+from gpufleet.services.validation.fabric import FabricValidation
+from gpufleet.services.validation.storage import StorageValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import _wait
 

@@ -18,9 +18,9 @@ from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import workload_pod_templates, workload_selector
 from gpufleet.parsing import parse_fio_json, parse_nccl_tests
-from gpufleet.services.collect import gpu_seconds
-from gpufleet.services.fabric import FabricValidation
-from gpufleet.services.storage import StorageValidation
+from gpufleet.services.common.collect import gpu_seconds
+from gpufleet.services.validation.fabric import FabricValidation
+from gpufleet.services.validation.storage import StorageValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import _wait
 

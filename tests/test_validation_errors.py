@@ -26,7 +26,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.pairing import plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.manifests.nccl_validation import render_nccl_validation
-from gpufleet.services.gate import check_gate
+from gpufleet.services.launch.gate import check_gate
 from gpufleet.store import Ledger
 from tests.support.fleet import validate
 

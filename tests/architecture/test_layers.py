@@ -69,8 +69,30 @@ def test_the_tree_keeps_every_contract():
             "import kubernetes  # noqa",
             "domain and parsing do no I/O and hold no clients",
         ),
+        # the service contexts are independent of each other
+        (
+            "gpufleet.services.validation.drift",
+            "import gpufleet.services.launch.gate  # noqa",
+            "services: views over the three independent contexts",
+        ),
+        # a context may not reach up into the views (the report is a view of the ledger)
+        (
+            "gpufleet.services.infrastructure.onboarding",
+            "import gpufleet.services.views.report  # noqa",
+            "services: views over the three independent contexts",
+        ),
+        # the node lifecycle serves the contexts, it does not call them
+        (
+            "gpufleet.services.nodes.drain",
+            "import gpufleet.services.infrastructure.transition  # noqa",
+            "services: views over the three independent contexts",
+        ),
         # services may not import Airflow
-        ("gpufleet.services.gate", "import airflow  # noqa", "only gpufleet.airflow imports"),
+        (
+            "gpufleet.services.launch.gate",
+            "import airflow  # noqa",
+            "only gpufleet.airflow imports",
+        ),
     ],
 )
 def test_a_violating_import_breaks_its_contract(scratch, module, line, contract):

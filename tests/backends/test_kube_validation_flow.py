@@ -25,7 +25,7 @@ from gpufleet.domain.workloads import (
     workload_pod_templates,
 )
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE as NAMESPACE
-from gpufleet.services.fabric import FabricState, FabricSummary, FabricValidation
+from gpufleet.services.validation.fabric import FabricState, FabricSummary, FabricValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import ROOT
 from tests.support.kube_emulator import KubeEmulator

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gpufleet.services.drain import DrainSettings
+from gpufleet.services.nodes.drain import DrainSettings
 from tests.support.cloud_cluster import CloudNodeController
 from tests.support.kube_emulator import KubeEmulator
 

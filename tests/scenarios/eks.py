@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpufleet.services.drain import DrainSettings
+from gpufleet.services.nodes.drain import DrainSettings
 from tests.scenarios.clouds import UNVALIDATED_CLOUD, CloudUnderTest
 from tests.support.aws_fake import AwsFake
 from tests.support.cloud_cluster import EKS_POOL_LABEL, attach_eks, write_catalog

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpufleet.services.drain import DrainSettings
+from gpufleet.services.nodes.drain import DrainSettings
 from tests.scenarios.clouds import NAMESPACE, UNVALIDATED_CLOUD, CloudUnderTest
 from tests.support.cloud_cluster import (
     GKE_POOL_LABEL,

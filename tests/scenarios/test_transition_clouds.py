@@ -17,7 +17,7 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.transition import FORWARD, Step
-from gpufleet.services.transition import ReservationTransition, TransitionRefused
+from gpufleet.services.infrastructure.transition import ReservationTransition, TransitionRefused
 from gpufleet.store import Ledger
 from tests.scenarios.clouds import CloudUnderTest
 from tests.support.transition_clouds import (

@@ -18,8 +18,38 @@ def get_dag(dag_id: str):
 
 
 def run_dag(dag_id: str, conf: dict | None = None):
-    """``dag.test()``: every task in this process, triggers inline. Returns the DagRun."""
-    return get_dag(dag_id).test(run_conf=conf or {})
+    """``dag.test()``: every task in this process, triggers inline. Returns the DagRun.
+
+    ``dag.test()`` waits for a retry on the wall clock (``retry_delay``, 30 s and growing):
+    here a retry is due at once, as if that time had passed. How many tries a task gets and
+    what each does is the DAG's own."""
+    from datetime import timedelta
+
+    dag = get_dag(dag_id)
+    for task in dag.tasks:
+        task.retry_delay = timedelta(0)
+        task.retry_exponential_backoff = False
+    return dag.test(run_conf=conf or {})
+
+
+class SimTriggerClock:
+    """``PollingTrigger.clock`` in tests (installed for every test by tests/conftest.py): the
+    simulated fleet's clock in this test's state file, so a trigger's poll interval, timeout
+    and wait (``WaitTrigger``) pass on the time the sim's pods, nodes and drains run on;
+    sleeping advances that clock instead of waiting."""
+
+    def now(self) -> float:
+        from gpufleet.backends.sim.state import SimState
+
+        return SimState().clock.time()
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        from gpufleet.backends.sim.state import SimState
+
+        SimState().clock.advance(max(seconds, 0.0))
+        await asyncio.sleep(0)
 
 
 def task_states(dagrun) -> dict[str, str]:
@@ -46,8 +76,8 @@ def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True
     """Run a real fabric (and storage) validation of one sim pool through the services; the
     summaries as the operators hand them to XCom (``to_dict``)."""
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.fabric import FabricValidation
-    from gpufleet.services.storage import StorageValidation
+    from gpufleet.services.validation.fabric import FabricValidation
+    from gpufleet.services.validation.storage import StorageValidation
     from gpufleet.store import Ledger
 
     ref = load_catalog().pool(cluster, pool)
@@ -70,7 +100,7 @@ def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True
 def _wait(backend, wl, timeout: float = 600, step: float = 0.1) -> None:
     """Until the ``Workload`` is done, advancing the sim's clock ``step`` seconds at a time
     (``timeout``: in simulated seconds; no wall-clock wait)."""
-    from gpufleet.services.drain import backend_clock
+    from gpufleet.services.nodes.drain import backend_clock
 
     clock, waited = backend_clock(backend), 0.0
     while not backend.workload_status(wl.kind, wl.name, wl.namespace).done:
@@ -94,3 +124,14 @@ def asset_events(uri: str, run_id: str | None = None) -> list[dict]:
         )
         events = session.scalars(query).all()
         return [dict(e.extra or {}) for e in events if run_id is None or e.source_run_id == run_id]
+
+
+def named_ledger_env() -> dict[str, str]:
+    """Environment for a ``gpufleet`` CLI subprocess that names this test's ledger directly
+    (``GPUFLEET_LEDGER_URL``: the state folder's default file, created here). Without it each
+    command asks Airflow for the ``gpufleet_ledger`` connection, about 4 s a command; that
+    lookup is proven once, in tests/test_ledger_resolution.py. A test about which ledger the
+    CLI finds passes ``GPUFLEET_LEDGER_URL=""`` to go through the lookup."""
+    from gpufleet.store import Ledger
+
+    return {"GPUFLEET_LEDGER_URL": Ledger().url}

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import yaml
 
 from gpufleet.domain.transition import Step
-from gpufleet.services.transition import ReservationTransition
+from gpufleet.services.infrastructure.transition import ReservationTransition
 
 T = TypeVar("T")
 KUEUE = "kueue.x-k8s.io/v1beta1"

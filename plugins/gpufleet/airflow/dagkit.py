@@ -78,12 +78,12 @@ _REQUEST_DEFAULT = object()
 
 def launch_param(name: str, default: Any = _REQUEST_DEFAULT, **form: Any) -> Param:
     """A launch DAG Param whose schema is the launch request's own for ``name``
-    (``gpufleet.services.launch_request``, the one the gate checks), with the fleet's names and
+    (``gpufleet.services.launch.request``, the one the gate checks), with the fleet's names and
     bounds. ``default``: the request's own default for an optional field, else required here;
     ``form`` adds title, section and description."""
     from copy import deepcopy
 
-    from gpufleet.services.launch_request import DEFAULTS, field_schema
+    from gpufleet.services.launch.request import DEFAULTS, field_schema
 
     if default is _REQUEST_DEFAULT:
         default = deepcopy(DEFAULTS[name])

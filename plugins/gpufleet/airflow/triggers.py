@@ -131,6 +131,29 @@ class PollingTrigger(BaseTrigger):
             await self.clock.sleep(self.poll_interval)
 
 
+class WaitTrigger(BaseTrigger):
+    """Fire ``{"status": "done"}`` once ``seconds`` have passed on ``PollingTrigger.clock``
+    (a drain batch's soak, the next look at a transition's step): Airflow's
+    ``TimeDeltaTrigger``, on the one clock tests advance. ``until`` (a UNIX time, set when the
+    trigger is made) survives a triggerer restart."""
+
+    def __init__(self, seconds: float, until: float | None = None):
+        super().__init__()
+        self.seconds = float(seconds)
+        self.until = float(until) if until is not None else PollingTrigger.clock.now() + seconds
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"seconds": self.seconds, "until": self.until},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while (left := self.until - PollingTrigger.clock.now()) > 0:
+            await PollingTrigger.clock.sleep(left)
+        yield TriggerEvent({"status": "done", "waited_s": self.seconds})
+
+
 class WorkloadTrigger(PollingTrigger):
     """Poll a Job/JobSet until it is done (``until="done"``) or running (``until="running"``).
 
@@ -250,7 +273,7 @@ class CloudResourcesTrigger(PollingTrigger):
         from gpufleet.backends import cloud_backend, cluster_backend
         from gpufleet.backends.base import ABSENT, ERROR, READY
         from gpufleet.config.catalog import load_catalog
-        from gpufleet.services.onboarding import resource_status
+        from gpufleet.services.infrastructure.onboarding import resource_status
 
         catalog = load_catalog()
         statuses: dict[str, str] = {}

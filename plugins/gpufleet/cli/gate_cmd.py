@@ -3,7 +3,7 @@
 The request is checked before anything is decided: numbers finite and in bounds, names with
 Kubernetes name syntax (``gpufleet.cli.args``), the cluster and every pool in the fleet catalog.
 A refused argument is exit 2 with one line and leaves no ledger row. A well-formed request is
-decided and recorded by ``gpufleet.services.gate``: stdout is the decision (exit 0 launch,
+decided and recorded by ``gpufleet.services.launch.gate``: stdout is the decision (exit 0 launch,
 1 refuse), stderr names the fleet state and ledger it read. A decision the ledger could not
 record is exit 2: without its recorded decision nothing may launch.
 """
@@ -20,7 +20,7 @@ from gpufleet.domain.gate import DEFAULT_MAX_AGE
 from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, MAX_JOBSET_NAME
 from gpufleet.errors import LedgerError
 
-# the launch DAG's own bound for max_validation_age_hours (services.launch_request)
+# the launch DAG's own bound for max_validation_age_hours (services.launch.request)
 MAX_AGE_HOURS = 168.0
 _LABEL = "a catalog name (a DNS-1123 label: lowercase letters, digits and '-', at most 63)"
 _JOB = (
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args) -> int:
     from gpufleet.cli.fleet_state import describe, open_ledger
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.gate import check_gate
+    from gpufleet.services.launch.gate import check_gate
 
     catalog = load_catalog()
     catalog.cluster(args.cluster)  # CatalogError naming the cluster and the known ones

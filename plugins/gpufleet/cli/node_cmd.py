@@ -65,7 +65,7 @@ def run(args) -> int:
     from gpufleet.backends import cluster_backend
     from gpufleet.cli.fleet_state import open_ledger
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.nodes import NodeLifecycle
+    from gpufleet.services.nodes.lifecycle import NodeLifecycle
 
     catalog = load_catalog()
     cluster = catalog.cluster(args.cluster)

@@ -1,6 +1,6 @@
 """``gpufleet status``: the fleet readiness table (what ``make run`` ends with).
 
-The rows come from ``gpufleet.services.fleet_view``, which the UI's fleet page reads too.
+The rows come from ``gpufleet.services.views.fleet``, which the UI's fleet page reads too.
 
 Its first line names the fleet state and the ledger it read (``gpufleet.cli.fleet_state``).
 """
@@ -11,7 +11,7 @@ import argparse
 from datetime import UTC, datetime
 
 from gpufleet.cli.args import bounded_int
-from gpufleet.services.fleet_view import age_text, readiness_rows
+from gpufleet.services.views.fleet import age_text, readiness_rows
 
 __all__ = ["format_table", "launch_row", "readiness_rows", "register", "run"]
 

@@ -291,3 +291,13 @@ def judge_pool(
             f"busbw {low:.1f} GB/s"
         )
     return PoolFabricVerdict(True, "validated", reasons, quarantine=dict(bad))
+
+
+def latest_per_check(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (cluster, pool, kind): the last recorded (rows in insertion order), so a
+    retry's verdict supersedes the error its failed attempt recorded."""
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        latest.pop((r["cluster"], r["pool"], r["kind"]), None)
+        latest[(r["cluster"], r["pool"], r["kind"])] = r
+    return list(latest.values())

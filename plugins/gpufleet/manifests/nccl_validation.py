@@ -10,7 +10,7 @@ quota would delay or starve the nightly check and Kueue's flavor assignment cann
 "exactly these two nodes".
 
 The launcher pod prints the nccl-tests text, then ``NCCL_JSON_MARKER``, then the ``-J`` JSON;
-:mod:`gpufleet.services.collect` splits its log at that marker.
+:mod:`gpufleet.services.common.collect` splits its log at that marker.
 
 Images (overridable per call): ``DEFAULT_NCCL_TESTS_IMAGES`` holds, per provider shape, a
 public image with MPI-built nccl-tests (GKE: Google's gIB diagnostic image, the one GKE's A3

@@ -5,7 +5,8 @@ and, for a person's move, who). A mixin of ``Ledger`` (it needs ``self.engine``)
 ``move_node`` is the one writer of both tables: it judges each move with the state machine
 (``domain.nodes.check_move``, a node with no row starting ``released``: in service) against the
 row it reads in the same transaction as it writes the state row and its event, so no caller
-(the lifecycle service ``services.nodes.NodeLifecycle.move``, the ledger's ``quarantine`` and
+(the lifecycle service ``services.nodes.lifecycle.NodeLifecycle.move``, the ledger's ``quarantine``
+and
 ``release``) can write a move the machine forbids: it raises ``NodeTransitionError``.
 """
 

@@ -3,8 +3,9 @@
 Each workload we render (the nightly nccl-tests pair JobSet, the storage validation Job, the
 training JobSet) is rendered for a GKE-shaped pool (gIB) and an EKS-shaped pool (EFA), one piece
 of plumbing is removed, the result runs on the sim, and the real verdict code judges it
-(``domain.verdicts.judge_pair`` over ``services.collect.read_nccl_pair``,
-``services.launch.TrainingLaunch.confirm``, ``services.storage.StorageValidation.finish``).
+(``domain.verdicts.judge_pair`` over ``services.common.collect.read_nccl_pair``,
+``services.launch.submit.TrainingLaunch.confirm``,
+``services.validation.storage.StorageValidation.finish``).
 Whatever is removed, the pool never passes as its expected transport, unless the removal does
 not matter to NCCL, which the case says with its source.
 
@@ -67,7 +68,7 @@ from gpufleet.errors import BackendError
 from gpufleet.manifests.nccl_validation import render_nccl_validation
 from gpufleet.manifests.storage_validation import render_storage_validation
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
-from gpufleet.services.collect import Workload, read_nccl_pair
+from gpufleet.services.common.collect import Workload, read_nccl_pair
 from tests.support.fleet import frozen_sim_clock
 
 GKE = ("a3u-sim", "h200-b")  # gib
@@ -372,7 +373,7 @@ def test_a_pinned_network_failure_is_warned_at_warn_level(catalog):
 
 
 def _training(catalog, where, *edits, name="judge"):
-    from gpufleet.services.launch import SubmittedJob, TrainingLaunch
+    from gpufleet.services.launch.submit import SubmittedJob, TrainingLaunch
 
     ref = catalog.pool(*where)
     backend = cluster_backend(ref.cluster)
@@ -468,7 +469,7 @@ def test_training_without_fi_provider_still_runs_on_efa(catalog):
 
 
 def _storage(catalog, where, *edits):
-    from gpufleet.services.storage import StorageState, StorageValidation
+    from gpufleet.services.validation.storage import StorageState, StorageValidation
     from gpufleet.store import Ledger
 
     ref = catalog.pool(*where)

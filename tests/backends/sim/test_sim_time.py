@@ -18,7 +18,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.clock import SYSTEM_CLOCK, Clock, ManualClock
 from gpufleet.domain.faults import RunLease
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
-from gpufleet.services.drain import Drain, DrainSettings, backend_clock
+from gpufleet.services.nodes.drain import Drain, DrainSettings, backend_clock
 from tests.support.fleet import frozen_sim_clock
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
@@ -93,7 +93,7 @@ def test_a_drain_soaks_and_times_out_on_the_sim_clock(fleet_state):
 def test_a_drain_times_out_on_the_sim_clock(fleet_state):
     from gpufleet.backends.sim.programs import RUN_SECONDS_ANNOTATION
     from gpufleet.domain.workloads import workload_pod_templates
-    from gpufleet.services.drain import DrainTimeout
+    from gpufleet.services.nodes.drain import DrainTimeout
 
     clock = frozen_sim_clock()
     ref = load_catalog().pool(CLUSTER, POOL)

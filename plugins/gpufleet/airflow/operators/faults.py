@@ -1,4 +1,5 @@
-"""A run's simulated faults as Airflow setup and teardown tasks (``services.run_faults``).
+"""A run's simulated faults as Airflow setup and teardown tasks
+(``services.validation.run_faults``).
 
 ``RunFaultsSetupOperator`` (``.as_setup()``) first sweeps the faults of runs that are no longer
 alive (``runs.run_alive``: a run killed with ``kill -9`` never ran its teardown), then checks
@@ -28,7 +29,7 @@ def lease_seconds(dag: Any) -> float:
 def sweep_ended_runs(context) -> int:
     """Remove the faults of runs no longer alive (or past their lease); how many."""
     from gpufleet.airflow.operators.runs import run_alive
-    from gpufleet.services.run_faults import sweep_ended_runs as sweep
+    from gpufleet.services.validation.run_faults import sweep_ended_runs as sweep
 
     return len(sweep(lambda dag_id, run_id: run_alive(context, dag_id, run_id)))
 
@@ -64,7 +65,7 @@ class RunFaultsSetupOperator(BaseOperator):
         from gpufleet.airflow.operators.common import catalog, ledger
         from gpufleet.domain.faults import RunLease
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.run_faults import (
+        from gpufleet.services.validation.run_faults import (
             inject_run_faults,
             nightly_fault_scope,
             region_fault_scope,
@@ -101,7 +102,7 @@ class RunFaultsTeardownOperator(BaseOperator):
     ui_color = "#fff0d0"
 
     def execute(self, context) -> int:
-        from gpufleet.services.run_faults import clear_run_faults
+        from gpufleet.services.validation.run_faults import clear_run_faults
 
         cleared = clear_run_faults(context["dag"].dag_id, context["run_id"])
         self.log.info("cleared %d sim fault(s) of this run", cleared)

@@ -1,6 +1,7 @@
 """Operators for the gated training launch: gate, submit, confirm the transport.
 
-Each adapts one step of ``gpufleet.services.launch.TrainingLaunch`` and hands its typed result
+Each adapts one step of ``gpufleet.services.launch.submit.TrainingLaunch`` and hands its typed
+result
 on as XCom (``to_dict``). Refusals and bad requests raise AirflowFailException (a retry would
 not change them); other errors (a cluster that does not answer) fail the try, and the task's
 retries take over.
@@ -19,7 +20,7 @@ from gpufleet.airflow.operators.common import catalog, ledger, poll_interval
 
 
 def _service(ledger_conn_id: str | None):
-    from gpufleet.services.launch import TrainingLaunch
+    from gpufleet.services.launch.submit import TrainingLaunch
 
     return TrainingLaunch(catalog(), lambda: ledger(ledger_conn_id))
 
@@ -57,7 +58,7 @@ class LaunchGateOperator(_LaunchOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from gpufleet.airflow.operators.faults import sweep_ended_runs
-        from gpufleet.services.launch import LaunchRefused
+        from gpufleet.services.launch.submit import LaunchRefused
 
         sweep_ended_runs(context)  # a killed run's sim faults must not reach this job
         try:
@@ -79,8 +80,8 @@ class SubmitTrainingJobOperator(_LaunchOperator):
         self.decision = decision
 
     def execute(self, context) -> dict[str, Any]:
-        from gpufleet.services.launch import LaunchRefused
-        from gpufleet.services.launch_request import InvalidLaunchRequest
+        from gpufleet.services.launch.request import InvalidLaunchRequest
+        from gpufleet.services.launch.submit import LaunchRefused
 
         decision = _mapping(self.decision)
         decision_id = decision.get("decision_id") if isinstance(decision, Mapping) else None
@@ -120,7 +121,7 @@ class ConfirmTransportOperator(BaseOperator):
 
     def execute(self, context):
         from gpufleet.airflow.triggers import WorkloadTrigger
-        from gpufleet.services.launch import SubmittedJob
+        from gpufleet.services.launch.submit import SubmittedJob
 
         job = SubmittedJob.from_dict(self.job)
         trigger = WorkloadTrigger(
@@ -141,7 +142,7 @@ class ConfirmTransportOperator(BaseOperator):
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
-        from gpufleet.services.launch import SubmittedJob
+        from gpufleet.services.launch.submit import SubmittedJob
 
         job = SubmittedJob.from_dict(event["carry"])
         if event.get("status") in ("error", "timeout"):

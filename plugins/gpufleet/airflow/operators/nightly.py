@@ -40,7 +40,7 @@ class ValidationTargetsOperator(BaseOperator):
         from gpufleet.airflow.operators.common import ledger
         from gpufleet.config.catalog import load_catalog
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.nightly import plan_scope
+        from gpufleet.services.validation.scope import plan_scope
 
         try:  # bad names or faults will not get better by retrying
             catalog = load_catalog()
@@ -55,7 +55,7 @@ class ValidationTargetsOperator(BaseOperator):
             )[self.kind]
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
-        from gpufleet.services.onboarding import clusters_not_created
+        from gpufleet.services.infrastructure.onboarding import clusters_not_created
 
         absent = clusters_not_created(catalog, book, {t["cluster"] for t in scope})
         for reason in absent.values():
@@ -87,7 +87,7 @@ class ValidationReportOperator(BaseOperator):
         from gpufleet.airflow.notifiers import send_alert
         from gpufleet.airflow.operators.common import failed_tasks, ledger
         from gpufleet.config.catalog import load_catalog
-        from gpufleet.services.nightly import nightly_report
+        from gpufleet.services.views.nightly_report import nightly_report
 
         run_id = context["run_id"]
         result = nightly_report(ledger(), load_catalog(), run_id)

@@ -1,4 +1,5 @@
-"""Operators of the ``region_onboarding`` DAG: one step of ``services.onboarding`` each.
+"""Operators of the ``region_onboarding`` DAG: one step of ``services.infrastructure.onboarding``
+each.
 
 ``OnboardingStepOperator`` runs a step (preflight, network, cluster, filesystems, node_pools,
 nodes_ready, addons), logs what was found, created, would be created or refused, and defers to
@@ -69,7 +70,7 @@ class _RegionTask(BaseOperator):
 
     def _service(self, context):
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.onboarding import RegionOnboarding
+        from gpufleet.services.infrastructure.onboarding import RegionOnboarding
 
         try:
             region = catalog().region(self.region)
@@ -81,7 +82,7 @@ class _RegionTask(BaseOperator):
 
     def _lock(self, context, svc) -> None:
         """Hold the region's onboarding lock for this run, or fail naming the run holding it."""
-        from gpufleet.services.onboarding import OnboardingRefused
+        from gpufleet.services.infrastructure.onboarding import OnboardingRefused
 
         dag_id = context["dag"].dag_id
         try:
@@ -121,7 +122,7 @@ class OnboardingStepOperator(_RegionTask):
 
     def execute(self, context):
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.onboarding import OnboardingRefused
+        from gpufleet.services.infrastructure.onboarding import OnboardingRefused
 
         self._timeout_s()  # bad input is refused before anything is done
         svc = self._service(context)
@@ -219,7 +220,7 @@ class OnboardingTargetsOperator(_RegionTask):
         self.validate = validate
 
     def execute(self, context) -> list[dict[str, str]]:
-        from gpufleet.services.nightly import plan_scope
+        from gpufleet.services.validation.scope import plan_scope
 
         if _as_bool(self.dry_run) or not _as_bool(self.validate):
             self.log.info(
@@ -316,7 +317,7 @@ class OnboardingReportOperator(_RegionTask):
     happened."""
 
     def execute(self, context):
-        from gpufleet.services.onboarding import onboarding_report
+        from gpufleet.services.views.onboarding_report import onboarding_report
 
         run_id = context["run_id"]
         text, path = onboarding_report(ledger(self.ledger_conn_id), self.region, run_id)

@@ -1,5 +1,6 @@
 """The nightly's node remediation: one pool's drain-and-repair pass
-(``services.nodes.NodeRemediation``), after its fabric validation retested the nodes out of
+(``services.nodes.lifecycle.NodeRemediation``), after its fabric validation retested the nodes out
+of
 service. It never waits: a node whose training jobs still run is named in an alert and the next
 night looks again; pages for nodes that need a person go out once."""
 
@@ -42,7 +43,7 @@ class NodeRemediationOperator(BaseOperator):
         from gpufleet.airflow.notifiers import send_alert
         from gpufleet.domain.inputs import finite
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.remediation import NodeRemediation, RemediationSettings
+        from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
 
         try:  # NaN or Infinity (int() of them raises ValueError, OverflowError) named first
             max_repairs = int(finite(self.max_repairs, "max_repairs"))

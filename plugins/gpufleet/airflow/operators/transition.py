@@ -1,18 +1,17 @@
 """Operators of the ``reservation_transition`` DAG: thin adapters over
-``services.transition.ReservationTransition``.
+``services.infrastructure.transition.ReservationTransition``.
 
 Every task opens the transition (the cluster's lock, resumed by this run, its lease renewed:
 a waiting step re-enters at least every ``LEASE_RENEW``), does its one step
 (``TransitionStepOperator``), a rollback or an abandon, logs what happened, and defers on a
-``TimeDeltaTrigger`` while a step waits (new nodes Ready, a drain batch, a soak): the state lives
-in the ledger, so a resumed run and a re-entered task pick up where it stood. Tasks that do not
-apply to this run's ``action`` skip.
+``WaitTrigger`` (``gpufleet.airflow.triggers``) while a step waits (new nodes Ready, a drain
+batch, a soak): the state lives in the ledger, so a resumed run and a re-entered task pick up
+where it stood. Tasks that do not apply to this run's ``action`` skip.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -54,8 +53,8 @@ class _TransitionTask(BaseOperator):
 
     def _service(self, context):
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.drain import DrainSettings
-        from gpufleet.services.transition import ReservationTransition
+        from gpufleet.services.infrastructure.transition import ReservationTransition
+        from gpufleet.services.nodes.drain import DrainSettings
 
         d = dict(self.drain or {})
         try:
@@ -98,8 +97,8 @@ class _TransitionTask(BaseOperator):
         """``fn(*args)``: a refusal or a drain timeout fails the task for good (retrying would
         not change them); a cloud or cluster error fails it for Airflow's retries."""
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.drain import DrainTimeout
-        from gpufleet.services.transition import TransitionRefused
+        from gpufleet.services.infrastructure.transition import TransitionRefused
+        from gpufleet.services.nodes.drain import DrainTimeout
 
         try:
             return fn(*args)
@@ -109,13 +108,12 @@ class _TransitionTask(BaseOperator):
             raise AirflowException(f"transition {what}: {exc}") from exc
 
     def _wait(self, outcome) -> None:
-        from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
-
+        from gpufleet.airflow.triggers import WaitTrigger
         from gpufleet.domain.leases import LEASE_RENEW
 
         wait = min(max(outcome.next_check_s, 0.1), LEASE_RENEW.total_seconds())
         self.defer(
-            trigger=TimeDeltaTrigger(timedelta(seconds=wait)),
+            trigger=WaitTrigger(wait),
             method_name="execute_complete",
         )
 

@@ -179,12 +179,12 @@ class FabricValidationOperator(_WorkloadDeferring):
             ) from None
 
     def _service(self):
-        from gpufleet.services.fabric import FabricValidation
+        from gpufleet.services.validation.fabric import FabricValidation
 
         return FabricValidation(self._ref(), ledger(self.ledger_conn_id), **self._numbers())
 
     def execute_complete(self, context, event: dict[str, Any]):
-        from gpufleet.services.fabric import FabricState
+        from gpufleet.services.validation.fabric import FabricState
 
         self._numbers()
         with self._cannot_finish(context, event.get("carry")):
@@ -225,12 +225,12 @@ class StorageValidationOperator(_WorkloadDeferring):
     kind = "storage"
 
     def _service(self):
-        from gpufleet.services.storage import StorageValidation
+        from gpufleet.services.validation.storage import StorageValidation
 
         return StorageValidation(self._ref(), ledger(self.ledger_conn_id))
 
     def execute_complete(self, context, event: dict[str, Any]):
-        from gpufleet.services.storage import StorageState
+        from gpufleet.services.validation.storage import StorageState
 
         with self._cannot_finish(context, event.get("carry")):
             self._check_event(event)

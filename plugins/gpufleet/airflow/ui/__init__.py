@@ -2,8 +2,8 @@
 
 ``app.create_app`` builds it (pages: fleet readiness, pool history, a run's nightly report;
 their JSON twins; ``/metrics`` from ``metrics.py``); ``pages`` renders the HTML from the read
-models of ``gpufleet.services.fleet_view`` and ``pool_view`` through the one set of templates
-(``gpufleet.services.render``, shared with the nightly report); ``static/`` holds the vendored
+models of ``gpufleet.services.views.fleet`` and ``.pool`` through the one set of templates
+(``gpufleet.services.views.render``, shared with the nightly report); ``static/`` holds the vendored
 chart library (uPlot, MIT) and the pages' own script. Part of the Airflow layer: may
 import Airflow (its auth dependencies) and every layer below; the plugin file
 ``plugins/gpufleet_plugin.py`` registers it. See docs/ui.md.

@@ -30,7 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 
 from gpufleet.airflow.ui import metrics, pages
-from gpufleet.services.render import STYLESHEET
+from gpufleet.services.views.render import STYLESHEET
 
 STATIC = Path(__file__).parent / "static"
 MAX_NIGHTS = 730
@@ -125,7 +125,8 @@ def create_app(
     """The app; the factories (tests, benchmarks) default to the configured ledger and
     catalog, read per request (both are cached per process by their loaders)."""
     from gpufleet.errors import GpufleetError
-    from gpufleet.services import fleet_view, pool_view
+    from gpufleet.services.views import fleet as fleet_view
+    from gpufleet.services.views import pool as pool_view
 
     ledger_of = ledger_factory or _default_ledger
     catalog_of = catalog_factory or _default_catalog

@@ -14,7 +14,7 @@ to configure it, never the figures.
 The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metric`` where said):
 
 - ``gpufleet_pool_ready`` (region): 1 when the gate would launch on the pool now
-  (``services.fleet_view.pool_readiness``, the readiness table's own rules);
+  (``services.views.fleet.pool_readiness``, the readiness table's own rules);
 - ``gpufleet_pool_drifting``: 1 when the pool's state is ``drifting``; with, per drifting
   metric of its latest validations (``details["drift"]``), ``gpufleet_drift_latest``,
   ``_median``, ``_noise`` and ``_limit`` (metric);
@@ -118,7 +118,7 @@ class FleetCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from gpufleet.services.fleet_view import DRIFTING, pool_readiness
+        from gpufleet.services.views.fleet import DRIFTING, pool_readiness
 
         families: dict[str, GaugeMetricFamily] = {}
 

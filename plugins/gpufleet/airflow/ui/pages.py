@@ -1,5 +1,6 @@
-"""The UI's HTML: the one set of autoescaped Jinja2 templates (``services.render``, shared with
-the nightly report) over ``services.fleet_view``'s and ``pool_view``'s records.
+"""The UI's HTML: the one set of autoescaped Jinja2 templates (``services.views.render``, shared
+with
+the nightly report) over ``services.views.fleet``'s and ``.pool``'s records.
 
 The element ids, classes and data attributes are a contract with the browser tests
 (``tests/browser``) and docs/ui.md: keep them. No page carries inline script or style: the
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpufleet.services.render import PREFIX, render, run_link
+from gpufleet.services.views.render import PREFIX, render, run_link
 
 __all__ = ["PREFIX", "chart_data", "fleet_page", "message_page", "pool_page", "run_link"]
 

@@ -5,7 +5,7 @@ The catalog stays the source of truth: the new pool is declared in the old pool'
 ``state: planned``; the transition creates it (tainted ``unvalidated``), waits for its nodes,
 has it validated by the nightly validation's own operators, switches Kueue admission (the new
 pool's ClusterQueue admits, the old one's is held: ``spec.stopPolicy: Hold`` keeps running
-workloads), cordons and drains the old pool in batches (``services.drain``), deletes it, and
+workloads), cordons and drains the old pool in batches (``services.nodes.drain``), deletes it, and
 records it retired. Every step is recorded "started" before it acts and "completed" after, so
 a run killed anywhere resumes at the right step (``resume_point``) and never repeats a
 completed one; each step's action is idempotent besides (ensure, delete-if-present, cordon).
@@ -35,10 +35,14 @@ from gpufleet.domain.transition import (
     resume_point,
     rollback_actions,
 )
-from gpufleet.services.drain import Drain, DrainSettings
-from gpufleet.services.onboarding import UNVALIDATED_TAINT
-from gpufleet.services.retire import PoolDeleteFailed, retire_progress
-from gpufleet.services.transition_lock import ACTIONS, TransitionLock, TransitionRefused
+from gpufleet.services.infrastructure.onboarding import UNVALIDATED_TAINT
+from gpufleet.services.infrastructure.retire import PoolDeleteFailed, retire_progress
+from gpufleet.services.infrastructure.transition_lock import (
+    ACTIONS,
+    TransitionLock,
+    TransitionRefused,
+)
+from gpufleet.services.nodes.drain import Drain, DrainSettings
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -201,7 +205,7 @@ class ReservationTransition(TransitionLock):
 
     def _new_pool_validated(self) -> Outcome:
         """This run's validations of the new pool passed (the DAG ran them): else roll back."""
-        from gpufleet.services.nightly import latest_per_check
+        from gpufleet.domain.verdicts import latest_per_check
 
         rows = [
             v

@@ -1,60 +1,24 @@
-"""Nightly validation around the per-pool work: scope planning, drift, report.
-
-The report first judges drift (``gpufleet.services.drift.assess_drift``: each pool's figures
-tonight against its own recent passing nights; a drifting pool is marked ``drifting`` and the
-findings are recorded on its validation row), then renders the Markdown/HTML report with a
-Drift section and what validation cost. Drift is a warning: ``NightlyReport.warnings`` carries
-the findings, the run does not fail for them.
-
-Faults for one run (the DAG's ``sim_faults`` Param) are ``gpufleet.services.run_faults``'s:
-checked against the run's scope, injected by its setup task and cleared by its teardown.
+"""The nightly's report (a view of the ledger): drift is judged first
+(``gpufleet.services.validation.drift.assess_drift``: each pool's figures tonight against its own
+recent passing nights; a drifting pool is marked ``drifting`` and the findings are recorded on
+its validation row), then the Markdown/HTML report is rendered with a Drift section and what
+validation cost. Drift is a warning: ``NightlyReport.warnings`` carries the findings, the run
+does not fail for them.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.config.paths import state_dir
 from gpufleet.domain.fleet import Catalog
+from gpufleet.domain.verdicts import latest_per_check
 from gpufleet.errors import GpufleetError
-from gpufleet.services.report import html_report, markdown, write_reports
+from gpufleet.services.validation.drift import assess_drift
+from gpufleet.services.views.report import html_report, markdown, write_reports
 from gpufleet.store import Ledger
-
-log = logging.getLogger(__name__)
-
-MODES = ("both", "fabric", "storage")
-
-
-def plan_scope(
-    catalog: Catalog,
-    *,
-    regions: list[str] | None = None,
-    clusters: list[str] | None = None,
-    pools: list[str] | None = None,
-    mode: str = "both",
-    in_service: Collection[tuple[str, str]] = (),
-) -> dict[str, list[dict[str, str]]]:
-    """The pools to validate, as mapping kwargs for the fabric and storage tasks. A ``planned``
-    pool is left out unless ``in_service`` names it (a finished transition created it)."""
-    if mode not in MODES:
-        raise GpufleetError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    refs = [  # a planned pool is created and validated by its transition, not here
-        r
-        for r in catalog.pools(
-            regions=regions or None, clusters=clusters or None, pools=pools or None
-        )
-        if not r.pool.planned or (r.cluster.name, r.pool.name) in in_service
-    ]
-    fabric = [{"cluster": r.cluster.name, "node_pool": r.pool.name} for r in refs]
-    storage = [{"cluster": r.cluster.name, "node_pool": r.pool.name} for r in refs if r.filesystem]
-    return {
-        "fabric": fabric if mode in ("both", "fabric") else [],
-        "storage": storage if mode in ("both", "storage") else [],
-    }
 
 
 def _safe(run_id: str) -> str:
@@ -82,16 +46,6 @@ class NightlyReport:
             "checks": self.checks,
             "warnings": list(self.warnings),
         }
-
-
-def latest_per_check(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (cluster, pool, kind): the last recorded (rows in insertion order), so a
-    retry's verdict supersedes the error its failed attempt recorded."""
-    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in rows:
-        latest.pop((r["cluster"], r["pool"], r["kind"]), None)
-        latest[(r["cluster"], r["pool"], r["kind"])] = r
-    return list(latest.values())
 
 
 def render_report(
@@ -161,9 +115,8 @@ def nightly_report(
 
 
 def drift_warnings(ledger: Ledger, catalog: Catalog, run_id: str) -> list[str]:
-    """Judge drift for the run's pools (``services.drift.assess_drift``, which marks drifting
+    """Judge drift for the run's pools (``services.validation.drift.assess_drift``, which marks
+    drifting
     pools and records its findings on their rows); one ``cluster/pool: <finding with its
     figures>`` line per finding."""
-    from gpufleet.services.drift import assess_drift  # it imports this module
-
     return [drift.text() for drift in assess_drift(ledger, catalog, run_id)]

@@ -28,7 +28,7 @@ from gpufleet.domain.leases import Liveness
 from gpufleet.domain.onboarding import preflight_refusals
 from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.errors import GpufleetError
-from gpufleet.services import region_lock
+from gpufleet.services.infrastructure import region_lock
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,8 @@ class RegionOnboarding:
         self, dag_id: str, holder_alive: Liveness, now: datetime | None = None, **lease: Any
     ) -> None:
         """Hold the region's onboarding lock for this run (every step that changes the region
-        calls it first; ``services.region_lock``): take it when free, renew its lease, or take
+        calls it first; ``services.infrastructure.region_lock``): take it when free, renew its
+        lease, or take
         it over by compare-and-set from a dead holder (``holder_alive(dag_id, run_id)``: True,
         False, or None for a run this Airflow does not know: then its lease decides); refuse,
         naming the holder's run, while it lives or when another run took it over first."""
@@ -252,7 +253,7 @@ class RegionOnboarding:
     def addons(self, controllers_source: str | None = None) -> StepResult:
         """Render and converge every cluster add-on (read-compare-patch: a rerun writes
         nothing)."""
-        from gpufleet.services.addons import apply_cluster_addons
+        from gpufleet.services.infrastructure.addons import apply_cluster_addons
 
         result = StepResult("addons")
         for cluster in self.region.clusters:
@@ -272,7 +273,7 @@ class RegionOnboarding:
         """Mark the region ready when every node of every pool passed validation (lost the
         ``unvalidated`` taint); otherwise name each node that stays tainted and why.
         Returns (ready, result); ``ready`` is whether this run made it ready."""
-        from gpufleet.services.nightly import latest_per_check
+        from gpufleet.domain.verdicts import latest_per_check
 
         result = StepResult("release")
         tainted: list[str] = []
@@ -328,42 +329,6 @@ class RegionOnboarding:
 def error_statuses(statuses: dict[str, str]) -> list[str]:
     """The resources (``cluster/kind/name``) whose status is ERROR."""
     return sorted(k for k, v in statuses.items() if v == ERROR)
-
-
-def onboarding_report(ledger: Ledger, region: str, run_id: str) -> tuple[str, str]:
-    """A run's onboarding report in Markdown (what each step found, created, would create or
-    refused, differences, console links; the region's state), written under
-    ``<state dir>/reports/onboarding/<region>/<run>/report.md`` (and ``.../latest/``).
-    Returns (text, path)."""
-    import re
-
-    from gpufleet.config.paths import state_dir
-    from gpufleet.services.report import write_reports
-
-    actions = ledger.onboarding_actions(region, run_id)
-    state = ledger.region_state(region) or {}
-    lines = [
-        f"# Region onboarding: {region}",
-        "",
-        f"Run `{run_id}`. Region state: **{state.get('state', 'not onboarded')}**"
-        + (f" ({state['reason']})" if state.get("reason") else ""),
-        "",
-        "| step | resource | action | status | differences / reason |",
-        "|---|---|---|---|---|",
-    ]
-    for a in actions:
-        name = f"[{a['name']}]({a['console_url']})" if a.get("console_url") else a["name"]
-        why = "; ".join(a.get("differences") or []) or (a.get("detail") or {}).get("reason", "")
-        lines.append(
-            f"| {a['step']} | {a['kind']} {name} | {a['action']} | {a.get('status') or ''} "
-            f"| {why} |"
-        )
-    if not actions:
-        lines.append("| | | nothing recorded | | |")
-    text = "\n".join(lines) + "\n"
-    folder = state_dir() / "reports" / "onboarding" / region / re.sub(r"[^\w.-]+", "_", run_id)
-    paths = write_reports(folder, {"report.md": text})
-    return text, paths["report.md"]
 
 
 def clusters_not_created(catalog: Catalog, ledger: Ledger, clusters: set[str]) -> dict[str, str]:

@@ -67,8 +67,8 @@ def nightly_fault_scope(
     in_service: Collection[tuple[str, str]] = (),
 ) -> FaultScope:
     """The pools a nightly run validates (its regions, clusters and pools Params; as
-    ``services.nightly.plan_scope`` selects them)."""
-    from gpufleet.services.nightly import plan_scope  # it imports nothing of this module
+    ``services.validation.scope.plan_scope`` selects them)."""
+    from gpufleet.services.validation.scope import plan_scope  # it imports nothing of this module
 
     targets = plan_scope(
         catalog, regions=regions, clusters=clusters, pools=pools, in_service=in_service

@@ -24,9 +24,9 @@ from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
-from gpufleet.services.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
-from gpufleet.services.new_nodes import release_new_nodes
-from gpufleet.services.nodes import NodeLifecycle
+from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
+from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Drain and repair a pool's nodes that failed their retest: one non-blocking pass per pool,
-after the nightly validation (``services.nodes`` has the lifecycle and the retest).
+after the nightly validation (``services.nodes.lifecycle`` has the lifecycle and the retest).
 
-A node to repair is cordoned and emptied by the one drain (``services.drain``: ``Drain.once``,
+A node to repair is cordoned and emptied by the one drain (``services.nodes.drain``: ``Drain.once``,
 the pass that never blocks; DaemonSet pods stay); training jobs on it, and pods a
 PodDisruptionBudget keeps for now, are named in an alert with their launch run and waited for
 (the next pass looks again), or the training pods are evicted when the policy says ``evict``.
@@ -20,8 +20,8 @@ from gpufleet.backends.base import CloudBackend, ClusterBackend
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.nodes import NodeState, may_start_repair
 from gpufleet.errors import GpufleetError
-from gpufleet.services.drain import Drain, DrainSettings, NodeEmptying, job_name, pods_to_move
-from gpufleet.services.nodes import NodeLifecycle
+from gpufleet.services.nodes.drain import Drain, DrainSettings, NodeEmptying, job_name, pods_to_move
+from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.store import Ledger
 
 DRAIN_POLICIES = ("wait", "evict")  # the drain's timeout policies that never block

@@ -7,7 +7,7 @@ and every move with its evidence).
   nothing is tested against known-good partners in the next nightly. A pass releases it (the
   quarantine taint and label removed, its ledger state ``released``); a failure sends it to be
   drained and repaired, or, once ``max_repairs`` repairs failed, to ``needs_human`` (paged).
-- **Drain and repair** (``services.remediation``): a node that failed its retest is drained
+- **Drain and repair** (``services.nodes.remediation``): a node that failed its retest is drained
   and repaired through the cloud, within the pool's repair budget; the next nightly retests it.
 - **By hand** (``mark``: ``gpufleet node quarantine|release``): a person's move, with their name
   and reason, the only way out of ``needs_human``.

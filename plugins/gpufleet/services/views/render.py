@@ -1,4 +1,4 @@
-"""The one set of HTML templates (``services/templates``, Jinja2, autoescaped): the UI's pages
+"""The one set of HTML templates (``services/views/templates``, Jinja2, autoescaped): the UI's pages
 (``gpufleet.airflow.ui.pages``) and the nightly report, which the nightly writes to a file and
 the UI's "Fleet report" tab serves, render through this environment and no other. Text from the
 ledger (reasons carrying NCCL WARN lines or a cloud API's error message) is always text.
@@ -38,7 +38,7 @@ def run_link(dag_id: str, run_id: str) -> str:
 
 @cache
 def environment() -> Environment:
-    from gpufleet.services.fleet_view import fabric_text, lustre_text
+    from gpufleet.services.views.fleet import fabric_text, lustre_text
 
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),

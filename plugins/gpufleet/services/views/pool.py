@@ -3,14 +3,14 @@ quarantines, gate decisions, launches and transitions, and a run's nightly repor
 
 A pool's history is one query over that pool, bounded by the nights the page draws, never by the
 pool's whole history. No Airflow imports (the UI in ``gpufleet.airflow.ui`` renders these); the
-fleet-wide readiness table is ``services.fleet_view``.
+fleet-wide readiness table is ``services.views.fleet``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.services.fleet_view import (
+from gpufleet.services.views.fleet import (
     LAUNCH_DAG,
     NIGHTLY_DAG,
     TRANSITION_DAG,
@@ -195,9 +195,10 @@ def _transitions(ledger: Ledger, cluster: str, pool: str, limit: int = 10) -> li
 
 
 def run_report(ledger: Ledger, catalog: Catalog, run_id: str) -> dict[str, str] | None:
-    """The nightly report of ``run_id`` rendered from the ledger (``services.report``'s
+    """The nightly report of ``run_id`` rendered from the ledger (``services.views.report``'s
     Markdown and HTML, as the nightly run wrote them), or None when the run validated nothing."""
-    from gpufleet.services.nightly import latest_per_check, render_report
+    from gpufleet.domain.verdicts import latest_per_check
+    from gpufleet.services.views.nightly_report import render_report
 
     rows = latest_per_check(ledger.validations_for_run(run_id))
     if not rows:

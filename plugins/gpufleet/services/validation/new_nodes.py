@@ -24,7 +24,7 @@ def release_new_nodes(
     has a filesystem). While any of them fails or has not finished, every new node stays
     tainted. Each check calls this as it finishes, so the last one releases. Returns the nodes
     released."""
-    from gpufleet.services.nightly import latest_per_check
+    from gpufleet.domain.verdicts import latest_per_check
 
     where = (ref.cluster.name, ref.pool.name)
     latest = {

@@ -101,7 +101,7 @@ def _judge(ledger: Ledger, row: dict[str, Any]) -> tuple[list[DriftFinding], lis
 
 
 def _latest_passing(ledger: Ledger, run_id: str) -> list[dict[str, Any]]:
-    from gpufleet.services.nightly import latest_per_check  # nightly imports this module
+    from gpufleet.domain.verdicts import latest_per_check
 
     return [
         r

@@ -1,6 +1,6 @@
 """Read models of the fleet for people: the readiness table (``gpufleet status`` and the UI's
 fleet page) and the validation cost over the fleet; one pool's history and a run's report are
-``services.pool_view``.
+``services.views.pool``.
 
 One implementation for the terminal and the browser, so they never disagree about why a pool is
 not ready. Reads scale with the fleet, never with its history: the readiness table reads each
@@ -51,9 +51,9 @@ def gpu_minutes(row: dict | None) -> float | None:
 
 def pool_cost(*rows: dict | None) -> dict[str, Any] | None:
     """What one pool's validations (its fabric and storage rows of a night) cost, as the
-    nightly report counts it (``services.report.validation_cost``): ``gpu_minutes``,
+    nightly report counts it (``services.views.report.validation_cost``): ``gpu_minutes``,
     ``per_node`` (GPU-minutes per node, fabric + storage) and ``nodes``; None if unmeasured."""
-    from gpufleet.services.report import validation_cost
+    from gpufleet.services.views.report import validation_cost
 
     pools = validation_cost([r for r in rows if r])["pools"]
     return next(iter(pools.values()), None)
@@ -73,13 +73,13 @@ def pool_readiness(
 ) -> list[dict[str, Any]]:
     """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
 
-    The gate's own facts and rules (``services.gate.gather_facts``, ``domain.gate.
+    The gate's own facts and rules (``services.launch.gate.gather_facts``, ``domain.gate.
     pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
     even while it is ready. Per pool: index probes, no history; per cluster: one node list."""
     from gpufleet.backends import cluster_backend
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
     from gpufleet.errors import GpufleetError
-    from gpufleet.services.gate import gather_facts
+    from gpufleet.services.launch.gate import gather_facts
 
     region_states = ledger.region_states()
     transitioned = ledger.transitioned_pools()
@@ -230,7 +230,7 @@ def readiness_rows(
 
 def fleet_cost(pools: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The validation cost of the pools' last nights, totalled as the nightly report totals a
-    run (``services.report.validation_cost``): GPU-minutes, and per node over the nodes the
+    run (``services.views.report.validation_cost``): GPU-minutes, and per node over the nodes the
     validations covered."""
     known = [p["cost"] for p in pools if p["cost"]]
     total = sum(c["gpu_minutes"] for c in known)

@@ -19,8 +19,8 @@ from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
-from gpufleet.services.collect import Workload, cost_details, gpu_seconds, pod_index
-from gpufleet.services.new_nodes import release_new_nodes
+from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, pod_index
+from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)

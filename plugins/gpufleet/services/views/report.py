@@ -1,7 +1,7 @@
 """The nightly validation report: ledger rows in, Markdown (alerts, text) and HTML out;
 ``write_reports`` writes the files. One model of the report (``report_model``) feeds both; the
 HTML (with a bus bandwidth chart per pool) is rendered by the UI's own autoescaping templates
-(``services.render``: ``report.html``, ``chart.svg``), so the file the nightly writes and the
+(``services.views.render``: ``report.html``, ``chart.svg``), so the file the nightly writes and the
 run's "Fleet report" tab are one rendering, and a reason carrying markup is text. In the
 Markdown a reason's ``|`` is escaped and its line breaks are spaces: it stays in its cell.
 
@@ -263,7 +263,7 @@ def svg_chart(
     history: list[dict[str, Any]], baseline: float | None, width: int = 420, height: int = 140
 ) -> str:
     """Bus bandwidth per night as bars (red when the night failed) with the baseline line."""
-    from gpufleet.services.render import render
+    from gpufleet.services.views.render import render
 
     return render("chart.svg", c=chart_model(history, baseline, width, height))
 
@@ -280,7 +280,7 @@ def html_report(
 ) -> str:
     """The run's report as an HTML page, through the UI's templates (``report.html``): served
     by the UI's run tab, or written as a file (``standalone``: its stylesheet inline)."""
-    from gpufleet.services.render import render
+    from gpufleet.services.views.render import render
 
     return render(
         "report.html",
