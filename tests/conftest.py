@@ -27,7 +27,6 @@ os.environ.update(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "GPUFLEET_STATE_DIR": str(_HOME / "gpufleet"),
-        "GPUFLEET_SIM_SPEED": "0.2",
     }
 )
 for var in (
@@ -36,6 +35,7 @@ for var in (
     "GPUFLEET_CATALOG_DIR",
     "GPUFLEET_INCLUDE_DIR",
     "AIRFLOW_CONN_GPUFLEET_ALERTS",
+    "GPUFLEET_SIM_SPEED",  # the sim runs at the real pace; tests move its clock instead
 ):
     os.environ.pop(var, None)
 
@@ -61,10 +61,25 @@ def airflow_db() -> Path:
 
 @pytest.fixture
 def fleet_state(tmp_path, monkeypatch) -> Path:
-    """A fresh sim fleet and SQLite ledger for this test."""
+    """A fresh sim fleet and SQLite ledger for this test. The sim's clock is frozen: time
+    passes only where something advances it (a trigger's sleep, ``tests.support.fleet``'s
+    waits, a test's own ``advance``), never while a test waits."""
+    from tests.support.fleet import frozen_sim_clock
+
     state = tmp_path / "gpufleet"
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(state))
+    frozen_sim_clock()
     return state
+
+
+@pytest.fixture(autouse=True)
+def trigger_clock(monkeypatch):
+    """Triggers poll and wait on the sim's clock, advanced instead of slept on
+    (``tests.support.fleet.SimTriggerClock``); a test may install its own clock."""
+    from gpufleet.airflow.triggers import PollingTrigger
+    from tests.support.fleet import SimTriggerClock
+
+    monkeypatch.setattr(PollingTrigger, "clock", SimTriggerClock())
 
 
 def pytest_unconfigure(config):

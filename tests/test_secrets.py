@@ -269,7 +269,9 @@ def test_trigger_does_not_print_url_user_info_or_the_password(fleet_state):
 
 RUN_DAG = """
 import json, sys
-from tests.support.fleet import run_dag, task_states
+from gpufleet.airflow.triggers import PollingTrigger
+from tests.support.fleet import SimTriggerClock, run_dag, task_states
+PollingTrigger.clock = SimTriggerClock()  # the test froze the sim's clock: triggers advance it
 dr = run_dag(sys.argv[1], json.loads(sys.argv[2]))
 print("RESULT " + json.dumps({"run_id": dr.run_id, "states": task_states(dr)}))
 """

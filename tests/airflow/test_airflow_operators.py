@@ -160,11 +160,12 @@ def test_an_error_event_raises_for_a_retry(fleet, triggerer, make):
 
 
 @pytest.mark.parametrize("make", OPERATORS.values(), ids=OPERATORS.keys())
-def test_a_timeout_event_raises_for_a_retry(fleet, triggerer, make, monkeypatch):
-    # the workload takes ages to start
-    op, ctx = make("manual__timeout", lambda: monkeypatch.setenv("GPUFLEET_SIM_SPEED", "100"))
+def test_a_timeout_event_raises_for_a_retry(fleet, triggerer, make):
+    # the sim's clock stands still (tests/conftest.py freezes it): the workload never starts
+    op, ctx = make("manual__timeout")
     deferred = deferral(lambda: op.execute(ctx))
-    event = triggerer.fire(deferred.trigger, timeout=0.0)
+    # the trigger's deadline passed before its first look
+    event = triggerer.fire(deferred.trigger, timeout=0.0, started=deferred.trigger.started - 1)
     assert event["status"] == "timeout"
     with pytest.raises(AirflowException, match="still") as info:
         op.execute_complete(ctx, event=event)
@@ -190,11 +191,8 @@ def test_confirm_of_a_job_already_running_confirms_without_deferring(fleet, monk
     assert launch["state"] == "confirmed"
 
 
-def test_confirm_of_a_job_not_yet_running_defers(fleet, monkeypatch):
-    def slow_pods():  # after the validation: the job's pods take minutes to start
-        monkeypatch.setenv("GPUFLEET_SIM_SPEED", "20")
-
-    op, ctx = confirm("manual__pending", before_submit=slow_pods)
+def test_confirm_of_a_job_not_yet_running_defers(fleet):
+    op, ctx = confirm("manual__pending")  # the frozen sim clock: its pods have not started
     deferred = deferral(lambda: op.execute(ctx))
     assert deferred.method_name == "execute_complete"
     assert deferred.trigger.serialize()[1]["until"] == "running"

@@ -234,3 +234,21 @@ def test_a_settled_look_ends_the_wait_before_the_deadline(clock, monkeypatch, tr
     event = triggerer.first_event(trigger, timeout=10)
     assert (event["status"], event["phase"], event["message"]) == ("done", "Succeeded", "ok")
     assert len(at) == 3 and clock.slept == [5]
+
+
+# -- WaitTrigger: TimeDeltaTrigger on the one clock ---------------------------------------------
+
+
+def test_a_wait_fires_once_its_seconds_passed_on_the_clock_and_survives_a_restart(clock, triggerer):
+    from gpufleet.airflow.triggers import WaitTrigger
+
+    start = clock.now()
+    assert triggerer.first_event(WaitTrigger(300)) == {"status": "done", "waited_s": 300.0}
+    assert clock.now() == start + 300  # waited on the clock, not the wall
+
+    # made 200 s ago and rebuilt from its serialized kwargs (a triggerer restart): only the rest
+    later = WaitTrigger(300)
+    clock.t += 200
+    clock.slept.clear()
+    assert triggerer.fire(later)["status"] == "done"
+    assert clock.slept == [100]

@@ -152,7 +152,7 @@ def fleet_ui(request: pytest.FixtureRequest) -> Iterator[FleetUI]:
     passwords = home / "simple_auth_manager_passwords.json"
     passwords.write_text(json.dumps({USERNAME: password, VIEWER: viewer_password}))
     database = home / "airflow.db"
-    fleet_env = {"GPUFLEET_STATE_DIR": str(home / "gpufleet"), "GPUFLEET_SIM_SPEED": "0"}
+    fleet_env = {"GPUFLEET_STATE_DIR": str(home / "gpufleet")}
     env = airflow_env(home, REPO_ROOT / "dags", f"sqlite:///{database}", port, passwords, fleet_env)
     live = LiveAirflow(
         home=home,

@@ -19,9 +19,12 @@ DAG = "nightly_fabric_validation"
 
 
 def main() -> int:
+    from gpufleet.airflow.triggers import PollingTrigger
     from gpufleet.store import Ledger
-    from tests.support.fleet import run_dag, task_states
+    from tests.support.fleet import SimTriggerClock, frozen_sim_clock, run_dag, task_states
 
+    frozen_sim_clock()  # the sim's time moves only as the triggers wait: no wall-clock waits
+    PollingTrigger.clock = SimTriggerClock()
     nights = []
     faulty = {"pools": [FLAGGED_POOL], "sim_faults": [f"{FLAGGED_POOL}=fabric-down"]}
     for conf in ({}, faulty):

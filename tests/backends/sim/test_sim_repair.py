@@ -20,13 +20,11 @@ from tests.support.fleet import frozen_sim_clock
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
 NODE = f"{CLUSTER}-{POOL}-1"
-SPEED = 0.25  # a repair "takes" 2 s x 0.25 = 0.5 s on the sim's clock
-REPAIR_S = CREATE_S["repair"] * SPEED
+REPAIR_S = CREATE_S["repair"]  # how long a repair "takes" on the sim's clock
 
 
 @pytest.fixture
-def sim(fleet_state, monkeypatch):
-    monkeypatch.setenv("GPUFLEET_SIM_SPEED", str(SPEED))
+def sim(fleet_state):
     frozen_sim_clock()
     cluster = load_catalog().cluster(CLUSTER)
     return cloud_backend(cluster), cluster_backend(cluster)
