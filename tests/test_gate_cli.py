@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from gpufleet.store import Ledger
-from tests.support.fleet import validate
+from tests.support.fleet import named_ledger_env, validate
 
 CLI = [sys.executable, "-c", "import sys; from gpufleet.cli import main; sys.exit(main())"]
 
 
 def gpufleet(*args, **env):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, **env})
+    """The CLI in a subprocess, on this test's ledger named directly (``named_ledger_env``)."""
+    full = {**os.environ, **named_ledger_env(), **env}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=full)
 
 
 def test_gate_refuses_without_validation_and_records_it(fleet_state):
@@ -68,14 +70,15 @@ def test_gate_unknown_names_and_unreadable_ledger_are_errors_recording_nothing(f
 
 
 def test_gate_and_status_name_the_fleet_state_they_read(fleet_state):
-    gate = gpufleet("gate", "--cluster", "a3u-sim", "--pool", "h200-a", "--nodes", "1")
+    found = {"GPUFLEET_LEDGER_URL": ""}  # the ledger as a user's command finds it
+    gate = gpufleet("gate", "--cluster", "a3u-sim", "--pool", "h200-a", "--nodes", "1", **found)
     assert gate.returncode == 1
     ledger = Ledger().safe_url
     line = f"fleet state: {fleet_state} (ledger {ledger}; from GPUFLEET_STATE_DIR)"
     assert gate.stderr.splitlines() == [line]
     assert gate.stdout.startswith("REFUSE\n")  # stdout stays the decision alone
-    assert gpufleet("status").stdout.splitlines()[0] == line
-    assert gpufleet("sim", "show").stdout.splitlines()[0] == (
+    assert gpufleet("status", **found).stdout.splitlines()[0] == line
+    assert gpufleet("sim", "show", **found).stdout.splitlines()[0] == (
         f"fleet state: {fleet_state} (from GPUFLEET_STATE_DIR)"
     )
 

@@ -9,13 +9,16 @@ import sys
 from gpufleet.backends import cluster_backend
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
+from tests.support.fleet import named_ledger_env
 
 CLI = [sys.executable, "-c", "import sys; from gpufleet.cli import main; sys.exit(main())"]
 NODE = "a3u-sim-h200-a-2"
 
 
 def gpufleet(*args):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=dict(os.environ))
+    """The CLI in a subprocess, on this test's ledger named directly (``named_ledger_env``)."""
+    env = {**os.environ, **named_ledger_env()}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env)
 
 
 def node():
