@@ -59,7 +59,7 @@ def test_alert_posts_slack_text_to_the_webhook(webhook, monkeypatch):
     monkeypatch.setenv(
         "AIRFLOW_CONN_GPUFLEET_ALERTS",
         json.dumps(
-            {"conn_type": "http", "host": url, "extra": {"format": "slack", "path": "/hook/T1"}}
+            {"conn_type": "http", "password": f"{url}/hook/T1", "extra": {"format": "slack"}}
         ),
     )
     FleetAlertNotifier(summary="nightly failed").notify(context("fabric down"))
@@ -79,16 +79,30 @@ def test_alert_posts_slack_text_to_the_webhook(webhook, monkeypatch):
 def test_alert_posts_json_and_survives_an_unreachable_webhook(webhook, monkeypatch, caplog):
     url, received = webhook
     monkeypatch.setenv(
-        "AIRFLOW_CONN_GPUFLEET_ALERTS", json.dumps({"conn_type": "http", "host": url})
+        "AIRFLOW_CONN_GPUFLEET_ALERTS", json.dumps({"conn_type": "http", "password": url})
     )
     FleetAlertNotifier(summary="s").notify(context("e"))
     assert received[0]["body"]["where"] == "nightly_fabric_validation.validate_fabric[2]"
     monkeypatch.setenv(
         "AIRFLOW_CONN_GPUFLEET_ALERTS",
-        json.dumps({"conn_type": "http", "host": "http://127.0.0.1:9"}),
+        json.dumps({"conn_type": "http", "password": "http://127.0.0.1:9"}),
     )
     FleetAlertNotifier(summary="s").notify(context("e"))
     assert "could not deliver the alert" in caplog.text
+
+
+def test_a_webhook_in_the_host_field_delivers_nothing_and_says_where_it_belongs(
+    webhook, monkeypatch, caplog
+):
+    url, received = webhook
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPUFLEET_ALERTS", json.dumps({"conn_type": "http", "host": url})
+    )
+    FleetAlertNotifier(summary="s").notify(context("e"))
+    assert received == []
+    assert "ALERT s: nightly_fabric_validation.validate_fabric[2]" in caplog.text  # still logged
+    assert "webhook URL belongs in its password field" in caplog.text
+    assert url not in caplog.text
 
 
 ROW = {
@@ -223,7 +237,7 @@ def test_a_drifting_pool_is_reported_and_alerted_with_its_figures_but_does_not_f
 
     url, received = webhook
     monkeypatch.setenv(
-        "AIRFLOW_CONN_GPUFLEET_ALERTS", json.dumps({"conn_type": "http", "host": url})
+        "AIRFLOW_CONN_GPUFLEET_ALERTS", json.dumps({"conn_type": "http", "password": url})
     )
     ledger = Ledger()
     run = record_drifting_history(ledger)

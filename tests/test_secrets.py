@@ -83,7 +83,7 @@ def alerts_conn(url: str, **extra) -> str:
     return json.dumps(
         {
             "conn_type": "http",
-            "host": f"{url}/services/T0/B0/{CANARY}",
+            "password": f"{url}/services/T0/B0/{CANARY}",
             "extra": {"format": "slack", **extra},
         }
     )
@@ -176,7 +176,7 @@ def test_webhook_user_info_is_never_shown(monkeypatch, caplog, capfd):
     port = closed_port()
     monkeypatch.setenv(
         "AIRFLOW_CONN_GPUFLEET_ALERTS",
-        json.dumps({"conn_type": "http", "host": f"http://hook:{CANARY}@127.0.0.1:{port}/h"}),
+        json.dumps({"conn_type": "http", "password": f"http://hook:{CANARY}@127.0.0.1:{port}/h"}),
     )
     FleetAlertNotifier(summary="s").notify(failure_context())
     out, err = capfd.readouterr()
@@ -185,7 +185,7 @@ def test_webhook_user_info_is_never_shown(monkeypatch, caplog, capfd):
     assert_no_canary(log=caplog.text, stdout=out, stderr=err)
 
 
-def test_the_webhook_url_is_registered_with_airflows_masker(webhook, monkeypatch):
+def test_the_webhook_url_is_masked_by_airflow(webhook, monkeypatch):
     from airflow.sdk._shared.secrets_masker import redact
 
     url, _ = webhook

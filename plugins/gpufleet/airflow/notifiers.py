@@ -1,11 +1,13 @@
 """Alerts through an Airflow notifier: always to the log; to Slack or a webhook when the
-``gpufleet_alerts`` connection exists (type http; host = the webhook URL; extra
+``gpufleet_alerts`` connection exists (type http; **password** = the webhook URL; extra
 ``{"format": "slack"}`` for a Slack incoming webhook, else a JSON document is posted).
 
-A webhook URL is a secret (a Slack incoming webhook's path is its credential): it is
-registered with Airflow's secrets masker before use, and a failed delivery is logged with the
-webhook's host and port and the kind of failure only, never the URL or the requests error text
-(which quotes the URL).
+A webhook URL is a secret (a Slack incoming webhook's path is its credential). It lives in the
+connection's password, which Airflow masks in every log the moment the connection is read, so
+nothing here masks it by hand; a failed delivery is logged with the webhook's host and port
+and the kind of failure only, never the URL or the requests error text (which quotes the URL).
+A connection that names its webhook elsewhere (the host field, as before) delivers nothing and
+says where the URL belongs; the alert itself is still logged.
 """
 
 from __future__ import annotations
@@ -24,16 +26,24 @@ log = logging.getLogger("gpufleet.alerts")
 ALERTS_CONN_ID = "gpufleet_alerts"
 
 
+class AlertConnectionError(ValueError):
+    """The alerts connection names no usable webhook (said without echoing its fields)."""
+
+
 def _webhook(conn) -> tuple[str, str]:
-    host = conn.host or ""
-    if not host.startswith(("http://", "https://")):
-        scheme = conn.schema or "https"
-        port = f":{conn.port}" if conn.port else ""
-        host = f"{scheme}://{host}{port}"
-    elif conn.port and host.count(":") == 1:
-        host = f"{host}:{conn.port}"
-    path = (conn.extra_dejson or {}).get("path", "")
-    return host.rstrip("/") + path, (conn.extra_dejson or {}).get("format", "json")
+    """The webhook URL (the connection's password) and the body's format."""
+    url = (conn.password or "").strip()
+    if not url.startswith(("http://", "https://")):
+        if conn.host:
+            raise AlertConnectionError(
+                f"the {conn.conn_id} connection's webhook URL belongs in its password field "
+                "(Airflow masks it in logs), not in its host field"
+            )
+        raise AlertConnectionError(
+            f"the {conn.conn_id} connection has no webhook URL: put the http(s) URL in its "
+            "password field"
+        )
+    return url, (conn.extra_dejson or {}).get("format", "json")
 
 
 def where_to(url: str) -> str:
@@ -44,21 +54,6 @@ def where_to(url: str) -> str:
         return f"{host}:{parts.port}" if parts.port else host
     except ValueError:  # an unparsable URL (bad port): say nothing from it
         return "an unparsable webhook URL"
-
-
-def mask_webhook(url: str, conn) -> None:
-    """Register with Airflow's secrets masker every part of ``url`` (and the connection's
-    password) that could carry the credential, so no task log prints them."""
-    from airflow.sdk.log import mask_secret
-
-    try:
-        parts = urlsplit(url)
-        pieces = (parts.password, parts.path, parts.query)
-    except ValueError:  # unparsable: the whole URL is masked all the same
-        pieces = ()
-    for secret in (url, *pieces, conn.password):
-        if secret and secret != "/":
-            mask_secret(secret)
 
 
 def failure(exc: Exception) -> str:
@@ -129,8 +124,11 @@ class FleetAlertNotifier(BaseNotifier):
             return
         import requests  # imported here: DAG files import this module at parse time
 
-        url, fmt = _webhook(conn)
-        mask_webhook(url, conn)
+        try:
+            url, fmt = _webhook(conn)
+        except AlertConnectionError as exc:
+            log.error("could not deliver the alert: %s", exc)
+            return
         body = {"text": text} if fmt == "slack" else msg
         try:
             resp = requests.post(
