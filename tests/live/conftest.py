@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,52 +36,35 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 
 
 @pytest.fixture(scope="session")
-def live_airflow(request: pytest.FixtureRequest) -> Iterator[Callable[..., LiveAirflow]]:
-    """Factory: ``live_airflow(dags_folder=LIVE_DAGS, extra_env=None) -> LiveAirflow``.
-
-    One Airflow per distinct (dags folder, extra env) for the whole session; all are stopped at
-    the end. If any test failed, the component logs are kept and their tails printed.
-    """
-    if not (venv_bin() / "airflow").exists():
-        pytest.skip(f"no Airflow at {venv_bin()}: create the virtualenv first")
-    started: dict[tuple, LiveAirflow] = {}
-
-    def factory(
-        dags_folder: Path | str = LIVE_DAGS, extra_env: Mapping[str, str] | None = None
-    ) -> LiveAirflow:
-        key = (str(Path(dags_folder).resolve()), tuple(sorted((extra_env or {}).items())))
-        if key not in started:
-            began = time.monotonic()
-            live = started[key] = start_airflow(dags_folder, extra_env=extra_env)
-            _INFO.append(
-                f"live Airflow {live.url} on {live.backend} ({live.database}), "
-                f"dags {live.dags_folder}: up in {time.monotonic() - began:.1f}s"
-            )
-        return started[key]
-
-    yield factory
-
-    failed = request.session.testsfailed > 0
-    keep = failed or os.environ.get("GPUFLEET_LIVE_KEEP") == "1"
-    for live in started.values():
-        if failed:
-            _REPORTS.append(
-                f"kept {live.home} ({live.backend}: {live.database})\n{live.log_tails()}"
-            )
-        live.stop(keep=keep)
-
-
-@pytest.fixture(scope="session")
 def live_fleet_dir(tmp_path_factory) -> Path:
-    """The simulated fleet and ledger the session's live Airflow runs the repo's DAGs on."""
+    """The simulated fleet and ledger the live Airflow runs the repo's DAGs on."""
     return tmp_path_factory.mktemp("live-fleet")
 
 
-@pytest.fixture(scope="session")
-def airflow(live_airflow, live_fleet_dir, tmp_path_factory) -> LiveAirflow:
-    """The session's one live Airflow: the repo's DAGs and the CI probe
-    (``tests/live/dags``) in one DAGs folder, on the fleet in ``live_fleet_dir``."""
+@pytest.fixture(scope="module")
+def airflow(
+    request: pytest.FixtureRequest, live_fleet_dir, tmp_path_factory
+) -> Iterator[LiveAirflow]:
+    """The session's one live Airflow (api-server, scheduler, dag-processor, triggerer): the
+    repo's DAGs and the CI probe (``tests/live/dags``) in one DAGs folder, on the fleet in
+    ``live_fleet_dir``. Every live test is in one module (so one xdist worker starts it); it
+    is stopped when that module ends, so its scheduler and DAG parsing do not share the two
+    cores with the rest of the session. If a test failed, its logs are kept and their tails
+    printed."""
+    if not (venv_bin() / "airflow").exists():
+        pytest.skip(f"no Airflow at {venv_bin()}: create the virtualenv first")
     dags = tmp_path_factory.mktemp("live-dags")
     for source in [*sorted(REPO_DAGS.glob("*.py")), *sorted(LIVE_DAGS.glob("*.py"))]:
         (dags / source.name).symlink_to(source)
-    return live_airflow(dags, extra_env={"GPUFLEET_STATE_DIR": str(live_fleet_dir)})
+    began = time.monotonic()
+    live = start_airflow(dags, extra_env={"GPUFLEET_STATE_DIR": str(live_fleet_dir)})
+    _INFO.append(
+        f"live Airflow {live.url} on {live.backend} ({live.database}), "
+        f"dags {live.dags_folder}: up in {time.monotonic() - began:.1f}s"
+    )
+    failed_before = request.session.testsfailed
+    yield live
+    failed = request.session.testsfailed > failed_before
+    if failed:
+        _REPORTS.append(f"kept {live.home} ({live.backend}: {live.database})\n{live.log_tails()}")
+    live.stop(keep=failed or os.environ.get("GPUFLEET_LIVE_KEEP") == "1")
