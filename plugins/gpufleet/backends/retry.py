@@ -89,7 +89,14 @@ class RetryPolicy:
     first_delay: float = 0.2
     max_delay: float = 10.0
     max_retry_after: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] | None = None  # None: the backend's clock (``clock_sleep``)
+
+
+def clock_sleep(backend: object) -> Callable[[float], None]:
+    """How to wait between attempts on ``backend``: its own clock's ``sleep`` (the simulated
+    fleet's, which tests freeze and advance), else the system's."""
+    clock = getattr(backend, "clock", None)
+    return clock.sleep if clock is not None and hasattr(clock, "sleep") else time.sleep
 
 
 class wait_backoff_or_retry_after(tenacity.wait.wait_base):  # noqa: N801 - tenacity's naming
@@ -108,8 +115,9 @@ class wait_backoff_or_retry_after(tenacity.wait.wait_base):  # noqa: N801 - tena
         return wait
 
 
-def retrying(policy: RetryPolicy) -> tenacity.Retrying:
-    """A tenacity ``Retrying`` that follows the rule: call it as ``retrying(fn, *args)``."""
+def retrying(policy: RetryPolicy, backend: object = None) -> tenacity.Retrying:
+    """A tenacity ``Retrying`` that follows the rule: call it as ``retrying(fn, *args)``; it
+    waits with ``policy.sleep``, else on ``backend``'s clock."""
 
     def log_retry(state: tenacity.RetryCallState) -> None:
         outcome, action = state.outcome, state.next_action
@@ -129,7 +137,7 @@ def retrying(policy: RetryPolicy) -> tenacity.Retrying:
             tenacity.wait_exponential(multiplier=policy.first_delay, max=policy.max_delay),
             policy.max_retry_after,
         ),
-        sleep=policy.sleep,
+        sleep=policy.sleep or clock_sleep(backend),
         before_sleep=log_retry,
         reraise=True,  # the last TransientBackendError, not tenacity's RetryError
     )
@@ -140,7 +148,7 @@ class RetryingClusterBackend:
 
     def __init__(self, inner: ClusterBackend, policy: RetryPolicy | None = None) -> None:
         self.inner = inner
-        self._retry = retrying(policy or RetryPolicy())
+        self._retry = retrying(policy or RetryPolicy(), inner)
 
     def __repr__(self) -> str:
         return f"RetryingClusterBackend({self.inner!r})"
@@ -193,7 +201,7 @@ class RetryingCloudBackend:
 
     def __init__(self, inner: CloudBackend, policy: RetryPolicy | None = None) -> None:
         self.inner = inner
-        self._retry = retrying(policy or RetryPolicy())
+        self._retry = retrying(policy or RetryPolicy(), inner)
 
     def __repr__(self) -> str:
         return f"RetryingCloudBackend({self.inner!r})"

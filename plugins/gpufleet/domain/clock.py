@@ -19,13 +19,16 @@ from typing import Protocol, runtime_checkable
 @runtime_checkable
 class Clock(Protocol):
     """Where time comes from: ``time()`` a UNIX time, ``now()`` the same as an aware UTC
-    datetime, ``monotonic()`` for measuring intervals."""
+    datetime, ``monotonic()`` for measuring intervals; ``sleep(seconds)`` lets that much of
+    this clock's time pass (a clock tests move only advances)."""
 
     def time(self) -> float: ...
 
     def now(self) -> datetime: ...
 
     def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
@@ -39,6 +42,9 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return _time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        _time.sleep(max(seconds, 0.0))
 
 
 class ManualClock:
@@ -60,6 +66,9 @@ class ManualClock:
         if seconds < 0:
             raise ValueError(f"a clock does not go back ({seconds} s)")
         self._t += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(max(seconds, 0.0))
 
 
 SYSTEM_CLOCK = SystemClock()

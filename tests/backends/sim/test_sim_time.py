@@ -48,6 +48,30 @@ def test_a_frozen_sim_clock_moves_only_when_advanced_and_never_back(fleet_state)
     assert SimState().clock.time() == at + 90
 
 
+def test_sleeping_on_a_frozen_clock_advances_it_and_a_retry_waits_on_the_sims_clock(fleet_state):
+    from gpufleet.backends import cloud_backend
+    from gpufleet.errors import TransientBackendError
+
+    clock = frozen_sim_clock()
+    at = clock.time()
+    began = time.monotonic()
+    clock.sleep(3600)  # an hour of sim time, no wall time
+    assert clock.time() == at + 3600 and time.monotonic() - began < 5
+    manual = ManualClock(10.0)
+    manual.sleep(2.5)
+    assert manual.time() == 12.5
+
+    # a cloud that answers "busy" to every call: the retrying backend's four backoffs (0.2,
+    # 0.4, 0.8, 1.6 s) pass on the sim's clock, then the last error is raised
+    cluster = load_catalog().cluster(CLUSTER)
+    SimState().inject(CLUSTER, POOL, "api-errors:1")
+    before, began = clock.time(), time.monotonic()
+    with pytest.raises(TransientBackendError, match="503"):
+        cloud_backend(cluster).get_reservation("any")
+    assert clock.time() - before == pytest.approx(3.0)
+    assert time.monotonic() - began < 2.5  # not slept on the wall clock
+
+
 def test_an_advance_is_seen_by_another_process(fleet_state):
     SimState().clock.advance(3600)  # not frozen: the wall clock plus an hour
     code = "from gpufleet.backends.sim.state import SimState; print(SimState().clock.time())"

@@ -52,6 +52,15 @@ class SimClock:
         frozen, offset = self._read(None)
         return (time.monotonic() if frozen is None else frozen) + offset
 
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` of sim time pass: advanced at once while frozen (tests), else waited
+        for on the system clock the sim follows."""
+        frozen, _ = self._read(None)
+        if frozen is None:
+            time.sleep(max(seconds, 0.0))
+        else:
+            self.advance(max(seconds, 0.0))
+
     def advance(self, seconds: float) -> float:
         """Move the sim's time ``seconds`` forward (never back), for every process; the new
         time."""
