@@ -80,6 +80,11 @@ def test_nccl_log():
     assert out["transport"] == "roce"
     assert out["gdrdma"] is False
     assert out["nccl_version"] == "2.19.3+cuda12.3"
+    assert out["failures"] == []
+    failed = json.loads(
+        gpufleet("nccl-log", str(DATA / "nccl_log_roce_modify_qp_timeout.log")).stdout
+    )
+    assert failed["transport"] == "roce" and "ibv_modify_qp failed" in failed["failures"][0]
     assert out["ranks"] == 4
     assert out["network_name"] == "IB"
 

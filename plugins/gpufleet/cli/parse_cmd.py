@@ -139,6 +139,7 @@ def run_nccl_log(args: argparse.Namespace) -> int:
             "ofi_provider": info.ofi_provider,
             "evidence": list(info.evidence),
             "problems": list(info.problems),
+            "failures": list(info.failures),
         }
     )
 

@@ -13,16 +13,23 @@ What decides (wording checked against NVIDIA/nccl ``src/init.cc``, ``src/plugin/
   lines), what each process initialised decides, as those releases chose: the OFI plugin if it
   selected a provider (network ``OFI``), else ``IB`` if ``NET/IB : Using`` listed devices, else
   ``Socket`` (``NET/Socket : Using``; NCCL 2.4 words its bootstrap the same way, which is why a
-  process that also initialised IB is IB). Not when the log shows an NCCL version of 2.7 or
-  later: that release prints the line, so its absence means the log was cut, and the answer is
-  ``unknown``.
+  process that also initialised IB is IB). A process that could not load libibverbs (``Failed
+  to open libibverbs.so``) is ``Socket`` too: NCCL tries a net plugin, then its IB transport,
+  then sockets, and only reaches IB when no plugin took over. Not when the log shows an NCCL
+  version of 2.7 or later and NCCL INFO lines: that release prints the line, so its absence
+  means the log was cut, and the answer is ``unknown``. A log without any INFO line was written
+  at ``NCCL_DEBUG=WARN``, where no release prints it; there the libibverbs failure decides.
 * ``IB`` with no ``NET/IB : Using`` device line stays ``ib`` and ``link_layer`` is ``None``. An
   OFI network is ``ofi-efa`` only when ``NET/OFI Selected Provider is efa`` (or the newer
   ``Selected provider is efa, fabric is ...``) was seen.
 * Several networks in one file (ranks disagree) -> the WORST one is reported (a fallback anywhere
   is a fallback) and the disagreement is named in ``evidence``.
 * Single node (``nNodes 1``, or every rank on one host) with no ``via NET/`` channel -> ``none``.
-  No network line and nothing else conclusive -> ``unknown``.
+  No network line and nothing else conclusive -> ``unknown``, except that a failed verbs call
+  (``NCCL WARN Call to ibv_modify_qp failed ...``) shows NCCL connecting over its IB transport:
+  ``ib``, or ``roce`` on RoCE devices.
+* ``failures``: connections that failed (a verbs call and the error it names, with its line),
+  also counted in ``evidence``; the transport is the one that was tried. Empty for a clean log.
 * GDRDMA, strongest evidence first: ``True`` when a channel line shows ``/GDRDMA`` or
   ``Connected all rings ... GDR 1``; ``False`` when ``via NET/`` channel lines exist without it
   or ``... GDR 0``; then the per-GPU topology lines ``GPU Direct RDMA Enabled/Disabled for GPU``;
@@ -43,7 +50,13 @@ import re
 from dataclasses import dataclass
 
 from gpufleet.errors import ParseError
-from gpufleet.parsing.nccl_log.facts import LEGACY_IB, LEGACY_OFI, LEGACY_SOCKET, LogFacts
+from gpufleet.parsing.nccl_log.facts import (
+    LEGACY_IB,
+    LEGACY_NO_VERBS,
+    LEGACY_OFI,
+    LEGACY_SOCKET,
+    LogFacts,
+)
 from gpufleet.parsing.nccl_log.lines import text
 from gpufleet.parsing.nccl_log.transports import classify_network_name, is_ofi, quality
 
@@ -52,7 +65,10 @@ __all__ = ["NcclLogInfo", "decide"]
 
 @dataclass(frozen=True, slots=True)
 class NcclLogInfo:
-    """The transport NCCL used, and the log lines that say so (``evidence``, deduplicated)."""
+    """The transport NCCL used, and the log lines that say so (``evidence``, deduplicated).
+
+    ``problems``: contradictory init lines, not believed; ``failures``: connections that failed
+    on the transport reported (``"ibv_modify_qp failed: Connection timed out: <line>"``)."""
 
     transport: str
     network_name: str | None
@@ -64,6 +80,7 @@ class NcclLogInfo:
     evidence: tuple[str, ...]
     ranks_seen: int | None = None
     problems: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()
 
 
 def decide(facts: LogFacts) -> NcclLogInfo:
@@ -77,6 +94,8 @@ def decide(facts: LogFacts) -> NcclLogInfo:
         transport, network_name = _single_node(facts, single_reason, evidence)
     else:
         transport, network_name = _worst_network(facts, evidence)
+        if transport == "unknown" and facts.verbs_failures:
+            transport = _tried_ib(facts, evidence)
     _network_evidence(facts, transport, network_name, link_layer, single_reason, evidence)
     gdrdma = _gdrdma(facts, transport, evidence)
     nccl_version = _nccl_version(facts, evidence)
@@ -86,6 +105,13 @@ def decide(facts: LogFacts) -> NcclLogInfo:
     problems = tuple(f"{why}, not believed: {line}" for why, line in facts.refused.items())
     if problems:
         evidence.append(f"{len(problems)} contradictory init line(s) refused (see problems)")
+    failures = tuple(f"{why}: {line}" for why, line in facts.verbs_failures.items())
+    if failures:
+        evidence.append(
+            f"connection failure on the {transport} transport: "
+            + "; ".join(facts.verbs_failures)
+            + " (see failures)"
+        )
     providers = list(facts.providers)
     return NcclLogInfo(
         transport=transport,
@@ -102,6 +128,7 @@ def decide(facts: LogFacts) -> NcclLogInfo:
         evidence=tuple(dict.fromkeys(e for e in evidence if e)),
         ranks_seen=ranks_seen,
         problems=problems,
+        failures=failures,
     )
 
 
@@ -145,7 +172,12 @@ def _single_node(facts: LogFacts, reason: str, evidence: list[str]) -> tuple[str
     return "none", network_name
 
 
-_LEGACY_NAMES = ((LEGACY_OFI, "OFI"), (LEGACY_IB, "IB"), (LEGACY_SOCKET, "Socket"))
+_LEGACY_NAMES = (
+    (LEGACY_OFI, "OFI"),
+    (LEGACY_IB, "IB"),
+    (LEGACY_SOCKET, "Socket"),
+    (LEGACY_NO_VERBS, "Socket"),  # no libibverbs: no IB transport, so sockets
+)
 _VERSION_NUMBERS = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -155,17 +187,38 @@ def _legacy_networks(facts: LogFacts, evidence: list[str]) -> dict[str, int]:
         return {}
     versions = [_VERSION_NUMBERS.match(v) for v in facts.versions]
     modern = [m.group(0) for m in versions if m and (int(m.group(1)), int(m.group(2))) >= (2, 7)]
-    if modern:
+    if modern and facts.info_seen:
         evidence.append(
             f"NCCL {modern[0]} prints a 'Using network' line and this log has none: cut short? "
             "The transport init lines alone do not say which network was used"
         )
         return {}
+    if modern:
+        evidence.append(
+            f"no NCCL INFO line: logged at NCCL_DEBUG=WARN, where NCCL {modern[0]} prints no "
+            "'Using network' line"
+        )
     chosen: dict[str, int] = {}
     for bits in facts.legacy.values():
         name = next(name for bit, name in _LEGACY_NAMES if bits & bit)
         chosen[name] = chosen.get(name, 0) + 1
     return chosen
+
+
+def _legacy_line(facts: LogFacts, name: str) -> str:
+    """The first line of a process initialising network ``name`` (NCCL < 2.7)."""
+    bits = [b for b, n in _LEGACY_NAMES if n == name and b in facts.legacy_lines]
+    line = facts.legacy_lines[bits[0]]
+    if bits[0] == LEGACY_NO_VERBS:
+        line += " (libibverbs could not be loaded, so NCCL's IB transport could not start)"
+    return line
+
+
+def _tried_ib(facts: LogFacts, evidence: list[str]) -> str:
+    """No network line, but a verbs call failed: NCCL was connecting over its IB transport."""
+    first = next(iter(facts.verbs_failures.values()))
+    evidence.append("a verbs call failed, so NCCL was connecting over its IB transport: " + first)
+    return classify_network_name("IB", facts.link_layers)
 
 
 def _worst_network(facts: LogFacts, evidence: list[str]) -> tuple[str, str | None]:
@@ -181,10 +234,9 @@ def _worst_network(facts: LogFacts, evidence: list[str]) -> tuple[str, str | Non
         source = "no 'Using network' line; network taken from channel lines: "
     elif not facts.networks:
         counts = _legacy_networks(facts, evidence)
-        bit_of = {name: bit for bit, name in _LEGACY_NAMES}
-        lines = {name: facts.legacy_lines[bit_of[name]] for name in counts}
-        source = "no 'Using network' line (NCCL before 2.7 prints none); network taken from "
-        source += "what each process initialised: "
+        lines = {name: _legacy_line(facts, name) for name in counts}
+        source = "no 'Using network' line (NCCL before 2.7, or at NCCL_DEBUG=WARN, prints none); "
+        source += "network taken from what each process initialised: "
     classes = {name: classify_network_name(name, layers, providers) for name in lines}
     if not classes:
         evidence.append("no 'Using network' line and no 'via NET/' channel line")

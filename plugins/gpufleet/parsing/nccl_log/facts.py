@@ -4,9 +4,13 @@
 lines per network name, and tracks the largest communicator's ranks. For NCCL before 2.7, which
 prints no ``Using network`` line, it also records per process (``host:pid [device]``) which
 networks it initialised: ``NET/IB : Using``, ``NET/Socket : Using``, ``NET/OFI Selected
-Provider``. An init line that contradicts itself (a rank not below ``nranks``, ``nranks`` 0,
-``nNodes`` 0 or above ``nRanks``, ``localRanks`` 0 or above ``nRanks``, ``localRank`` not below
-``localRanks``) is not believed: it is kept in :attr:`LogFacts.refused` with the reason.
+Provider``, or that it could not load libibverbs (``Failed to open libibverbs.so``: NCCL tries a
+net plugin, then its IB transport, then sockets, so that process was left with sockets). A
+failed verbs call (``Call to ibv_modify_qp failed ...``) is kept as a connection failure, with
+the call and the error it names. An init line that contradicts itself (a rank not below
+``nranks``, ``nranks`` 0, ``nNodes`` 0 or above ``nRanks``, ``localRanks`` 0 or above ``nRanks``,
+``localRank`` not below ``localRanks``) is not believed: it is kept in :attr:`LogFacts.refused`
+with the reason.
 
 Memory is bounded: every set and dict is capped, so a log of any size keeps the same few facts.
 Which bytes are searched for these lines is :mod:`.scanner`'s business; what they mean is
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.parsing.nccl_log.lines import (
     GDR_RE,
+    IBV_CALL_RE,
     LINK_RE,
     OLD_ANCHOR,
     PREFIX_RE,
@@ -33,7 +38,14 @@ from gpufleet.parsing.nccl_log.lines import (
     value_after,
 )
 
-__all__ = ["LEGACY_IB", "LEGACY_OFI", "LEGACY_SOCKET", "MAX_DISTINCT", "LogFacts"]
+__all__ = [
+    "LEGACY_IB",
+    "LEGACY_NO_VERBS",
+    "LEGACY_OFI",
+    "LEGACY_SOCKET",
+    "MAX_DISTINCT",
+    "LogFacts",
+]
 
 MAX_DISTINCT = 4096  # cap on distinct names/keys kept (memory stays bounded)
 MAX_REFUSED = 64
@@ -42,6 +54,7 @@ MAX_REFUSED = 64
 LEGACY_IB = 1
 LEGACY_SOCKET = 2
 LEGACY_OFI = 4
+LEGACY_NO_VERBS = 8  # libibverbs could not be loaded: no IB transport, so sockets
 
 
 def _process_key(line: bytes, end: int | None = None) -> bytes:
@@ -83,6 +96,8 @@ class LogFacts:
     legacy: dict[bytes, int] = field(default_factory=dict)  # process -> LEGACY_* bits
     legacy_lines: dict[int, str] = field(default_factory=dict)  # LEGACY_* bit -> first line
     refused: dict[str, str] = field(default_factory=dict)  # contradiction -> its line
+    info_seen: bool = False  # any ``NCCL INFO`` line (a log at NCCL_DEBUG=WARN has none)
+    verbs_failures: dict[str, str] = field(default_factory=dict)  # "call: error" -> its line
     # the last network name decoded, so that the hot path does not decode it again
     last_anchor: bytes = b""
     last_name: str = ""
@@ -141,6 +156,21 @@ class LogFacts:
             self.providers.setdefault(text(match.group(1)), clip(line))
         if match:
             self.initialised(line, LEGACY_OFI)
+
+    def libibverbs_missing(self, line: bytes) -> None:
+        """``Failed to open libibverbs.so[.1]``: this process's IB transport could not start."""
+        self.initialised(line, LEGACY_NO_VERBS)
+
+    def verbs_failure(self, line: bytes) -> None:
+        """``Call to ibv_modify_qp failed with error Connection timed out``: a connection over
+        the IB transport (InfiniBand or RoCE) failed."""
+        match = IBV_CALL_RE.search(line)
+        if not match or len(self.verbs_failures) >= MAX_REFUSED:
+            return
+        call, error = text(match.group(1)), text(match.group(2))
+        self.verbs_failures.setdefault(
+            f"{call} failed: {error}" if error else f"{call} failed", clip(line)
+        )
 
     def initialised(self, line: bytes, bit: int) -> None:
         """Record that the process logging ``line`` initialised a network (NCCL < 2.7)."""

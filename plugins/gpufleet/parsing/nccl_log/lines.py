@@ -22,7 +22,11 @@ __all__ = [
     "GDR_LINE",
     "GDR_RE",
     "IB_NODEV",
+    "IBV_CALL_FAIL",
+    "IBV_CALL_RE",
+    "IBV_OPEN_FAIL",
     "IB_USING",
+    "INFO_MARK",
     "INIT_RE",
     "LINK_RE",
     "NODES_RE",
@@ -57,6 +61,13 @@ VIA_NET = b"via NET/"
 IB_USING = b"NET/IB : Using"
 SOCKET_USING = b"NET/Socket : Using"  # NCCL < 2.7: also how 2.4 words its bootstrap
 IB_NODEV = b"NET/IB : No device found"
+# NCCL's ibvwrap could not dlopen libibverbs: its IB transport cannot start in that process (WARN
+# up to 2.9, INFO later; wording unchanged since 2.3)
+IBV_OPEN_FAIL = b"Failed to open libibverbs.so"
+# a verbs call failed (``WARN("Call to ibv_modify_qp failed with error %s", ...)``, later
+# ``... failed with %d %s, on dev ...``): the IB transport was connecting and could not
+IBV_CALL_FAIL = b"NCCL WARN Call to ibv_"
+INFO_MARK = b"NCCL INFO "
 OFI_SELECTED = b"NET/OFI Selected"
 NRANKS = b" nranks "
 NRANKS_NODES = b" nRanks "
@@ -78,6 +89,7 @@ NODES_RE = re.compile(
 GDR_RE = re.compile(rb"GPU Direct RDMA (Enabled|Disabled) for (GPU|HCA)")
 RING_RE = re.compile(rb"use ring PXN \d+ GDR (\d)")
 VIA_NET_RE = re.compile(rb"via NET/(.+?)/\d+")
+IBV_CALL_RE = re.compile(rb'Call to (ibv_\w+) failed(?: with)?(?: error)?(?: \d+)? *([^,|\t\\"]*)')
 
 
 # what ends a value read after a needle: a console copy's column, a tab, a colour code, a JSON

@@ -43,7 +43,7 @@ def classify_nccl_log(lines: Iterable[str | bytes]) -> NcclLogInfo:
     for chunk in _chunks_from_lines(lines):
         scanner.feed(chunk, len(chunk), base)
         base += len(chunk)
-    return decide(scanner.facts)
+    return decide(scanner.finish())
 
 
 def classify_nccl_log_file(path: str | os.PathLike[str]) -> NcclLogInfo:
@@ -77,4 +77,4 @@ def classify_nccl_log_file(path: str | os.PathLike[str]) -> NcclLogInfo:
             if carry:
                 buf[:carry] = buf[cut:filled]
     view.release()
-    return decide(scanner.facts)
+    return decide(scanner.finish())

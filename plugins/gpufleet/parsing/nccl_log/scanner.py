@@ -8,10 +8,13 @@ log at 0.6-0.7x the speed of ``grep -c``, docs/PERFORMANCE.md):
    the deciding line, so no rank's choice is missed. Until the current wording shows up (in a
    current log: in the first chunk), the older ones are searched too: ``Using internal Network``
    and, for NCCL before 2.7, which names no network, the transport init lines ``NET/IB : Using``,
-   ``NET/Socket : Using`` and ``NET/OFI Selected Provider`` (windows are opened around them as
-   around a network line).
-2. ``via NET/`` channel lines (with and without ``/GDRDMA``) and ``NCCL version`` are searched
-   everywhere until first found: channel lines can come long after init with runtime connect.
+   ``NET/Socket : Using``, ``NET/OFI Selected Provider`` and ``Failed to open libibverbs.so``
+   (windows are opened around them as around a network line).
+2. ``via NET/`` channel lines (with and without ``/GDRDMA``), ``NCCL version`` and ``NCCL INFO``
+   are searched everywhere until first found: channel lines can come long after init with
+   runtime connect. A failed verbs call (``NCCL WARN Call to ibv_...``) is looked for in the
+   windows of step 3 and in the log's last ``WINDOW_BEFORE`` bytes (``finish``), where a run
+   that could not connect ends; a full pass for it would cost a third of the throughput.
    So a ``/GDRDMA`` line that only appears after non-GDR channel lines, far from any init, is not
    seen (the answer then errs on the safe side, ``False``).
 3. The secondary lines (``NET/IB : Using``, ``Selected Provider``, ``NET/Socket : Using`` while
@@ -36,6 +39,9 @@ from gpufleet.parsing.nccl_log.lines import (
     GDRDMA,
     IB_NODEV,
     IB_USING,
+    IBV_CALL_FAIL,
+    IBV_OPEN_FAIL,
+    INFO_MARK,
     INIT_RE,
     NODES_RE,
     NRANKS,
@@ -89,6 +95,8 @@ class Scanner:
         facts = self.facts
         if not facts.nccl_seen:
             facts.nccl_seen = buf.find(b"NCCL", 0, length) >= 0
+        if not facts.info_seen:
+            facts.info_seen = buf.find(INFO_MARK, 0, length) >= 0
         anchors = self._network_lines(buf, length)
         self._until_found(buf, length)
         self._windows(buf, length, base, anchors)
@@ -120,6 +128,7 @@ class Scanner:
                 (IB_USING, facts.ib_using),
                 (SOCKET_USING, facts.socket_using),
                 (OFI_SELECTED, facts.provider),
+                (IBV_OPEN_FAIL, facts.libibverbs_missing),
             ):
                 pos = buf.find(needle, 0, length)
                 while pos >= 0:
@@ -212,6 +221,7 @@ class Scanner:
         if buf.find(NRANKS_NODES, lo, hi) >= 0:
             for match in NODES_RE.finditer(buf, lo, hi):
                 facts.nodes(match, buf)
+        _each(buf, IBV_CALL_FAIL, lo, hi, facts.verbs_failure)
         if facts.gdr_channel is None:
             _each(buf, GDR_LINE, lo, hi, facts.gdr_line)
             _each(buf, RING_PXN, lo, hi, facts.ring)
@@ -226,6 +236,13 @@ class Scanner:
             if gdr and facts.gdr_channel is None:
                 pos = buf.find(GDRDMA, lo, hi)
                 facts.net_channel_line(line_at(buf, pos, lo, hi))
+
+    def finish(self) -> LogFacts:
+        """The facts, once the last chunk was fed: a failed verbs call ends a run that could not
+        connect, so the log's last bytes (the look-back kept below) are searched for one too."""
+        if self._tail:
+            _each(self._tail, IBV_CALL_FAIL, 0, len(self._tail), self.facts.verbs_failure)
+        return self.facts
 
     # ---- 4. look-back for the next chunk ---------------------------------------------------
     def _keep_tail(self, buf: bytes | bytearray, length: int, base: int) -> None:

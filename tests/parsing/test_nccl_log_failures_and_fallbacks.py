@@ -1,0 +1,142 @@
+"""NCCL logs of runs that had no RDMA, or tried it and failed: a host without libibverbs (NCCL
+2.3, nccl-tests at ``NCCL_DEBUG=WARN``), a RoCE run that ends in an ``ibv_modify_qp`` timeout,
+and a single-node NVLS run.
+
+The fixtures are modelled on public pastes (tests/data/parsing/README.md names each source).
+"""
+
+# ruff: noqa: E501  (verbatim NCCL lines are wider than 100 columns)
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpufleet.parsing import NcclLogInfo, classify_nccl_log, classify_nccl_log_file
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "parsing"
+
+
+def both(name: str) -> NcclLogInfo:
+    """The file reader and the line iterator must agree."""
+    path = DATA / name
+    from_file = classify_nccl_log_file(path)
+    with open(path, encoding="utf-8") as handle:
+        assert classify_nccl_log(handle) == from_file
+    return from_file
+
+
+def lines_of(name: str) -> list[str]:
+    return (DATA / name).read_text(encoding="utf-8").splitlines()
+
+
+# ------------------------------------------------------------------- no libibverbs: sockets
+
+V2_3 = "nccl_log_v2_3_no_libibverbs_socket.log"
+WARN_BROADCAST = "nccl_log_v2_9_warn_level_broadcast_socket.log"
+
+
+def test_v2_3_host_without_libibverbs_is_socket():
+    info = both(V2_3)
+    assert (info.transport, info.network_name, info.gdrdma) == ("socket", "Socket", False)
+    assert info.nccl_version == "2.3.5+cuda9.0"
+    assert (info.ranks, info.ranks_seen) == (4, 4)
+    assert info.failures == ()
+
+
+def test_v2_3_at_warn_level_the_libibverbs_failure_decides():
+    """The same run logged at NCCL_DEBUG=WARN: no INFO line, so no network line at all; each
+    process failing to load libibverbs could not start NCCL's IB transport: sockets."""
+    warn_only = [ln for ln in lines_of(V2_3) if "NCCL INFO" not in ln]
+    assert warn_only and not any("Using internal Network" in ln for ln in warn_only)
+    info = classify_nccl_log(warn_only)
+    assert (info.transport, info.network_name, info.gdrdma) == ("socket", "Socket", False)
+    assert info.ranks_seen == 4  # every process that failed to load libibverbs
+    assert any("Failed to open libibverbs.so" in e for e in info.evidence), info.evidence
+
+
+def test_warn_level_nccl_tests_broadcast_on_sockets():
+    """nccl-tests at NCCL_DEBUG=WARN on hosts without libibverbs: NCCL 2.9 prints no
+    'Using network' line at WARN, so its absence says nothing; the IB transport could not load."""
+    info = both(WARN_BROADCAST)
+    assert (info.transport, info.network_name, info.gdrdma) == ("socket", "Socket", False)
+    assert info.nccl_version == "2.9.6+cuda11.2"
+    assert info.ranks_seen == 2
+    assert any("NCCL_DEBUG=WARN" in e for e in info.evidence), info.evidence
+    assert any("Failed to open libibverbs.so" in e for e in info.evidence), info.evidence
+
+
+def test_a_libibverbs_failure_in_an_info_log_cut_before_its_network_line_stays_unknown():
+    """At INFO level NCCL >= 2.7 prints 'Using network'; without it the log was cut, and a
+    libibverbs failure alone does not say which network (a plugin may carry the data)."""
+    lines = [
+        "NCCL version 2.21.5+cuda12.4",
+        "n1:10:11 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+        "n1:10:11 [0] NCCL INFO Failed to open libibverbs.so[.1]",
+    ]
+    info = classify_nccl_log(lines)
+    assert info.transport == "unknown"
+    assert any("cut short" in e for e in info.evidence)
+
+
+def test_a_using_network_line_outranks_a_libibverbs_failure():
+    lines = lines_of(WARN_BROADCAST)
+    lines.append("sock-node-1:14926:14930 [0] NCCL INFO Using network Libfabric")
+    assert classify_nccl_log(lines).network_name == "Libfabric"
+
+
+# ------------------------------------------------------------------- RoCE connection failure
+
+ROCE_FAIL = "nccl_log_roce_modify_qp_timeout.log"
+
+
+def test_roce_run_that_failed_to_connect_says_so():
+    info = both(ROCE_FAIL)
+    assert (info.transport, info.network_name, info.link_layer) == ("roce", "IBext_v8", "RoCE")
+    assert info.failures, info.evidence
+    assert all("ibv_modify_qp" in f and "Connection timed out" in f for f in info.failures)
+    assert any("connection failure" in e for e in info.evidence), info.evidence
+    assert info.problems == ()  # a failed connection is not a contradictory log
+
+
+def test_roce_failure_in_a_log_cut_before_its_network_line():
+    """Only the device lines and the failure survive: NCCL was connecting over its IB transport
+    (ibv_modify_qp) on RoCE devices, and failed -- not 'unknown'."""
+    lines = [ln for ln in lines_of(ROCE_FAIL) if "Using network" not in ln and "via NET/" not in ln]
+    info = classify_nccl_log(lines)
+    assert (info.transport, info.link_layer) == ("roce", "RoCE")
+    assert info.failures
+    assert any("ibv_modify_qp" in e for e in info.evidence), info.evidence
+
+
+def test_a_failure_at_the_end_of_a_long_log_is_found(tmp_path):
+    """The failure of a run that could not connect ends its log, megabytes past the init
+    windows: the scanner looks for it in the log's last bytes."""
+    lines = lines_of(ROCE_FAIL)
+    cut = next(i for i, ln in enumerate(lines) if "Call to ibv_" in ln)
+    noise = "node-01:4242:4300 [0] NCCL INFO comm 0x5600 rank 0 nranks 16 cudaDev 0 busId 1b000 - Abort COMPLETE"
+    long_log = [*lines[:cut], *[noise] * 60_000, *lines[cut:]]  # ~6 MiB between init and end
+    path = tmp_path / "long.log"
+    path.write_text("\n".join(long_log) + "\n", encoding="utf-8")
+    assert path.stat().st_size > 4 << 20
+    for info in (classify_nccl_log_file(path), classify_nccl_log(long_log)):
+        assert any("ibv_modify_qp" in f for f in info.failures), info.evidence
+
+
+def test_failures_are_empty_for_clean_logs():
+    for name in ("nccl_log_ib_2node_gdr.log", "nccl_log_roce_no_gdr.log", V2_3):
+        assert both(name).failures == (), name
+
+
+# ------------------------------------------------------------------- NVLS, one node
+
+NVLS = "nccl_log_nvls_single_node.log"
+
+
+def test_single_node_nvls_run_uses_no_network():
+    info = both(NVLS)
+    assert info.transport == "none"
+    assert info.gdrdma is None
+    assert info.ranks == 8
+    assert info.nccl_version == "2.24.3+cuda12.2"
+    assert any("single node" in e and "nNodes 1" in e for e in info.evidence), info.evidence
+    assert info.failures == ()
