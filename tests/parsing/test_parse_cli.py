@@ -189,3 +189,76 @@ def test_hostile_json_is_one_line_naming_the_problem(tmp_path, content, word):
     err = proc.stderr.decode()
     assert err.count("\n") == 1 and "Traceback" not in err
     assert word in err.lower() and "unexpected" not in err, err
+
+
+HEALTH = DATA / "health"
+
+
+def test_dcgm_json_and_text():
+    proc = gpufleet("dcgm", str(HEALTH / "dcgm_diag_v4_entities.json"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {
+        "source",
+        "dcgm_version",
+        "driver_version",
+        "tests",
+        "failing_gpus",
+        "problems",
+    }
+    assert (out["source"], out["dcgm_version"], out["failing_gpus"]) == ("json", "4.1.1", [1])
+    software = out["tests"][0]
+    assert software["status"] == "fail"
+    assert software["gpus"][1]["error_codes"] == [29]
+    proc = gpufleet("dcgm", "-", stdin=(HEALTH / "dcgm_diag_v3_text_pcie_fail.txt").read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["source"] == "text" and out["failing_gpus"] == [2] and out["problems"] == []
+
+
+def test_xid_events():
+    proc = gpufleet("xid", str(HEALTH / "xid_mixed_prefixes.log"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["problems"] == []
+    first = out["events"][0]
+    assert first == {
+        "pci_bus": "0000:3b:00",
+        "xid": 79,
+        "pid": None,
+        "process": None,
+        "message": "GPU has fallen off the bus.",
+        "logged_at": "[ 5107.644336]",
+    }
+    assert [e["xid"] for e in out["events"][1:]] == [13, 63, 94, 31]
+
+
+@pytest.mark.parametrize("kind", ["dcgm", "xid"])
+def test_health_garbage_exits_2_with_one_line(kind, tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("this is not benchmark output\nat all\n")
+    proc = gpufleet(kind, str(junk))
+    assert proc.returncode == 2 and proc.stdout == b""
+    err = proc.stderr.decode()
+    assert err.startswith("gpufleet: ") and "junk.txt" in err and err.count("\n") == 1, err
+
+
+def test_nvidia_smi_remap_and_ecc():
+    proc = gpufleet("nvidia-smi", str(HEALTH / "nvidia_smi_a100_remap_pending.txt"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["problems"] == []
+    first = out["gpus"][0]
+    assert (first["pci_bus"], first["remap_pending"], first["remapped_correctable"]) == (
+        "00000000:10:1C.0",
+        True,
+        1,
+    )
+    assert first["ecc_volatile"]["dram_correctable"] == 177
+    assert first["bank_histogram"]["max"] == 639
+    junk = gpufleet("nvidia-smi", "-", stdin=b"No devices were found\n")
+    assert junk.returncode == 2
+    assert junk.stderr.decode() == (
+        "gpufleet: stdin: no GPU found (expected nvidia-smi -q output with "
+        "'GPU 00000000:3B:00.0' headers)\n"
+    )

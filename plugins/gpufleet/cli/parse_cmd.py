@@ -4,6 +4,9 @@
     gpufleet parse nccl-log FILE     # NCCL_DEBUG=INFO output: transport, GDRDMA, version, ranks
     gpufleet parse fio FILE          # fio --output-format=json
     gpufleet parse ior FILE          # IOR text report
+    gpufleet parse dcgm FILE         # dcgmi diag output (-j JSON or the text table)
+    gpufleet parse xid FILE          # kernel log (dmesg / journalctl -k): NVRM Xid events
+    gpufleet parse nvidia-smi FILE   # nvidia-smi -q -d ROW_REMAPPER,ECC: remapped rows, ECC
 
 FILE may be ``-`` for stdin. Each result carries ``problems`` (what was refused and why; empty
 for clean output), nccl-tests runs also ``invalid_rows`` (result lines refused, never counted as
@@ -26,7 +29,8 @@ from gpufleet.errors import ParseError
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "parse", help="parse nccl-tests / NCCL log / fio / IOR output and print JSON"
+        "parse",
+        help="parse nccl-tests / NCCL log / fio / IOR / dcgmi diag / Xid output and print JSON",
     )
     kinds = parser.add_subparsers(dest="parse_kind", required=True, metavar="KIND")
     for name, func, help_text in (
@@ -34,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("nccl-log", run_nccl_log, "NCCL_DEBUG=INFO log: which transport NCCL used"),
         ("fio", run_fio, "fio JSON output (--output-format=json)"),
         ("ior", run_ior, "IOR text output"),
+        ("dcgm", run_dcgm, "dcgmi diag output (-j JSON of DCGM 3.x/4.x, or the text table)"),
+        ("xid", run_xid, "kernel log (dmesg, journalctl -k): NVRM Xid events"),
+        ("nvidia-smi", run_nvidia_smi, "nvidia-smi -q -d ROW_REMAPPER,ECC: remapped rows, ECC"),
     ):
         p = kinds.add_parser(name, help=help_text, description=help_text)
         p.add_argument("file", metavar="FILE", help="input file, or - for stdin")
@@ -41,7 +48,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _SNIFF = 8192
-_TEXT_WORDS = ("nThread", "busbw", "NCCL", '"jobs"', "Max Write", "Max Read", "IOR")
+_TEXT_WORDS = (
+    "nThread",
+    "busbw",
+    "NCCL",
+    '"jobs"',
+    "Max Write",
+    "Max Read",
+    "IOR",
+    "NVRM",
+    "DCGM",
+    "NVSMI",
+)
 
 
 def _read_text(name: str) -> str:
@@ -170,3 +188,82 @@ def run_ior(args: argparse.Namespace) -> int:
     from gpufleet.parsing.storage import parse_ior
 
     return _storage(args, parse_ior)
+
+
+def run_dcgm(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.health import parse_dcgm_diag
+
+    try:
+        result = parse_dcgm_diag(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    return _emit(
+        {
+            "source": result.source,
+            "dcgm_version": result.dcgm_version,
+            "driver_version": result.driver_version,
+            "tests": [
+                {
+                    "name": test.name,
+                    "category": test.category,
+                    "status": test.status,
+                    "gpus": [
+                        {
+                            "gpu": gpu.gpu,
+                            "status": gpu.status,
+                            "messages": list(gpu.messages),
+                            "error_codes": list(gpu.error_codes),
+                        }
+                        for gpu in test.gpus
+                    ],
+                }
+                for test in result.tests
+            ],
+            "failing_gpus": list(result.failing_gpus),
+            "problems": list(result.problems),
+        }
+    )
+
+
+def run_xid(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.health import parse_xid_lines
+
+    try:
+        log = parse_xid_lines(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    events = [
+        {
+            "pci_bus": event.pci_bus,
+            "xid": event.code,
+            "pid": event.pid,
+            "process": event.process,
+            "message": event.message,
+            "logged_at": event.logged_at,
+        }
+        for event in log.events
+    ]
+    return _emit({"events": events, "problems": list(log.problems)})
+
+
+def run_nvidia_smi(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.health import parse_nvidia_smi_remap_ecc
+
+    try:
+        report = parse_nvidia_smi_remap_ecc(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    gpus = [
+        {
+            "pci_bus": gpu.pci_bus,
+            "remapped_correctable": gpu.remapped_correctable,
+            "remapped_uncorrectable": gpu.remapped_uncorrectable,
+            "remap_pending": gpu.remap_pending,
+            "remap_failure": gpu.remap_failure,
+            "bank_histogram": dict(gpu.bank_histogram),
+            "ecc_volatile": dict(gpu.ecc_volatile),
+            "ecc_aggregate": dict(gpu.ecc_aggregate),
+        }
+        for gpu in report.gpus
+    ]
+    return _emit({"gpus": gpus, "problems": list(report.problems)})

@@ -3,6 +3,8 @@
 - ``nccl_tests/``: nccl-tests results, the text table and the ``-J`` JSON report apart;
 - ``nccl_log/``: the transport NCCL used, read from ``NCCL_DEBUG=INFO`` output;
 - ``storage``: fio JSON and IOR text;
+- ``health/``: ``dcgmi diag`` (JSON and text), kernel-log Xid events and ``nvidia-smi -q``'s
+  row-remapper and ECC counters;
 - ``json_text``: decoding JSON, refusing what no benchmark writes (non-finite, huge, deep).
 
 Functions over the text and JSON the caller hands in: no I/O, except
@@ -15,6 +17,18 @@ returned as a figure: it is refused, and the result says so in its ``problems``.
 """
 
 from gpufleet.errors import ParseError
+from gpufleet.parsing.health import (
+    DcgmDiagResult,
+    DcgmGpuResult,
+    DcgmTest,
+    GpuMemoryHealth,
+    NvidiaSmiMemoryReport,
+    XidEvent,
+    XidLog,
+    parse_dcgm_diag,
+    parse_nvidia_smi_remap_ecc,
+    parse_xid_lines,
+)
 from gpufleet.parsing.nccl_log import (
     TRANSPORT_CLASSES,
     NcclLogInfo,
@@ -36,20 +50,30 @@ from gpufleet.parsing.storage import StorageResult, parse_fio_json, parse_ior
 
 __all__ = [
     "TRANSPORT_CLASSES",
+    "DcgmDiagResult",
+    "DcgmGpuResult",
+    "DcgmTest",
+    "GpuMemoryHealth",
     "InvalidRow",
     "NcclLogInfo",
     "NcclRun",
     "NcclTestsResult",
+    "NvidiaSmiMemoryReport",
     "ParseError",
     "SizeRow",
     "StorageResult",
+    "XidEvent",
+    "XidLog",
     "classify_nccl_log",
     "classify_nccl_log_file",
     "classify_network_name",
     "gpu_model_from_device_name",
+    "parse_dcgm_diag",
     "parse_fio_json",
     "parse_ior",
     "parse_nccl_tests",
     "parse_nccl_tests_any",
     "parse_nccl_tests_json",
+    "parse_nvidia_smi_remap_ecc",
+    "parse_xid_lines",
 ]

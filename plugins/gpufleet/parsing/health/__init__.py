@@ -1,0 +1,34 @@
+"""Parsers for GPU health output: ``dcgmi diag`` (JSON and text), kernel-log Xid events and
+``nvidia-smi -q -d ROW_REMAPPER,ECC``. Functions over the text handed in: no I/O."""
+
+from gpufleet.parsing.health.dcgm import (
+    DIAG_STATUSES,
+    DcgmDiagResult,
+    DcgmGpuResult,
+    DcgmTest,
+    parse_dcgm_diag,
+    parse_dcgm_diag_json,
+)
+from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
+from gpufleet.parsing.health.nvidia_smi import (
+    GpuMemoryHealth,
+    NvidiaSmiMemoryReport,
+    parse_nvidia_smi_remap_ecc,
+)
+from gpufleet.parsing.health.xid import XidEvent, XidLog, parse_xid_lines
+
+__all__ = [
+    "DIAG_STATUSES",
+    "DcgmDiagResult",
+    "DcgmGpuResult",
+    "DcgmTest",
+    "GpuMemoryHealth",
+    "NvidiaSmiMemoryReport",
+    "XidEvent",
+    "XidLog",
+    "parse_dcgm_diag",
+    "parse_dcgm_diag_json",
+    "parse_dcgm_diag_text",
+    "parse_nvidia_smi_remap_ecc",
+    "parse_xid_lines",
+]
