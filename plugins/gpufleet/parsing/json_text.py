@@ -73,3 +73,24 @@ def raw_decode(text: str, position: int = 0) -> tuple[Any, int]:
         raise
     except ValueError as exc:  # int() limits: refused before, but keep the promise
         raise JsonRefused(f"JSON number cannot be read ({_clip(str(exc), 80)})") from None
+
+
+def json_documents(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in ``text`` that starts at the beginning of a line (a tool's JSON among
+    the warnings it printed before it; several runs appended to one file), read by
+    :func:`raw_decode`'s rules."""
+    documents: list[dict[str, Any]] = []
+    position = 0
+    while (brace := text.find("{", position)) >= 0:
+        if brace > 0 and text[brace - 1] not in "\n\r":
+            position = brace + 1
+            continue
+        try:
+            document, end = raw_decode(text, brace)
+        except json.JSONDecodeError:
+            position = brace + 1
+            continue
+        if isinstance(document, dict):
+            documents.append(document)
+        position = end
+    return documents

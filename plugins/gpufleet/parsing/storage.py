@@ -24,14 +24,13 @@ cannot be true (negative, ``nan``, ``inf``) is refused.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.errors import ParseError
-from gpufleet.parsing.json_text import raw_decode
+from gpufleet.parsing.json_text import json_documents
 
 __all__ = ["StorageResult", "parse_fio_json", "parse_ior"]
 
@@ -69,28 +68,6 @@ def _value(value: Any, name: str, problems: list[str]) -> float | None:
 # --------------------------------------------------------------------------------------------
 # fio
 # --------------------------------------------------------------------------------------------
-
-
-def _fio_documents(text: str) -> list[dict[str, Any]]:
-    """Every JSON object in ``text`` that starts at the beginning of a line."""
-    documents: list[dict[str, Any]] = []
-    position = 0
-    while True:
-        brace = text.find("{", position)
-        if brace < 0:
-            break
-        if brace > 0 and text[brace - 1] not in "\n\r":
-            position = brace + 1
-            continue
-        try:
-            document, end = raw_decode(text, brace)
-        except json.JSONDecodeError:
-            position = brace + 1
-            continue
-        if isinstance(document, dict):
-            documents.append(document)
-        position = end
-    return documents
 
 
 def _job_name(job: dict[str, Any], index: int) -> str:
@@ -159,7 +136,7 @@ def parse_fio_json(text: str) -> StorageResult:
     """Read and write MiB/s and IOPS from fio JSON output (noise around the JSON tolerated)."""
     if isinstance(text, bytes | bytearray):
         text = text.decode("utf-8", errors="replace")
-    documents = [d for d in _fio_documents(text) if "jobs" in d or "client_stats" in d]
+    documents = [d for d in json_documents(text) if "jobs" in d or "client_stats" in d]
     if not documents:
         raise ParseError(
             "no fio JSON found (expected an object with 'jobs'; run fio with --output-format=json)"

@@ -24,13 +24,12 @@ that is not one is refused into ``problems`` (the result it belongs to is not re
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.errors import ParseError
-from gpufleet.parsing.json_text import raw_decode
+from gpufleet.parsing.json_text import json_documents
 
 __all__ = [
     "DIAG_STATUSES",
@@ -236,24 +235,6 @@ def _read_test(test: dict[str, Any], category: str | None, problems: list[str]) 
     return DcgmTest(name, category, overall, ordered)
 
 
-def _json_documents(text: str) -> list[dict[str, Any]]:
-    documents: list[dict[str, Any]] = []
-    position = 0
-    while (brace := text.find("{", position)) >= 0:
-        if brace > 0 and text[brace - 1] not in "\n\r":
-            position = brace + 1
-            continue
-        try:
-            document, end = raw_decode(text, brace)
-        except json.JSONDecodeError:
-            position = brace + 1
-            continue
-        if isinstance(document, dict):
-            documents.append(document)
-        position = end
-    return documents
-
-
 def _diag_root(document: dict[str, Any]) -> dict[str, Any] | None:
     for key in _ROOTS:
         if isinstance(document.get(key), dict):
@@ -272,7 +253,7 @@ def _string(*candidates: Any) -> str | None:
 
 def parse_dcgm_diag_json(text: str) -> DcgmDiagResult:
     """Per-test, per-GPU results of ``dcgmi diag -j`` (DCGM 3.x or 4.x)."""
-    documents = [(d, root) for d in _json_documents(text) if (root := _diag_root(d)) is not None]
+    documents = [(d, root) for d in json_documents(text) if (root := _diag_root(d)) is not None]
     if not documents:
         raise ParseError("no dcgmi diag JSON found (expected 'DCGM GPU Diagnostic' or 'tests')")
     document, root = documents[0]
@@ -320,7 +301,7 @@ def parse_dcgm_diag(text: str) -> DcgmDiagResult:
     if isinstance(text, bytes | bytearray):
         text = text.decode("utf-8", errors="replace")
     if re.search(r"^\s*\{", text, re.MULTILINE) and any(
-        _diag_root(d) for d in _json_documents(text)
+        _diag_root(d) for d in json_documents(text)
     ):
         return parse_dcgm_diag_json(text)
     if _TABLE_LINE.search(text):
