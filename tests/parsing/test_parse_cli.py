@@ -262,3 +262,37 @@ def test_nvidia_smi_remap_and_ecc():
         "gpufleet: stdin: no GPU found (expected nvidia-smi -q output with "
         "'GPU 00000000:3B:00.0' headers)\n"
     )
+
+
+def test_nvlink_error_counters():
+    proc = gpufleet("nvlink", str(HEALTH / "nvlink_h100_replay_crc.txt"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["problems"] == []
+    assert [gpu["index"] for gpu in out["gpus"]] == [0, 1]
+    second = out["gpus"][1]
+    assert (second["name"], second["uuid"]) == (
+        "NVIDIA H100 80GB HBM3",
+        "GPU-00000000-1111-4000-8000-000000000001",
+    )
+    assert second["links"][5] == {
+        "link": 5,
+        "inactive": False,
+        "not_supported": False,
+        "counters": {"replay": 37, "recovery": 1, "crc": 12},
+    }
+    junk = gpufleet("nvlink", "-", stdin=b"No devices were found\n")
+    assert junk.returncode == 2 and junk.stdout == b""
+    assert junk.stderr.decode() == (
+        "gpufleet: stdin: no GPU found (expected nvidia-smi nvlink -e output with "
+        "'GPU 0: <name> (UUID: GPU-...)' headers)\n"
+    )
+
+
+def test_nvlink_garbage_file_exits_2_with_one_line(tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("this is not benchmark output\nat all\n")
+    proc = gpufleet("nvlink", str(junk))
+    assert proc.returncode == 2 and proc.stdout == b""
+    err = proc.stderr.decode()
+    assert err.startswith("gpufleet: ") and "junk.txt" in err and err.count("\n") == 1, err

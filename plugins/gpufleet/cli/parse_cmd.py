@@ -7,6 +7,7 @@
     gpufleet parse dcgm FILE         # dcgmi diag output (-j JSON or the text table)
     gpufleet parse xid FILE          # kernel log (dmesg / journalctl -k): NVRM Xid events
     gpufleet parse nvidia-smi FILE   # nvidia-smi -q -d ROW_REMAPPER,ECC: remapped rows, ECC
+    gpufleet parse nvlink FILE       # nvidia-smi nvlink -e: NVLink error counters per link
 
 FILE may be ``-`` for stdin. Each result carries ``problems`` (what was refused and why; empty
 for clean output), nccl-tests runs also ``invalid_rows`` (result lines refused, never counted as
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("dcgm", run_dcgm, "dcgmi diag output (-j JSON of DCGM 3.x/4.x, or the text table)"),
         ("xid", run_xid, "kernel log (dmesg, journalctl -k): NVRM Xid events"),
         ("nvidia-smi", run_nvidia_smi, "nvidia-smi -q -d ROW_REMAPPER,ECC: remapped rows, ECC"),
+        ("nvlink", run_nvlink, "nvidia-smi nvlink -e: NVLink error counters per GPU and link"),
     ):
         p = kinds.add_parser(name, help=help_text, description=help_text)
         p.add_argument("file", metavar="FILE", help="input file, or - for stdin")
@@ -263,6 +265,33 @@ def run_nvidia_smi(args: argparse.Namespace) -> int:
             "bank_histogram": dict(gpu.bank_histogram),
             "ecc_volatile": dict(gpu.ecc_volatile),
             "ecc_aggregate": dict(gpu.ecc_aggregate),
+        }
+        for gpu in report.gpus
+    ]
+    return _emit({"gpus": gpus, "problems": list(report.problems)})
+
+
+def run_nvlink(args: argparse.Namespace) -> int:
+    from gpufleet.parsing.health import parse_nvlink_errors
+
+    try:
+        report = parse_nvlink_errors(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+    gpus = [
+        {
+            "index": gpu.index,
+            "name": gpu.name,
+            "uuid": gpu.uuid,
+            "links": [
+                {
+                    "link": link.link,
+                    "inactive": link.inactive,
+                    "not_supported": link.not_supported,
+                    "counters": dict(link.counters),
+                }
+                for link in gpu.links
+            ],
         }
         for gpu in report.gpus
     ]

@@ -3,8 +3,8 @@
 - ``nccl_tests/``: nccl-tests results, the text table and the ``-J`` JSON report apart;
 - ``nccl_log/``: the transport NCCL used, read from ``NCCL_DEBUG=INFO`` output;
 - ``storage``: fio JSON and IOR text;
-- ``health/``: ``dcgmi diag`` (JSON and text), kernel-log Xid events and ``nvidia-smi -q``'s
-  row-remapper and ECC counters;
+- ``health/``: ``dcgmi diag`` (JSON and text), kernel-log Xid events, ``nvidia-smi -q``'s
+  row-remapper and ECC counters and ``nvidia-smi nvlink -e``'s NVLink error counters;
 - ``json_text``: decoding JSON, refusing what no benchmark writes (non-finite, huge, deep).
 
 Functions over the text and JSON the caller hands in: no I/O, except
@@ -23,10 +23,14 @@ from gpufleet.parsing.health import (
     DcgmTest,
     GpuMemoryHealth,
     NvidiaSmiMemoryReport,
+    NvlinkErrorReport,
+    NvlinkGpuErrors,
+    NvlinkLinkErrors,
     XidEvent,
     XidLog,
     parse_dcgm_diag,
     parse_nvidia_smi_remap_ecc,
+    parse_nvlink_errors,
     parse_xid_lines,
 )
 from gpufleet.parsing.nccl_log import (
@@ -59,6 +63,9 @@ __all__ = [
     "NcclRun",
     "NcclTestsResult",
     "NvidiaSmiMemoryReport",
+    "NvlinkErrorReport",
+    "NvlinkGpuErrors",
+    "NvlinkLinkErrors",
     "ParseError",
     "SizeRow",
     "StorageResult",
@@ -75,5 +82,6 @@ __all__ = [
     "parse_nccl_tests_any",
     "parse_nccl_tests_json",
     "parse_nvidia_smi_remap_ecc",
+    "parse_nvlink_errors",
     "parse_xid_lines",
 ]

@@ -1,5 +1,6 @@
-"""Parsers for GPU health output: ``dcgmi diag`` (JSON and text), kernel-log Xid events and
-``nvidia-smi -q -d ROW_REMAPPER,ECC``. Functions over the text handed in: no I/O."""
+"""Parsers for GPU health output: ``dcgmi diag`` (JSON and text), kernel-log Xid events,
+``nvidia-smi -q -d ROW_REMAPPER,ECC`` and ``nvidia-smi nvlink -e``. Functions over the text
+handed in: no I/O."""
 
 from gpufleet.parsing.health.dcgm import (
     DIAG_STATUSES,
@@ -15,6 +16,12 @@ from gpufleet.parsing.health.nvidia_smi import (
     NvidiaSmiMemoryReport,
     parse_nvidia_smi_remap_ecc,
 )
+from gpufleet.parsing.health.nvlink import (
+    NvlinkErrorReport,
+    NvlinkGpuErrors,
+    NvlinkLinkErrors,
+    parse_nvlink_errors,
+)
 from gpufleet.parsing.health.xid import XidEvent, XidLog, parse_xid_lines
 
 __all__ = [
@@ -24,11 +31,15 @@ __all__ = [
     "DcgmTest",
     "GpuMemoryHealth",
     "NvidiaSmiMemoryReport",
+    "NvlinkErrorReport",
+    "NvlinkGpuErrors",
+    "NvlinkLinkErrors",
     "XidEvent",
     "XidLog",
     "parse_dcgm_diag",
     "parse_dcgm_diag_json",
     "parse_dcgm_diag_text",
     "parse_nvidia_smi_remap_ecc",
+    "parse_nvlink_errors",
     "parse_xid_lines",
 ]

@@ -51,15 +51,17 @@ class NvidiaSmiMemoryReport:
     problems: tuple[str, ...] = ()
 
 
-def _snake(text: str) -> str:
+def snake(text: str) -> str:
+    """A label nvidia-smi prints, as a key (``Remapping Failure`` -> ``remapping_failure``)."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def _count(value: str, what: str, problems: list[str]) -> tuple[bool, int | None]:
-    """``(ok, count)``: ``N/A`` is ``(True, None)``; a value that is no count is a problem."""
+def count(value: str, what: str, problems: list[str]) -> tuple[bool, int | None]:
+    """``(ok, count)`` of a counter nvidia-smi prints: ``N/A`` is ``(True, None)``; a value that
+    is no non-negative integer (``-3``, ``1.5``, ``lots``) is a problem, named by ``what``."""
     if value.upper() == "N/A":
         return True, None
-    if value.isdigit() and len(value) <= 20:
+    if value.isdigit() and value.isascii() and len(value) <= 20:
         return True, int(value)
     problems.append(f"{what} {value[:24]!r} is not a non-negative integer")
     return False, None
@@ -106,11 +108,11 @@ def _take(gpu: _Gpu, path: list[str], key: str, value: str, problems: list[str])
     if path[:1] == ["remapped rows"]:
         if path[1:] == ["bank remap availability histogram"]:
             banks = _BANKS.match(value)
-            ok, number = _count(banks.group("n") if banks else value, what, problems)
+            ok, number = count(banks.group("n") if banks else value, what, problems)
             if ok:
-                gpu.histogram[_snake(key)] = number
+                gpu.histogram[snake(key)] = number
         elif len(path) == 1 and low in _REMAP_COUNTS:
-            ok, number = _count(value, what, problems)
+            ok, number = count(value, what, problems)
             if ok:
                 gpu.fields[_REMAP_COUNTS[low]] = number
         elif len(path) == 1 and low in _REMAP_FLAGS:
@@ -118,8 +120,8 @@ def _take(gpu: _Gpu, path: list[str], key: str, value: str, problems: list[str])
             if ok:
                 gpu.fields[_REMAP_FLAGS[low]] = flag
     elif path[:1] == ["ecc errors"] and len(path) >= 2 and path[1] in gpu.ecc:
-        name = _snake(" ".join([*path[2:], key]))
-        ok, number = _count(value, what, problems)
+        name = snake(" ".join([*path[2:], key]))
+        ok, number = count(value, what, problems)
         if ok:
             gpu.ecc[path[1]][name] = number
 
