@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +100,18 @@ def _with_name(name: str, exc: ParseError) -> ParseError:
     return ParseError(f"{where}: {message}")
 
 
+def _parsed(args: argparse.Namespace, parse: Callable[[str], Any]) -> Any:
+    """``parse`` of the input named on the command line; a refusal names the input."""
+    try:
+        return parse(_read_text(args.file))
+    except ParseError as exc:
+        raise _with_name(args.file, exc) from None
+
+
 def run_nccl_tests(args: argparse.Namespace) -> int:
     from gpufleet.parsing.nccl_tests import parse_nccl_tests_any
 
-    try:
-        result = parse_nccl_tests_any(_read_text(args.file))
-    except ParseError as exc:
-        raise _with_name(args.file, exc) from None
+    result = _parsed(args, parse_nccl_tests_any)
     runs = [
         {
             "collective": run.collective,
@@ -165,10 +171,7 @@ def run_nccl_log(args: argparse.Namespace) -> int:
 
 
 def _storage(args: argparse.Namespace, parse: Callable[[str], Any]) -> int:
-    try:
-        result = parse(_read_text(args.file))
-    except ParseError as exc:
-        raise _with_name(args.file, exc) from None
+    result = _parsed(args, parse)
     return _emit(
         {
             "read_mib_s": result.read_mib_s,
@@ -195,10 +198,7 @@ def run_ior(args: argparse.Namespace) -> int:
 def run_dcgm(args: argparse.Namespace) -> int:
     from gpufleet.parsing.health import parse_dcgm_diag
 
-    try:
-        result = parse_dcgm_diag(_read_text(args.file))
-    except ParseError as exc:
-        raise _with_name(args.file, exc) from None
+    result = _parsed(args, parse_dcgm_diag)
     return _emit(
         {
             "source": result.source,
@@ -230,10 +230,7 @@ def run_dcgm(args: argparse.Namespace) -> int:
 def run_xid(args: argparse.Namespace) -> int:
     from gpufleet.parsing.health import parse_xid_lines
 
-    try:
-        log = parse_xid_lines(_read_text(args.file))
-    except ParseError as exc:
-        raise _with_name(args.file, exc) from None
+    log = _parsed(args, parse_xid_lines)
     events = [
         {
             "pci_bus": event.pci_bus,
@@ -251,48 +248,12 @@ def run_xid(args: argparse.Namespace) -> int:
 def run_nvidia_smi(args: argparse.Namespace) -> int:
     from gpufleet.parsing.health import parse_nvidia_smi_remap_ecc
 
-    try:
-        report = parse_nvidia_smi_remap_ecc(_read_text(args.file))
-    except ParseError as exc:
-        raise _with_name(args.file, exc) from None
-    gpus = [
-        {
-            "pci_bus": gpu.pci_bus,
-            "remapped_correctable": gpu.remapped_correctable,
-            "remapped_uncorrectable": gpu.remapped_uncorrectable,
-            "remap_pending": gpu.remap_pending,
-            "remap_failure": gpu.remap_failure,
-            "bank_histogram": dict(gpu.bank_histogram),
-            "ecc_volatile": dict(gpu.ecc_volatile),
-            "ecc_aggregate": dict(gpu.ecc_aggregate),
-        }
-        for gpu in report.gpus
-    ]
-    return _emit({"gpus": gpus, "problems": list(report.problems)})
+    report = _parsed(args, parse_nvidia_smi_remap_ecc)
+    return _emit(asdict(report))  # the report is the output: per GPU, and problems
 
 
 def run_nvlink(args: argparse.Namespace) -> int:
     from gpufleet.parsing.health import parse_nvlink_errors
 
-    try:
-        report = parse_nvlink_errors(_read_text(args.file))
-    except ParseError as exc:
-        raise _with_name(args.file, exc) from None
-    gpus = [
-        {
-            "index": gpu.index,
-            "name": gpu.name,
-            "uuid": gpu.uuid,
-            "links": [
-                {
-                    "link": link.link,
-                    "inactive": link.inactive,
-                    "not_supported": link.not_supported,
-                    "counters": dict(link.counters),
-                }
-                for link in gpu.links
-            ],
-        }
-        for gpu in report.gpus
-    ]
-    return _emit({"gpus": gpus, "problems": list(report.problems)})
+    report = _parsed(args, parse_nvlink_errors)
+    return _emit(asdict(report))  # the report is the output: per GPU, and problems
