@@ -195,6 +195,20 @@ def check_depends_on(compose: dict[str, Any]) -> list[str]:
     return problems
 
 
+def missing_driver(url: str) -> str | None:
+    """Why SQLAlchemy, as pinned here, cannot load the driver ``url`` names (checked in this
+    virtualenv, installed from the same requirements as the image), or None: a bare
+    ``postgresql://`` means psycopg 3 to SQLAlchemy 2.1, which the requirements do not install
+    (the live Celery test found it)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        make_url(url).get_dialect().import_dbapi()
+    except Exception as exc:  # noqa: BLE001 - any failure to load is the finding
+        return f"{url.split('://', 1)[0]}:// cannot be loaded ({type(exc).__name__}: {exc})"
+    return None
+
+
 def check_executor(compose: dict[str, Any]) -> list[str]:
     env = env_of(compose["x-airflow-common"])
     services = compose["services"]
@@ -207,6 +221,10 @@ def check_executor(compose: dict[str, Any]) -> list[str]:
     result_host, _ = database_of(env.get("AIRFLOW__CELERY__RESULT_BACKEND", "").removeprefix("db+"))
     if result_host not in services:
         problems.append(f"celery result backend host {result_host!r} is not a service")
+    for key in ("AIRFLOW__CELERY__RESULT_BACKEND", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"):
+        missing = missing_driver(env.get(key, "").removeprefix("db+"))
+        if missing:
+            problems.append(f"{key}: {missing}")
     if "celery worker" not in str(services.get("airflow-worker", {}).get("command")):
         problems.append("airflow-worker does not run `celery worker`")
     if not env.get("AIRFLOW__API_AUTH__JWT_SECRET"):
@@ -417,6 +435,13 @@ def broken(compose: dict[str, Any], change) -> dict[str, Any]:  # type: ignore[n
                 AIRFLOW__CORE__EXECUTOR="LocalExecutor"
             ),
             "not CeleryExecutor",
+        ),
+        (
+            check_executor,
+            lambda c: c["x-airflow-common"]["environment"].update(
+                AIRFLOW__CELERY__RESULT_BACKEND="db+postgresql://airflow:airflow@postgres/airflow"
+            ),
+            "AIRFLOW__CELERY__RESULT_BACKEND: postgresql:// cannot be loaded",
         ),
         (
             check_ledger,

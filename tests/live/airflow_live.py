@@ -1,19 +1,28 @@
 """A real Airflow 3 for end-to-end tests: api-server, scheduler, dag-processor and triggerer.
 
 ``start_airflow(dags_folder)`` builds a throwaway ``AIRFLOW_HOME``, points it at a throwaway
-PostgreSQL database when 127.0.0.1:5432 answers (LocalExecutor; dropped at teardown) or at a
-SQLite file otherwise (under ``CI=true`` a PostgreSQL that refuses fails the test instead:
+PostgreSQL database when 127.0.0.1:5432 answers (dropped at teardown) or at a SQLite file
+otherwise (under ``CI=true`` a PostgreSQL that refuses fails the test instead:
 tests/support/postgres.py), migrates it, serializes the DAGs, starts the four components from the
 project's virtualenv as their own process groups and waits until ``/api/v2/monitor/health``
-reports every component healthy. ``LiveAirflow.stop()`` kills the process groups, drops the
-database and removes the home unless asked to keep it (logs are under ``home/logs``).
+reports every component healthy.
+
+The executor is the one the project ships (docker-compose.yaml): **CeleryExecutor** when
+PostgreSQL and Redis (127.0.0.1:6379) both answer, with two ``airflow celery worker`` processes
+(``worker-1``, ``worker-2``) on a queue of their own (several sessions may share one Redis), the
+Celery results and the gpufleet ledger in PostgreSQL databases of their own; else
+LocalExecutor (a laptop without them; under ``CI=true`` a Redis that does not answer fails the
+test instead). ``LiveAirflow.executor`` says which. ``LiveAirflow.stop()`` kills the process
+groups, drops the databases and removes the home unless asked to keep it (logs are under
+``home/logs``).
 
 Knobs (environment): ``GPUFLEET_LIVE_DB=sqlite`` forces SQLite; ``GPUFLEET_LIVE_PG`` is a libpq
 DSN for the server holding the throwaway database (default
 ``host=127.0.0.1 port=5432 user=postgres dbname=postgres``); ``GPUFLEET_LIVE_VENV`` the
 virtualenv whose ``bin/airflow`` runs (default ``<repo>/.venv``); ``GPUFLEET_LIVE_KEEP=1`` keeps
-the home and database after teardown; ``GPUFLEET_LIVE_PLUGINS`` another plugins folder (default
-``<repo>/plugins``).
+the home and database after teardown; ``GPUFLEET_LIVE_REDIS`` the broker (default
+``redis://127.0.0.1:6379/0``; ``none`` forces LocalExecutor); ``GPUFLEET_LIVE_PLUGINS`` another
+plugins folder (default ``<repo>/plugins``).
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ import requests
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PLUGINS_DIR = Path(os.environ.get("GPUFLEET_LIVE_PLUGINS") or REPO_ROOT / "plugins").resolve()
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+WORKERS = ("worker-1", "worker-2")  # CeleryExecutor only
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 USERNAME = "ci"
 VIEWER = "viewer"  # a second user with the viewer role, for 403 checks
 DEFAULT_PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=2"
@@ -156,6 +167,42 @@ def postgres_available() -> bool:
     return True
 
 
+def _redis_url() -> str:
+    return os.environ.get("GPUFLEET_LIVE_REDIS") or DEFAULT_REDIS
+
+
+def redis_available() -> bool:
+    """True if the Celery broker answers a PING and the virtualenv has the Celery provider.
+    Under ``CI=true`` a broker that does not answer fails the test (CI machines run Redis)."""
+    url = _redis_url()
+    if url.lower() == "none":
+        return False
+    probe = subprocess.run(
+        [str(venv_bin() / "python"), "-c", "import airflow.providers.celery, redis"],
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return False
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        from tests.support.postgres import in_ci
+
+        if in_ci():
+            import pytest
+
+            pytest.fail(
+                f"CI=true and Redis is missing: {url} does not answer ({exc}). CI machines run "
+                "Redis at 127.0.0.1:6379 for the live CeleryExecutor test: start it",
+                pytrace=False,
+            )
+        return False
+    return True
+
+
 def _pg_admin(statement: str) -> None:
     import psycopg2
 
@@ -198,6 +245,9 @@ class LiveAirflow:
     dags_folder: Path
     backend: str  # "postgresql" or "sqlite"
     database: str  # database name (postgresql) or file path (sqlite)
+    executor: str = "LocalExecutor"  # or "CeleryExecutor"
+    queue: str | None = None  # the Celery queue of this Airflow's workers
+    ledger_database: str | None = None  # the gpufleet ledger's own PostgreSQL database
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     _token: str | None = None
 
@@ -267,6 +317,77 @@ class LiveAirflow:
             parts.append(f"----- {log} (last {lines} lines) -----\n{tail(log, lines)}")
         return "\n".join(parts)
 
+    def component_args(self, name: str) -> list[str]:
+        """The ``airflow`` command line of one component."""
+        if name == "api-server":
+            return [name, "--port", str(self.port), "--host", "127.0.0.1"]
+        if name in WORKERS:
+            return [
+                "celery",
+                "worker",
+                "--queues",
+                str(self.queue),
+                "--concurrency",
+                "2",
+                "--celery-hostname",
+                f"{name}@%h",
+                "--skip-serve-logs",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        return [name]
+
+    def start_component(self, name: str) -> subprocess.Popen:
+        """Start one component as its own process group (killed as one), its output appended
+        to ``logs/<name>.log``."""
+        with self.component_log(name).open("ab") as out:
+            proc = subprocess.Popen(
+                [str(venv_bin() / "airflow"), *self.component_args(name)],
+                env=self.env,
+                cwd=self.home,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.processes[name] = proc
+        return proc
+
+    def kill_component(self, name: str) -> None:
+        """SIGKILL a component's process group and every process descended from it (task
+        processes that started sessions of their own too), as a machine that dies would, and
+        wait for its leader; it is no longer one of ``processes``."""
+        proc = self.processes.pop(name)
+        doomed = _descendants(proc.pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def component_holding(self, pid: int) -> str | None:
+        """The component that process ``pid`` (a task's) descends from, if any (a task process
+        may start a session of its own, so its process group alone does not tell)."""
+        leaders = {p.pid: n for n, p in self.processes.items()}
+        while pid and pid > 1:
+            if pid in leaders:
+                return leaders[pid]
+            pid = _parent(pid)
+        return None
+
+    def wait_workers_ready(self, timeout: float) -> None:
+        """Until every Celery worker's log says it is ready to take tasks."""
+        deadline = time.monotonic() + timeout
+        pending = [n for n in WORKERS if n in self.processes]
+        while pending and time.monotonic() < deadline:
+            self.check_alive()
+            pending = [n for n in pending if " ready." not in tail(self.component_log(n), 400)]
+            if pending:
+                time.sleep(0.5)
+        if pending:
+            raise LiveAirflowError(f"Celery workers not ready: {pending}\n{self.log_tails()}")
+
     def stop(self, keep: bool = False) -> None:
         """Kill the components (SIGTERM, then SIGKILL), drop the database, remove the home.
 
@@ -290,9 +411,36 @@ class LiveAirflow:
                 proc.wait(timeout=5)
         keep_all = os.environ.get("GPUFLEET_LIVE_KEEP") == "1"
         if self.backend == "postgresql" and not keep_all:
-            _pg_admin(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+            for database in filter(None, (self.database, self.ledger_database)):
+                _pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        if self.queue:
+            import redis
+
+            with contextlib.suppress(redis.RedisError):
+                redis.Redis.from_url(_redis_url()).delete(
+                    self.queue, f"_kombu.binding.{self.queue}"
+                )
         if not (keep or keep_all):
             shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process descended from ``root`` (from /proc)."""
+    parents = {int(p): _parent(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    found, frontier = [], {root}
+    while frontier:
+        children = {pid for pid, parent in parents.items() if parent in frontier}
+        found.extend(sorted(children))
+        frontier = children
+    return found
 
 
 def _run_step(
@@ -314,6 +462,7 @@ def airflow_env(
     port: int,
     passwords_file: Path,
     extra_env: Mapping[str, str] | None = None,
+    celery: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment every component (and every task) runs with."""
     env = {
@@ -354,8 +503,25 @@ def airflow_env(
             "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "60",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs" / "tasks"),
+            # a task whose process died (its worker killed) is failed and retried soon
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+            "AIRFLOW__GPUFLEET__RETRY_DELAY_SECONDS": "1",
+            # a restarted triggerer takes over the triggers of one that stopped heartbeating
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+            "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         }
     )
+    if celery:
+        env.update(
+            {
+                "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                "AIRFLOW__CELERY__BROKER_URL": celery["broker"],
+                "AIRFLOW__CELERY__RESULT_BACKEND": celery["results"],
+                "AIRFLOW__OPERATORS__DEFAULT_QUEUE": celery["queue"],
+                "GPUFLEET_LEDGER_URL": celery["ledger"],
+            }
+        )
     if extra_env:
         env.update(extra_env)
     return env
@@ -386,17 +552,26 @@ def start_airflow(
         json.dumps({USERNAME: password, VIEWER: viewer_password}) + "\n", encoding="utf-8"
     )
 
+    celery: dict[str, str] | None = None
     if postgres_available():
         backend = "postgresql"
         database = f"gpufleet_live_{secrets.token_hex(6)}"
         _pg_admin(f'CREATE DATABASE "{database}"')
         sql_alchemy_conn = _pg_url(database)
+        if redis_available():
+            _pg_admin(f'CREATE DATABASE "{database}_ledger"')
+            celery = {
+                "broker": _redis_url(),
+                "results": "db+" + _pg_url(database),
+                "queue": database,
+                "ledger": _pg_url(f"{database}_ledger"),
+            }
     else:
         backend = "sqlite"
         database = str(home / "airflow.db")  # absolute, as Airflow requires
         sql_alchemy_conn = f"sqlite:///{database}"
 
-    env = airflow_env(home, dags_folder, sql_alchemy_conn, port, passwords_file, extra_env)
+    env = airflow_env(home, dags_folder, sql_alchemy_conn, port, passwords_file, extra_env, celery)
     live = LiveAirflow(
         home=home,
         url=f"http://127.0.0.1:{port}",
@@ -408,23 +583,17 @@ def start_airflow(
         dags_folder=dags_folder,
         backend=backend,
         database=database,
+        executor="CeleryExecutor" if celery else "LocalExecutor",
+        queue=celery["queue"] if celery else None,
+        ledger_database=f"{database}_ledger" if celery else None,
     )
     try:
         _run_step("db-migrate", [str(airflow), "db", "migrate"], env, live.log_dir, 300)
         _run_step("reserialize", [str(airflow), "dags", "reserialize"], env, live.log_dir, 180)
-        for name in COMPONENTS:
-            extra = ["--port", str(port), "--host", "127.0.0.1"] if name == "api-server" else []
-            with live.component_log(name).open("ab") as out:
-                live.processes[name] = subprocess.Popen(
-                    [str(airflow), name, *extra],
-                    env=env,
-                    cwd=home,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,  # its own process group, killed as one
-                )
+        for name in (*COMPONENTS, *(WORKERS if celery else ())):
+            live.start_component(name)
         _wait_healthy(live, startup_timeout)
+        live.wait_workers_ready(startup_timeout)
         if unpause:
             for dag_id in live.dag_ids():
                 live.unpause(dag_id)

@@ -205,25 +205,31 @@ def _quoted(run_id: str) -> str:
 
 
 @contextlib.contextmanager
-def state_dir(path: Path):
-    """Point this process at the live Airflow's sim fleet and ledger for a moment."""
-    before = os.environ.get("GPUFLEET_STATE_DIR")
-    os.environ["GPUFLEET_STATE_DIR"] = str(path)
+def live_fleet(airflow: LiveAirflow, path: Path):
+    """Point this process at the live Airflow's sim fleet (``path``) and ledger (its
+    ``GPUFLEET_LEDGER_URL`` when it has one: the Celery deployment's PostgreSQL ledger) for a
+    moment."""
+    wanted = {"GPUFLEET_STATE_DIR": str(path)}
+    if airflow.env.get("GPUFLEET_LEDGER_URL"):
+        wanted["GPUFLEET_LEDGER_URL"] = airflow.env["GPUFLEET_LEDGER_URL"]
+    before = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("GPUFLEET_STATE_DIR")
-        else:
-            os.environ["GPUFLEET_STATE_DIR"] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="module")
-def validated(live_fleet_dir):
+def validated(airflow, live_fleet_dir):
     """A real validation of a3u-sim/h200-a in the live Airflow's sim fleet and ledger."""
     from tests.support.fleet import validate
 
-    with state_dir(live_fleet_dir):
+    with live_fleet(airflow, live_fleet_dir):
         assert validate("a3u-sim", "h200-a")["passed"]
 
 
@@ -261,7 +267,7 @@ def test_ci_launch_succeeds_and_confirms_the_transport(airflow, validated, live_
     assert "state: success" in result.stdout
     from gpufleet.store import Ledger
 
-    with state_dir(live_fleet_dir):
+    with live_fleet(airflow, live_fleet_dir):
         launch = Ledger().launches()[0]
     assert (launch["job"], launch["state"], launch["confirmed_transport"]) == (
         "ci-finetune",
@@ -277,3 +283,191 @@ def test_a_bad_launch_conf_gets_the_api_refusal_naming_the_field(airflow):
     assert len(result.stderr.strip().splitlines()) == 1
     bad_name = gpufleet(airflow, LAUNCH, "--conf", launch_conf(job_name="Not_A_DNS_Name"))
     assert bad_name.returncode == 2 and "job_name" in bad_name.stderr
+
+
+# --- the deployment the project ships: CeleryExecutor (issue 18) -----------------------------
+# The session's live Airflow runs CeleryExecutor with two workers whenever PostgreSQL and Redis
+# answer (always in CI). These cases come last in the module: the last one kills a worker.
+
+NIGHTLY = "nightly_fabric_validation"
+TERMINAL = ("success", "failed")
+
+
+def _celery(airflow: LiveAirflow) -> None:
+    if airflow.executor != "CeleryExecutor":
+        pytest.skip(f"this live Airflow runs {airflow.executor} (no PostgreSQL or Redis here)")
+
+
+def _runs(airflow: LiveAirflow, dag_id: str) -> list[dict]:
+    response = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})
+    response.raise_for_status()
+    return response.json()["dag_runs"]
+
+
+def _trigger(airflow: LiveAirflow, dag_id: str, run_id: str, conf: dict) -> None:
+    response = airflow.request(
+        "POST",
+        f"/api/v2/dags/{dag_id}/dagRuns",
+        json={"dag_run_id": run_id, "logical_date": None, "conf": conf},
+    )
+    assert response.status_code == 200, response.text
+
+
+def _task_instances(airflow: LiveAirflow, dag_id: str, run_id: str) -> list[dict]:
+    response = airflow.request(
+        "GET", f"/api/v2/dags/{dag_id}/dagRuns/{_quoted(run_id)}/taskInstances"
+    )
+    response.raise_for_status()
+    return response.json()["task_instances"]
+
+
+def _until(what: str, check, airflow: LiveAirflow, timeout: float = 180.0, step: float = 0.5):
+    """Poll ``check()`` until it returns something truthy (that value), checking the
+    components stay up; fail naming ``what`` after ``timeout`` seconds (wall clock: a live
+    deployment's own time)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        airflow.check_alive()
+        value = check()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"{what}: not within {timeout:g}s\n{airflow.log_tails(20)}")
+
+
+def _finished(airflow: LiveAirflow, dag_id: str, run_id: str, timeout: float = 240.0) -> str:
+    def state():
+        run = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{_quoted(run_id)}").json()
+        return run["state"] if run["state"] in TERMINAL else None
+
+    return _until(f"{dag_id} run {run_id} finished", state, airflow, timeout)
+
+
+def _verdicts(rows: list[dict]) -> dict:
+    return {
+        (r["cluster"], r["pool"], r["kind"]): (r["verdict"], r["transport"], r["nodes_tested"])
+        for r in rows
+    }
+
+
+def test_the_scheduled_nightly_completes_on_celery_and_matches_an_in_process_run(
+    airflow, live_fleet_dir, airflow_db, fleet_state
+):
+    """The nightly Airflow scheduled when its DAG was unpaused runs every task on the two
+    Celery workers (and the deferrals on the triggerer) to the same verdicts as the same DAG
+    run in one process by ``dag.test()`` over a fresh copy of the fleet."""
+    _celery(airflow)
+    scheduled = _until(
+        "the scheduled nightly run", lambda: _runs(airflow, NIGHTLY), airflow, timeout=60
+    )[0]["dag_run_id"]
+    assert _finished(airflow, NIGHTLY, scheduled) == "success"
+    from gpufleet.store import Ledger
+    from tests.support.fleet import run_dag
+
+    with live_fleet(airflow, live_fleet_dir):
+        on_celery = _verdicts(Ledger().validations_for_run(scheduled))
+    reference = run_dag(NIGHTLY)  # fleet_state: a fresh fleet and SQLite ledger in this process
+    assert str(reference.state) == "success"
+    assert on_celery == _verdicts(Ledger().validations_for_run(reference.run_id))
+    assert len(on_celery) == 6 and all(v[0] == "pass" for v in on_celery.values()), on_celery
+
+
+def test_the_triggerer_restarted_during_a_deferral_resumes_the_validation(airflow, live_fleet_dir):
+    """A validation waits on its NCCL pairs in the triggerer; that triggerer dies (SIGKILL) and
+    a new one starts: it takes the trigger over and the task resumes on a worker and finishes,
+    in its first try. The sim's clock stands still meanwhile, so the pairs cannot finish before
+    the restart."""
+    _celery(airflow)
+    from gpufleet.backends.sim.state import SimState
+
+    run_id = "celery-triggerer-restart"
+    with live_fleet(airflow, live_fleet_dir):
+        clock = SimState().clock
+        clock.freeze()
+        try:
+            _trigger(airflow, NIGHTLY, run_id, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
+            _until(
+                "validate_fabric deferred",
+                lambda: any(
+                    t["task_id"] == "validate_fabric" and t["state"] == "deferred"
+                    for t in _task_instances(airflow, NIGHTLY, run_id)
+                ),
+                airflow,
+            )
+            airflow.kill_component("triggerer")
+            airflow.start_component("triggerer")
+        finally:
+            clock.thaw()
+    assert _finished(airflow, NIGHTLY, run_id) == "success"
+    fabric = [
+        t for t in _task_instances(airflow, NIGHTLY, run_id) if t["task_id"] == "validate_fabric"
+    ]
+    assert [(t["state"], t["try_number"]) for t in fabric] == [("success", 1)]
+    from gpufleet.store import Ledger
+
+    with live_fleet(airflow, live_fleet_dir):
+        rows = Ledger().validations_for_run(run_id)
+    assert [(r["pool"], r["kind"], r["verdict"]) for r in rows] == [("h200-b", "fabric", "pass")]
+
+
+def test_a_worker_killed_in_the_middle_of_a_validation_is_retried_on_the_other_once(
+    airflow, live_fleet_dir
+):
+    """The worker running a pool's fabric validation is SIGKILLed while the task waits to
+    record its verdict (the ledger's validations table is held locked meanwhile, so the kill
+    lands there): Airflow finds the task without a heartbeat, retries it on the other worker,
+    and the pool's verdict is recorded once."""
+    _celery(airflow)
+    import psycopg2
+
+    from gpufleet.store import Ledger
+
+    run_id = "celery-worker-killed"
+    with live_fleet(airflow, live_fleet_dir):
+        Ledger()  # the schema, should no task have written to the ledger yet
+    # the nightly runs one at a time (max_active_runs=1): the earlier ones first
+    _until(
+        "no nightly run in flight",
+        lambda: all(r["state"] in TERMINAL for r in _runs(airflow, NIGHTLY)),
+        airflow,
+        timeout=240,
+    )
+    ledger_dsn = airflow.env["GPUFLEET_LEDGER_URL"].replace("postgresql+psycopg2", "postgresql")
+    holder = psycopg2.connect(ledger_dsn)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLE gf_validations IN ACCESS EXCLUSIVE MODE")
+        _trigger(airflow, NIGHTLY, run_id, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
+
+        def blocked_task():
+            with psycopg2.connect(ledger_dsn) as probe, probe.cursor() as cur:
+                cur.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                waiting = cur.fetchone()[0]
+            running = [
+                t
+                for t in _task_instances(airflow, NIGHTLY, run_id)
+                if t["task_id"] == "validate_fabric" and t["state"] == "running" and t["pid"]
+            ]
+            return running[0] if waiting and running else None
+
+        task = _until("validate_fabric waiting on the ledger", blocked_task, airflow)
+        worker = airflow.component_holding(task["pid"])
+        assert worker in ("worker-1", "worker-2"), (task, worker)
+        airflow.kill_component(worker)  # the task's processes with it
+    finally:
+        holder.rollback()
+        holder.close()
+    assert _finished(airflow, NIGHTLY, run_id) == "success"
+    fabric = [
+        t for t in _task_instances(airflow, NIGHTLY, run_id) if t["task_id"] == "validate_fabric"
+    ]
+    assert [(t["state"], t["try_number"]) for t in fabric] == [("success", 2)]
+
+    with live_fleet(airflow, live_fleet_dir):
+        rows = Ledger().validations_for_run(run_id)
+    assert [(r["pool"], r["kind"], r["verdict"]) for r in rows] == [("h200-b", "fabric", "pass")]

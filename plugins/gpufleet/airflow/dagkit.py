@@ -22,12 +22,37 @@ OWNER = "gpufleet-platform"
 SIM_FAULT_PATTERN = PARAM_PATTERN  # the fault grammar, as a JSON-schema pattern
 
 
+RETRY_DELAY_S = 30.0  # a failed task's first retry; doubling up to MAX_RETRY_DELAY
+
+
+def retry_delay() -> timedelta:
+    """The first retry's delay: ``[gpufleet] retry_delay_seconds`` in Airflow's configuration
+    (``AIRFLOW__GPUFLEET__RETRY_DELAY_SECONDS``), else 30 s; read when the DAG file is parsed,
+    so every component of a deployment must see the same value. A value that is not a finite
+    number from 0 to 600 is refused, naming the setting."""
+    from airflow.configuration import conf
+
+    raw = conf.get("gpufleet", "retry_delay_seconds", fallback=None)
+    if raw is None:
+        return timedelta(seconds=RETRY_DELAY_S)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds <= 600:  # NaN fails too
+        raise ValueError(
+            f"[gpufleet] retry_delay_seconds must be a number of seconds from 0 to 600, not {raw!r}"
+        )
+    return timedelta(seconds=seconds)
+
+
 def default_args(summary: str, retries: int = 2) -> dict[str, Any]:
-    """Owner, retries with exponential backoff, and an alert on every task failure."""
+    """Owner, retries with exponential backoff (from ``retry_delay()``), and an alert on every
+    task failure."""
     return {
         "owner": OWNER,
         "retries": retries,
-        "retry_delay": timedelta(seconds=30),
+        "retry_delay": retry_delay(),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=10),
         "on_failure_callback": [FleetAlertNotifier(summary=summary)],

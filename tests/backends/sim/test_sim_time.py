@@ -48,6 +48,17 @@ def test_a_frozen_sim_clock_moves_only_when_advanced_and_never_back(fleet_state)
     assert SimState().clock.time() == at + 90
 
 
+def test_a_thawed_sim_clock_runs_on_from_where_it_stood(fleet_state):
+    clock = frozen_sim_clock()
+    at = clock.advance(3600)  # an hour ahead of the wall clock
+    thawed = clock.thaw()
+    assert abs(thawed - at) < 1  # no jump back to the wall clock
+    later = SimState().clock.time()  # another reader: running again, still an hour ahead
+    assert later >= thawed and abs(later - (time.time() + 3600)) < 5
+    assert abs(clock.thaw() - later) < 1  # thawing a running clock changes nothing
+    clock.freeze()  # the rest of the test's fleet keeps a frozen clock
+
+
 def test_sleeping_on_a_frozen_clock_advances_it_and_a_retry_waits_on_the_sims_clock(fleet_state):
     from gpufleet.backends import cloud_backend
     from gpufleet.errors import TransientBackendError

@@ -85,3 +85,16 @@ class SimClock:
                 )
                 conn.execute("DELETE FROM meta WHERE key=?", (CLOCK_KEY,))
             return self.time(conn)
+
+    def thaw(self) -> float:
+        """Let a frozen sim clock run again with the system clock, from where it stands (no
+        jump either way); the time. A running clock is left alone."""
+        with self.state.tx() as conn:
+            frozen, offset = self._read(conn)
+            if frozen is not None:
+                conn.execute("DELETE FROM meta WHERE key=?", (FROZEN_KEY,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    (CLOCK_KEY, repr(frozen + offset - time.time())),
+                )
+            return self.time(conn)
