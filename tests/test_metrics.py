@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufleet.airflow.ui.metrics import make_router, router
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
+from tests.support.fleet import snapshot
 
 TOKEN = "s3cret-scrape-token"
 CONN = "AIRFLOW_CONN_GPUFLEET_METRICS"
@@ -120,6 +121,8 @@ def record_night(ledger: Ledger) -> None:
         details={"drift": [FINDING, "not a finding", {"metric": 3}]},
     )
     ledger.set_pool_state("p5-sim", "h100-a", "drifting", FINDING["text"], "night-1")
+    for key in ("a3u-sim/h200-a", "a3u-sim/h200-b", "p5-sim/h100-a"):
+        snapshot(*key.split("/"), run_id="night-1")  # each validation leaves its pool's nodes
 
 
 def test_without_the_connection_metrics_are_refused_with_how_to_configure(client, monkeypatch):

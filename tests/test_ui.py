@@ -13,6 +13,8 @@ from html.parser import HTMLParser
 
 import pytest
 
+from tests.support.fleet import snapshot
+
 CLUSTER, POOL, OTHER = "a3u-sim", "h200-a", "h200-b"
 PAGES = [
     "/gpufleet/fleet",
@@ -125,6 +127,8 @@ def ledger(airflow_db, fleet_state):
         finished_at=now - timedelta(minutes=30),
     )
     led.set_pool_state(CLUSTER, OTHER, "validated", "ok", run_id="scheduled__n4")
+    for pool in (POOL, OTHER):  # each validation leaves its pool's node snapshot
+        snapshot(CLUSTER, pool)
     return led
 
 

@@ -163,3 +163,15 @@ def named_ledger_env() -> dict[str, str]:
     from gpufleet.store import Ledger
 
     return {"GPUFLEET_LEDGER_URL": Ledger().url}
+
+
+def snapshot(cluster: str, pool: str, run_id: str = "seed") -> None:
+    """Record the sim pool's node snapshot as a validation leaves it (for tests that write a
+    night's rows by hand: the read paths read nodes from the ledger only)."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.common.snapshots import snapshot_pool
+    from gpufleet.store import Ledger
+
+    ref = load_catalog().pool(cluster, pool)
+    snapshot_pool(ref, Ledger(), cluster_backend(ref.cluster), source="fabric", run_id=run_id)

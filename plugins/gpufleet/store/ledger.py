@@ -20,6 +20,7 @@ from gpufleet.store.database import (
 )
 from gpufleet.store.nodes import NodeRecords
 from gpufleet.store.regions import RegionRecords
+from gpufleet.store.snapshots import SnapshotRecords
 from gpufleet.store.transitions import TransitionRecords
 from gpufleet.store.validations import ValidationRecords
 
@@ -36,7 +37,7 @@ def _row(r: Any) -> dict[str, Any] | None:
     return dict(r._mapping) if r is not None else None
 
 
-class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords):
+class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, SnapshotRecords):
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
 
     def __init__(self, url: str | None = None):

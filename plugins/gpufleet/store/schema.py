@@ -20,8 +20,10 @@ with its evidence and who made it); 9 the pool-state CHECKs widened (``drifting`
 locks' leases: the region onboarding lock (``gf_region_locks``) and the transition lock's
 holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``); 11 quarantine in one
 table: the node lifecycle is the record, ``gf_quarantined_nodes`` dropped (its open rows carried
-over into ``gf_node_states`` and ``gf_node_events``).
-The region tables live in ``store/schema_regions.py`` (the same ``metadata``).
+over into ``gf_node_states`` and ``gf_node_events``); 12 node snapshots (``gf_node_snapshots``:
+each pool's nodes as the last task that listed them saw them; the read paths read these).
+The region tables live in ``store/schema_regions.py``, the snapshots in
+``store/schema_snapshots.py`` (the same ``metadata``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
 change here is a new revision there, and ``SCHEMA_VERSION`` its number.
 
@@ -53,7 +55,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 11  # the head revision, ``store/alembic/versions/0011_one_quarantine.py``
+SCHEMA_VERSION = 12  # the head revision, ``store/alembic/versions/0012_node_snapshots.py``
 
 metadata = MetaData()
 
@@ -356,3 +358,4 @@ from gpufleet.store.schema_regions import (  # noqa: E402, F401
     region_locks,
     regions,
 )
+from gpufleet.store.schema_snapshots import node_snapshots  # noqa: E402, F401

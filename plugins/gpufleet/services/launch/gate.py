@@ -7,6 +7,7 @@ corrupt simulator database, say), is a refusal with its reason, recorded like an
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -79,18 +80,22 @@ def gather_facts(
     pools: list[str],
     nodes: list | None = None,
     nodes_error: str | None = None,
+    free: Mapping[str, int | None] | None = None,
 ) -> list[PoolFacts]:
     """One PoolFacts per requested pool; what cannot be read stays unknown (None).
 
     The cluster's nodes are listed once for all the pools asked about. A caller that already
     listed them passes ``nodes`` (every node of this cluster) or why they could not be listed
-    (``nodes_error``), and the cluster is not asked again."""
+    (``nodes_error``), and the cluster is not asked again. A reader that must not touch a
+    cluster (the pages, ``/metrics``) passes ``free`` instead: each pool's free nodes as its
+    ledger snapshot counted them (None: no snapshot yet: the count is unknown), and nothing is
+    listed."""
     out: list[PoolFacts] = []
     try:
         cl = catalog.cluster(cluster)
     except GpufleetError:
         return [PoolFacts(key=f"{cluster}/{p}", known=False) for p in pools]
-    if nodes is None and nodes_error is None:
+    if nodes is None and nodes_error is None and free is None:
         try:
             backend = cluster_backend(cl)
         except Exception as exc:  # noqa: BLE001 - an unreachable cluster refuses
@@ -139,7 +144,12 @@ def gather_facts(
         except Exception as exc:  # noqa: BLE001 - an unreadable or unknown fact refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
-        free = None if by_pool is None else sum(1 for n in by_pool.get(name, ()) if n.free)
+        if free is not None:
+            free_nodes = free.get(name)
+        else:
+            free_nodes = (
+                None if by_pool is None else sum(1 for n in by_pool.get(name, ()) if n.free)
+            )
         out.append(
             PoolFacts(
                 key=key,
@@ -153,8 +163,11 @@ def gather_facts(
                 storage=storage,
                 transition_in_flight=transition_reason is not None,
                 transition_reason=transition_reason,
-                schedulable_nodes=free,
-                error=None if free is not None else f"cannot list nodes: {nodes_error}",
+                schedulable_nodes=free_nodes,
+                # from snapshots, a pool never seen has no count: "unknown", not unreadable
+                error=None
+                if free_nodes is not None or free is not None
+                else f"cannot list nodes: {nodes_error}",
             )
         )
     return out

@@ -20,6 +20,7 @@ from gpufleet.backends.base import CloudBackend, ClusterBackend
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.nodes import NodeState, may_start_repair
 from gpufleet.errors import GpufleetError
+from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.nodes.drain import Drain, DrainSettings, NodeEmptying, job_name, pods_to_move
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.store import Ledger
@@ -137,6 +138,7 @@ class NodeRemediation:
                     failed_repairs=row["failed_repairs"],
                     stay=True,
                 )
+        snapshot_pool(self.ref, self.ledger, self.backend, source="remediation", run_id=run_id)
         return result
 
     def _drained(self, emptying: NodeEmptying, run_id: str, result: RemediationResult) -> None:

@@ -25,6 +25,7 @@ from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
+from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
@@ -242,7 +243,13 @@ class FabricValidation:
     # --- the verdict ---------------------------------------------------------------------------
 
     def finish(self, state: FabricState) -> FabricSummary:
-        """Judge the pool, quarantine localized nodes, record everything. Returns a summary."""
+        """Judge the pool, quarantine localized nodes, record everything, then the pool's node
+        snapshot as the run leaves it. Returns a summary."""
+        summary = self._judge_pool(state)
+        snapshot_pool(self.ref, self.ledger, self.backend, source="fabric", run_id=state.run_id)
+        return summary
+
+    def _judge_pool(self, state: FabricState) -> FabricSummary:
         if len(state.idle) < 2:
             return self._too_few_idle(state)
         pool = self.ref.pool

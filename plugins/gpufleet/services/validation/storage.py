@@ -20,6 +20,7 @@ from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
 from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, pod_index
+from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
 
@@ -172,6 +173,7 @@ class StorageValidation:
             started_at=datetime.fromisoformat(state.started_at),
         )
         release_new_nodes(self.ref, self.ledger, state.run_id, self.backend)  # when the last check
+        snapshot_pool(self.ref, self.ledger, self.backend, source="storage", run_id=state.run_id)
         log.info(
             "%s storage: %s - %s",
             self.ref.key,

@@ -68,6 +68,13 @@ def _lifecycle_counts(ledger: Ledger) -> dict[tuple[str, str], dict[str, int]]:
     return counts
 
 
+def _exists_unonboarded(ref) -> bool:
+    """A cluster that exists without gpufleet's onboarding: a ``preexisting`` sim cluster. Any
+    other pool that no onboarding, validation or remediation ever recorded is not onboarded
+    (the ledger is all a read path asks)."""
+    return ref.cluster.sim is not None and ref.cluster.sim.preexisting
+
+
 def pool_readiness(
     catalog: Catalog, ledger: Ledger, now: datetime, regions: list[str] | None = None
 ) -> list[dict[str, Any]]:
@@ -75,25 +82,20 @@ def pool_readiness(
 
     The gate's own facts and rules (``services.launch.gate.gather_facts``, ``domain.gate.
     pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
-    even while it is ready. Per pool: index probes, no history; per cluster: one node list."""
-    from gpufleet.backends import cluster_backend
+    even while it is ready. Read from the ledger only, never a cluster: the nodes are each
+    pool's node snapshot (``gf_node_snapshots``, taken by the last validation or remediation;
+    its time is ``nodes_seen_at``). Per cluster: index probes, no history."""
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
-    from gpufleet.errors import GpufleetError
     from gpufleet.services.launch.gate import gather_facts
 
     region_states = ledger.region_states()
     transitioned = ledger.transitioned_pools()
     lifecycle = _lifecycle_counts(ledger)
+    snapshots = ledger.node_snapshots()
     refs = list(catalog.pools(regions=regions))
     by_cluster: dict[str, list[str]] = {}
     for ref in refs:
         by_cluster.setdefault(ref.cluster.name, []).append(ref.pool.name)
-    listed: dict[str, list | str] = {}  # cluster -> its nodes, or why they cannot be listed
-    for cluster_name in by_cluster:
-        try:  # one listing per cluster, shared with the gate's facts
-            listed[cluster_name] = cluster_backend(catalog.cluster(cluster_name)).list_nodes(None)
-        except GpufleetError as exc:
-            listed[cluster_name] = str(exc)
     facts = {  # one gather per cluster: the transitions are read once per cluster
         f.key: f
         for cluster, names in by_cluster.items()
@@ -102,8 +104,7 @@ def pool_readiness(
             ledger,
             cluster,
             names,
-            nodes=None if isinstance(listed[cluster], str) else listed[cluster],
-            nodes_error=listed[cluster] if isinstance(listed[cluster], str) else None,
+            free={n: (snapshots.get((cluster, n)) or {}).get("free") for n in names},
         )
     }
     latest = {  # one statement per cluster: index probes, whatever the history
@@ -115,15 +116,10 @@ def pool_readiness(
     for ref in refs:
         cluster, name = ref.cluster.name, ref.pool.name
         fact = facts[ref.key]
-        unreachable = None
-        nodes = listed[cluster]
-        if isinstance(nodes, str):
-            ready_nodes = total = quarantined = None
-            unreachable = nodes
-        else:
-            pool_nodes = [n for n in nodes if n.pool == name]
-            ready_nodes, total = sum(n.ready for n in pool_nodes), len(pool_nodes)
-            quarantined: int | None = sum(n.quarantined for n in pool_nodes)
+        seen = snapshots.get((cluster, name))
+        ready_nodes = total = quarantined = None
+        if seen is not None:
+            ready_nodes, total, quarantined = seen["ready"], seen["nodes"], seen["quarantined"]
         fabric = latest.get((cluster, name, "fabric"))
         storage = latest.get((cluster, name, "storage"))
         problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
@@ -134,7 +130,7 @@ def pool_readiness(
             problems.insert(0, "planned: a reservation transition creates it")
         elif region_state in ("onboarding", "failed"):
             problems.insert(0, f"region: onboarding {region_state}")
-        elif unreachable and "does not exist yet" in unreachable:
+        elif region_state is None and seen is None and not _exists_unonboarded(ref):
             problems.insert(0, "region: not onboarded (run region_onboarding)")
         state = str(fact.state.value if hasattr(fact.state, "value") else fact.state or "-")
         why = problems[0].split(": ", 1)[-1] if problems else ""
@@ -153,6 +149,7 @@ def pool_readiness(
                 "nodes": total,
                 "free": fact.schedulable_nodes,
                 "quarantined": quarantined,
+                "nodes_seen_at": seen["taken_at"] if seen else None,
                 "out_of_service": lifecycle.get((cluster, name), {}),
                 "state": state,
                 "fabric": _validation_summary(fabric, now),

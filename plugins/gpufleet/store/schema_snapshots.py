@@ -1,0 +1,32 @@
+"""The ledger's node snapshots (v12; part of ``store/schema.py``'s one ``metadata``, which
+imports it back: ``schema.node_snapshots``): what each pool's nodes looked like the last time a
+task that lists them anyway (a validation, the node lifecycle's remediation) looked. Read
+paths (the fleet and pool pages, ``/metrics``, ``gpufleet status``) read this, never a
+cluster: one row per pool, replaced at each look."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, CheckConstraint, Column, Integer, String, Table
+
+from gpufleet.store.schema import _now, _ts, metadata
+
+node_snapshots = Table(
+    "gf_node_snapshots",
+    metadata,
+    Column("cluster", String(63), primary_key=True),
+    Column("pool", String(63), primary_key=True),
+    _ts("taken_at", nullable=False, default=_now),
+    Column("source", String(32), nullable=False),  # fabric | remediation | ...
+    Column("run_id", String(250)),
+    Column("nodes", Integer, nullable=False),
+    Column("ready", Integer, nullable=False),
+    Column("free", Integer, nullable=False),  # NodeInfo.free: what the gate counts
+    Column("quarantined", Integer, nullable=False),
+    Column("busy", Integer, nullable=False),  # running a training workload
+    Column("detail", JSON, nullable=False, default=list),  # per node, see store.snapshots
+    CheckConstraint(
+        "nodes >= 0 AND ready >= 0 AND free >= 0 AND quarantined >= 0 AND busy >= 0 "
+        "AND ready <= nodes AND free <= nodes AND quarantined <= nodes AND busy <= nodes",
+        name="ck_gf_node_snapshots_counts",
+    ),
+)

@@ -1,0 +1,65 @@
+"""Ledger records of node snapshots (``gf_node_snapshots``, v12): one row per pool, replaced
+each time a task that lists the pool's nodes anyway records what it saw. A mixin of ``Ledger``
+(it needs ``self.engine``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from gpufleet.store import schema as s
+
+COUNTS = ("nodes", "ready", "free", "quarantined", "busy")
+
+
+class SnapshotRecords:
+    """``record_node_snapshot`` and ``node_snapshots``."""
+
+    engine: Any
+
+    def record_node_snapshot(
+        self,
+        cluster: str,
+        pool: str,
+        counts: Mapping[str, int],
+        detail: list[dict[str, Any]],
+        *,
+        source: str,
+        run_id: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        """Replace the pool's snapshot: ``counts`` has every key of ``COUNTS`` (whole numbers,
+        none above ``nodes``: the table refuses otherwise), ``detail`` one dict per node."""
+        missing = [k for k in COUNTS if k not in counts]
+        if missing:
+            raise ValueError(f"a node snapshot needs {', '.join(missing)}")
+        t = s.node_snapshots
+        row = {
+            "cluster": cluster,
+            "pool": pool,
+            "taken_at": at or datetime.now(UTC),
+            "source": source,
+            "run_id": run_id,
+            "detail": list(detail),
+            **{k: int(counts[k]) for k in COUNTS},
+        }
+        where = (t.c.cluster == cluster, t.c.pool == pool)
+        with self.engine.begin() as conn:  # one statement wins: a reader sees the old or new
+            if conn.execute(update(t).where(*where).values(**row)).rowcount:
+                return
+            try:
+                with conn.begin_nested():
+                    conn.execute(insert(t).values(**row))
+            except IntegrityError:  # another task recorded the pool's first snapshot meanwhile
+                conn.execute(update(t).where(*where).values(**row))
+
+    def node_snapshots(self, cluster: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """(cluster, pool) -> the pool's latest snapshot (every pool, or one cluster's)."""
+        t = s.node_snapshots
+        query = select(t) if cluster is None else select(t).where(t.c.cluster == cluster)
+        with self.engine.connect() as conn:
+            return {(r.cluster, r.pool): dict(r._mapping) for r in conn.execute(query).all()}
