@@ -113,7 +113,8 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
         if cluster is not None:
             q = q.where(s.pool_state.c.cluster == cluster)
         with self.engine.connect() as conn:
-            return {(r.cluster, r.pool): dict(r._mapping) for r in conn.execute(q).all()}
+            rows = conn.execute(q).mappings().all()
+        return {(r["cluster"], r["pool"]): dict(r) for r in rows}
 
     # --- quarantine: read from the node lifecycle (gf_node_states, gf_node_events) -----------
 

@@ -57,9 +57,15 @@ class SnapshotRecords:
             except IntegrityError:  # another task recorded the pool's first snapshot meanwhile
                 conn.execute(update(t).where(*where).values(**row))
 
-    def node_snapshots(self, cluster: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-        """(cluster, pool) -> the pool's latest snapshot (every pool, or one cluster's)."""
+    def node_snapshots(
+        self, cluster: str | None = None, *, detail: bool = True
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """(cluster, pool) -> the pool's latest snapshot (every pool, or one cluster's);
+        without ``detail`` the counts only (a fleet-wide page needs no per-node list)."""
         t = s.node_snapshots
-        query = select(t) if cluster is None else select(t).where(t.c.cluster == cluster)
+        columns = [c for c in t.c if detail or c.name != "detail"]
+        query = select(*columns)
+        if cluster is not None:
+            query = query.where(t.c.cluster == cluster)
         with self.engine.connect() as conn:
             return {(r.cluster, r.pool): dict(r._mapping) for r in conn.execute(query).all()}

@@ -51,14 +51,17 @@ def _finished_into(conn: Any, cluster: str, pool: str) -> dict[str, Any] | None:
 class TransitionRecords:
     engine: Any
 
-    def transitions_in_flight(self, cluster: str) -> list[dict[str, Any]]:
-        """The cluster's transitions not known to be finished: ``running`` ones and any whose
-        state is not one of the finished states (the reader decides what an unknown one means)."""
+    def transitions_in_flight(self, cluster: str | None) -> list[dict[str, Any]]:
+        """The cluster's transitions not known to be finished (every cluster's with None):
+        ``running`` ones and any whose state is not one of the finished states (the reader
+        decides what an unknown one means)."""
         t = s.transitions
         finished = [str(v) for v in FINISHED_TRANSITIONS]
-        unfinished = or_(t.c.state.is_(None), t.c.state.not_in(finished))
+        where = [or_(t.c.state.is_(None), t.c.state.not_in(finished))]
+        if cluster is not None:
+            where.append(t.c.cluster == cluster)
         with self.engine.connect() as conn:
-            rows = conn.execute(select(t).where(t.c.cluster == cluster, unfinished)).all()
+            rows = conn.execute(select(t).where(*where)).all()
             return [dict(r._mapping) for r in rows]
 
     def start_transition(

@@ -135,8 +135,8 @@ class ValidationRecords:
                 params: dict[str, Any] = {"cluster": cluster}
                 for i, (pool, kind) in enumerate(chunk):
                     params[f"p{i}"], params[f"k{i}"] = pool, kind
-                for row in conn.execute(_latest_of(len(chunk)), params).all():
-                    out[(row.pool, row.kind)] = dict(row._mapping)
+                for row in conn.execute(_latest_of(len(chunk)), params).mappings().all():
+                    out[(row["pool"], row["kind"])] = dict(row)
         return out
 
     def validation_history(

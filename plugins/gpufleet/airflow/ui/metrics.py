@@ -118,6 +118,7 @@ class FleetCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
+        from gpufleet.services.launch.gate import LedgerReads
         from gpufleet.services.views.fleet import DRIFTING, pool_readiness
 
         families: dict[str, GaugeMetricFamily] = {}
@@ -134,7 +135,11 @@ class FleetCollector:
         for q in self.ledger.quarantined():
             key = (q["cluster"], q["pool"])
             quarantined[key] = quarantined.get(key, 0) + 1
-        for p in pool_readiness(self.catalog, self.ledger, self.now):
+        by_cluster: dict[str, list[str]] = {}
+        for ref in self.catalog.pools():
+            by_cluster.setdefault(ref.cluster.name, []).append(ref.pool.name)
+        reads = LedgerReads.read(self.ledger, by_cluster)  # shared with the readiness rows
+        for p in pool_readiness(self.catalog, self.ledger, self.now, reads=reads):
             at = {"cluster": p["cluster"], "pool": p["pool"]}
             gauge(
                 "gpufleet_pool_ready",
@@ -161,8 +166,9 @@ class FleetCollector:
                     {**at, "state": state},
                     count,
                 )
+            latest = reads.latest.get(p["cluster"], {})
             for kind in KINDS:
-                row = self.ledger.latest_validation(p["cluster"], p["pool"], kind)
+                row = latest.get((p["pool"], kind))
                 if row is not None:
                     self._validation(gauge, at, row)
         yield from families.values()

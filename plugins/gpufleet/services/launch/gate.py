@@ -73,6 +73,28 @@ def _transition_refusal(name: str, transitions: list[dict]) -> str | None:
     return None
 
 
+@dataclass
+class LedgerReads:
+    """What the gate's facts read from the ledger for several clusters, read once for all of
+    them (a fleet-wide page): transitions in flight by cluster, every pool state, and the
+    latest validations by cluster, then (pool, kind)."""
+
+    transitions: dict[str, list[dict]]
+    states: dict[tuple[str, str], dict]
+    latest: dict[str, dict[tuple[str, str], dict]]
+
+    @classmethod
+    def read(cls, ledger: Ledger, by_cluster: Mapping[str, list[str]]) -> LedgerReads:
+        transitions: dict[str, list[dict]] = {}
+        for row in ledger.transitions_in_flight(None):
+            transitions.setdefault(row["cluster"], []).append(row)
+        return cls(
+            transitions=transitions,
+            states=ledger.pool_states(),
+            latest={c: ledger.latest_validations(c, names) for c, names in by_cluster.items()},
+        )
+
+
 def gather_facts(
     catalog: Catalog,
     ledger: Ledger | None,
@@ -81,6 +103,7 @@ def gather_facts(
     nodes: list | None = None,
     nodes_error: str | None = None,
     free: Mapping[str, int | None] | None = None,
+    reads: LedgerReads | None = None,
 ) -> list[PoolFacts]:
     """One PoolFacts per requested pool; what cannot be read stays unknown (None).
 
@@ -89,7 +112,7 @@ def gather_facts(
     (``nodes_error``), and the cluster is not asked again. A reader that must not touch a
     cluster (the pages, ``/metrics``) passes ``free`` instead: each pool's free nodes as its
     ledger snapshot counted them (None: no snapshot yet: the count is unknown), and nothing is
-    listed."""
+    listed. ``reads``: the ledger rows, already read for many clusters (``LedgerReads``)."""
     out: list[PoolFacts] = []
     try:
         cl = catalog.cluster(cluster)
@@ -114,7 +137,10 @@ def gather_facts(
     states: dict[tuple[str, str], dict] = {}
     latest: dict[tuple[str, str], dict] = {}
     ledger_error = None
-    if ledger is not None:  # reads for the cluster's pools at once, not one per pool
+    if ledger is not None and reads is not None:
+        transitions = reads.transitions.get(cluster, [])
+        states, latest = reads.states, reads.latest.get(cluster, {})
+    elif ledger is not None:  # reads for the cluster's pools at once, not one per pool
         try:
             transitions = ledger.transitions_in_flight(cluster)
             states = ledger.pool_states(cluster)

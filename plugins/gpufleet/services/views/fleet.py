@@ -76,7 +76,11 @@ def _exists_unonboarded(ref) -> bool:
 
 
 def pool_readiness(
-    catalog: Catalog, ledger: Ledger, now: datetime, regions: list[str] | None = None
+    catalog: Catalog,
+    ledger: Ledger,
+    now: datetime,
+    regions: list[str] | None = None,
+    reads: Any = None,
 ) -> list[dict[str, Any]]:
     """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
 
@@ -84,19 +88,22 @@ def pool_readiness(
     pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
     even while it is ready. Read from the ledger only, never a cluster: the nodes are each
     pool's node snapshot (``gf_node_snapshots``, taken by the last validation or remediation;
-    its time is ``nodes_seen_at``). Per cluster: index probes, no history."""
+    its time is ``nodes_seen_at``). Per cluster: index probes, no history. ``reads``: the
+    ledger rows already read (``services.launch.gate.LedgerReads``) by a caller that uses them
+    too (``/metrics``)."""
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
-    from gpufleet.services.launch.gate import gather_facts
+    from gpufleet.services.launch.gate import LedgerReads, gather_facts
 
     region_states = ledger.region_states()
     transitioned = ledger.transitioned_pools()
     lifecycle = _lifecycle_counts(ledger)
-    snapshots = ledger.node_snapshots()
+    snapshots = ledger.node_snapshots(detail=False)
     refs = list(catalog.pools(regions=regions))
     by_cluster: dict[str, list[str]] = {}
     for ref in refs:
         by_cluster.setdefault(ref.cluster.name, []).append(ref.pool.name)
-    facts = {  # one gather per cluster: the transitions are read once per cluster
+    reads = reads or LedgerReads.read(ledger, by_cluster)  # every cluster's rows, read once
+    facts = {
         f.key: f
         for cluster, names in by_cluster.items()
         for f in gather_facts(
@@ -105,12 +112,13 @@ def pool_readiness(
             cluster,
             names,
             free={n: (snapshots.get((cluster, n)) or {}).get("free") for n in names},
+            reads=reads,
         )
     }
-    latest = {  # one statement per cluster: index probes, whatever the history
+    latest = {  # the rows the facts were built from: index probes, whatever the history
         (cluster, pool, kind): row
-        for cluster, names in by_cluster.items()
-        for (pool, kind), row in ledger.latest_validations(cluster, names).items()
+        for cluster, rows in reads.latest.items()
+        for (pool, kind), row in rows.items()
     }
     out = []
     for ref in refs:
