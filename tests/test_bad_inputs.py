@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cli import main
+from gpufleet.store import default_ledger_url
 
 DATA = Path(__file__).parent / "data" / "bad_inputs"
 CLI_CASES = sorted((DATA / "cli").glob("*.json"))
@@ -124,6 +125,12 @@ def test_cli_refuses_bad_input(case, primed_state, tmp_path, capsys, monkeypatch
     shutil.copytree(primed_state, state)
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(state))
     monkeypatch.delenv("GPUFLEET_LEDGER_URL", raising=False)
+    if not {"GPUFLEET_LEDGER_URL", "AIRFLOW_CONN_GPUFLEET_LEDGER"} & (spec.get("env") or {}).keys():
+        # the state folder's ledger named directly, the one Airflow's lookup finds here: that
+        # lookup starts an `airflow` process per command (seconds) and is proven in
+        # tests/test_ledger_resolution.py and test_gate_and_status_name_the_fleet_state_they_read;
+        # the cases about the ledger's location name it themselves, as they did
+        monkeypatch.setenv("GPUFLEET_LEDGER_URL", default_ledger_url())
     for key, value in (spec.get("env") or {}).items():  # {tmp}: the scratch folder; {state}
         monkeypatch.setenv(
             key, value.replace("{tmp}", str(tmp_path)).replace("{state}", str(state))

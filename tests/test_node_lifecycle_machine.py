@@ -37,6 +37,7 @@ from gpufleet.domain.nodes import (
     repair_budget,
 )
 from gpufleet.errors import GpufleetError
+from tests.support.examples import examples
 
 N = NodeState
 FIGURES: Counter[str] = Counter()  # what the runs reached, printed at the end (pytest -s)
@@ -456,8 +457,13 @@ class NodeLife(RuleBasedStateMachine):
             assert m["to"] in allowed(m["from"], by_person=m["by_person"])
 
 
+# make test's count (it found every rule broken that 400 found: tests/support/examples.py);
+# GPUFLEET_HYPOTHESIS_PROFILE=thorough runs 400
+QUICK = 200
+
+
 NodeLife.TestCase.settings = settings(
-    max_examples=400,
+    max_examples=examples(thorough=400, quick=QUICK),
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -28,6 +28,24 @@ def fleet(airflow_db, fleet_state):
     return fleet_state
 
 
+@pytest.fixture(scope="module")
+def onboarded(airflow_db, tmp_path_factory):
+    """One onboarding of the region on a fresh fleet (its own state folder, the sim's clock
+    frozen, triggers on the sim's clock, as ``fleet`` gives a test), shared by the tests that
+    read what that first run did; the happy path's rerun only adds runs of its own."""
+    from gpufleet.airflow.triggers import PollingTrigger
+    from tests.support.fleet import SimTriggerClock, frozen_sim_clock
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv("GPUFLEET_STATE_DIR", str(tmp_path_factory.mktemp("onboarded") / "gpufleet"))
+        mp.setattr(PollingTrigger, "clock", SimTriggerClock())
+        frozen_sim_clock()
+        yield onboard()
+    finally:
+        mp.undo()
+
+
 def onboard(**conf):
     dr = run_dag(DAG, {"region": REGION, **conf})
     return dr, task_states(dr)
@@ -55,8 +73,37 @@ def cloud_rows() -> list[tuple[str, str]]:
         ]
 
 
-def test_onboarding_creates_validates_and_marks_ready_then_changes_nothing(fleet):
-    dr, states = onboard()
+def link_xcoms(dagrun) -> dict[str, str]:
+    """Each task's "Cloud console" link as Airflow stored it for the UI (after its last
+    process), by task id."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(XComModel).filter(
+            XComModel.dag_id == DAG,
+            XComModel.run_id == dagrun.run_id,
+            XComModel.key == "_link_ConsoleLink",
+        )
+        return {r.task_id: XComModel.deserialize_value(r) for r in rows}
+
+
+def test_a_deferred_steps_console_link_survives_and_the_run_releases_the_lock(onboarded):
+    """(The region lock's other tests: tests/test_onboarding_locks.py.) Reads the shared first
+    onboarding only, so it runs before the happy path's rerun."""
+    dr, states = onboarded
+    assert str(dr.state) == "success", states
+    links = link_xcoms(dr)
+    urls = {a["step"]: a["console_url"] for a in reversed(actions(dr.run_id)) if a["console_url"]}
+    # cluster, filesystems and node_pools defer on what they created (the sim creates in
+    # steps) and finish in a second task process, where Airflow recomputes the links
+    assert {"cluster", "filesystems", "node_pools"} <= urls.keys()
+    assert {step: links[step] for step in urls} == urls
+    assert ledger().region_lock(REGION) is None  # the report released it
+
+
+def test_onboarding_creates_validates_and_marks_ready_then_changes_nothing(onboarded):
+    dr, states = onboarded
     assert str(dr.state) == "success", states
     done = actions(dr.run_id)
     created = {(a["step"], a["kind"]) for a in done if a["action"] == "created"}

@@ -1,7 +1,9 @@
 """One run onboards a region at a time: the region's ledger lock (``gf_region_locks``, v10),
 taken by compare-and-set, held by every step that changes the region, handed over when the
-holder's run is no longer alive, released by the report task; and the "Cloud console" link of
-a step that deferred survives the new process Airflow resumes it in."""
+holder's run is no longer alive, released by the report task. The end-to-end run (the lock
+released by a whole onboarding, the "Cloud console" link of a step that deferred surviving the
+new process Airflow resumes it in) shares tests/test_onboarding_dag.py's first onboarding:
+``test_a_deferred_steps_console_link_survives_and_the_run_releases_the_lock`` is there."""
 
 from __future__ import annotations
 
@@ -140,45 +142,6 @@ def test_a_refused_runs_release_after_the_holder_finished_records_nothing(airflo
         release.execute(ctx)
     assert Ledger().region_state(REGION)["state"] == "ready"
     assert Ledger().region_lock(REGION) is None
-
-
-# --- end to end: the link after a deferral, and the lock released ---------------------------
-
-
-def link_xcoms(dagrun) -> dict[str, str]:
-    """Each task's "Cloud console" link as Airflow stored it for the UI (after its last
-    process), by task id."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.query(XComModel).filter(
-            XComModel.dag_id == DAG,
-            XComModel.run_id == dagrun.run_id,
-            XComModel.key == "_link_ConsoleLink",
-        )
-        return {r.task_id: XComModel.deserialize_value(r) for r in rows}
-
-
-@pytest.mark.slow
-def test_a_deferred_steps_console_link_survives_and_the_run_releases_the_lock(
-    airflow_db, fleet_state
-):
-    from tests.support.fleet import run_dag, task_states
-
-    dr = run_dag(DAG, {"region": REGION})
-    assert str(dr.state) == "success", task_states(dr)
-    links = link_xcoms(dr)
-    urls = {
-        a["step"]: a["console_url"]
-        for a in reversed(Ledger().onboarding_actions(REGION, dr.run_id))
-        if a["console_url"]
-    }
-    # cluster, filesystems and node_pools defer on what they created (the sim creates in
-    # steps) and finish in a second task process, where Airflow recomputes the links
-    assert {"cluster", "filesystems", "node_pools"} <= urls.keys()
-    assert {step: links[step] for step in urls} == urls
-    assert Ledger().region_lock(REGION) is None  # the report released it
 
 
 # --- the lease: a holder this Airflow does not know (another deployment, a renamed DAG) ------

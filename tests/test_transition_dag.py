@@ -38,10 +38,14 @@ def transition(**conf):
     return dr, task_states(dr)
 
 
-def start_job(pool: str, name: str, run_s: float = 30) -> None:
+JOB_S = 12.0
+
+
+def start_job(pool: str, name: str, run_s: float = JOB_S) -> None:
     """A 2-node training job on ``pool``, running ``run_s`` seconds of the sim's (frozen) clock:
-    long enough to still run when the transition drains the pool (about 6 s in), short enough
-    that the drain's 0.5 s polls wait for it in a few dozen steps."""
+    long enough to still run when the transition drains the pool (about 6 s in: the happy path
+    checks its drain started before the job's end, the failing drains fail on it), short enough
+    that the drain's 0.5 s polls wait for it in a dozen or so steps."""
     from gpufleet.backends.sim.programs import RUN_SECONDS_ANNOTATION
     from gpufleet.domain.workloads import workload_pod_templates
 
@@ -74,6 +78,7 @@ def last_transition() -> dict:
 
 
 def test_happy_path_moves_the_work_and_retires_the_old_pool(fleet):
+    job_ends = SimState().clock.time() + JOB_S  # the sim's clock, as the drain reads it
     start_job(OLD, "long-job")
     dr, states = transition()
     assert str(dr.state) == "success", states
@@ -84,6 +89,7 @@ def test_happy_path_moves_the_work_and_retires_the_old_pool(fleet):
     assert [s.value for s in FORWARD[1:]] == [s for s in steps]  # every step, in order
     assert all(r["state"] == "done" and r["at"] and r["finished_at"] for r in steps.values())
     drain = steps["old_pool_drained"]["detail"]["drain"]
+    assert drain["started_at"] < job_ends  # the job still ran then: the drain waited for it
     assert sorted(drain["drained"]) == sorted(f"{CLUSTER}-{OLD}-{i}" for i in range(4))
     assert cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(OLD).status == ABSENT
     assert Ledger().pool_state(CLUSTER, OLD)["state"] == "retired"
