@@ -18,8 +18,10 @@ filesystem do what they were bought for.
 - **Storage**: fio read/write throughput on the pool's Lustre filesystem against
   `tolerance x tier x capacity`.
 
-Nodes running training jobs are not disturbed. Results go to the gpufleet ledger; the **report**
-task writes the report (Markdown + HTML with a bandwidth chart per pool) under
+Nodes running training jobs are not disturbed. A pool another run is validating (a second
+deployment's nightly, a manual run) is skipped, naming that run: its verdict stands.
+Results go to the gpufleet ledger; the **report** task writes the report (Markdown + HTML
+with a bandwidth chart per pool) under
 `$AIRFLOW_HOME/gpufleet/reports/`. Prometheus metrics are not files: the gpufleet plugin serves
 them at `/gpufleet/metrics`, read from the ledger at scrape time. Each validated pool emits a
 `pool-validated` asset event.
@@ -159,6 +161,7 @@ def nightly_fabric_validation():
 
     fabric = FabricValidationOperator.partial(
         task_id="validate_fabric",
+        when_busy="skip",  # another run validating the pool: its verdict stands tonight
         max_quarantine_share="{{ params.max_quarantine_share }}",
         tolerance="{{ params.tolerance }}",
         max_repairs="{{ params.max_repairs }}",
@@ -169,6 +172,7 @@ def nightly_fabric_validation():
 
     storage = StorageValidationOperator.partial(
         task_id="validate_storage",
+        when_busy="skip",
         retries=1,
         map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
     ).expand_kwargs(storage_targets.output)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.store import schema as s
-from gpufleet.store.transitions import unchanged
+from gpufleet.store.locks import LeaseLock
 
 REGION_STATES = ("onboarding", "ready", "failed")
 
@@ -92,37 +92,18 @@ class RegionRecords:
 
     # --- the onboarding lock ---------------------------------------------------------------
 
+    def region_lease(self, region: str) -> LeaseLock:
+        return LeaseLock(self.engine, s.region_locks, {"region": region})
+
     def hold_region_lock(
         self, region: str, dag_id: str, run_id: str, now: datetime | None = None
     ) -> dict[str, Any]:
-        """Take the region's lock for ``run_id`` when nobody holds it, its first heartbeat at
-        ``now``; the lock's row either way (``run_id`` says who holds it: this run, or the one
-        to judge alive or dead)."""
-        t = s.region_locks
-        now = now or datetime.now(UTC)
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    insert(t).values(
-                        region=region, dag_id=dag_id, run_id=run_id, taken_at=now, heartbeat_at=now
-                    )
-                )
-        except IntegrityError:  # held (perhaps by this run: a later step)
-            row = self.region_lock(region)
-            if row is None:  # released in between: try once more
-                return self.hold_region_lock(region, dag_id, run_id, now)
-            return row
-        return self.region_lock(region) or {}
+        """``LeaseLock.hold`` of the region's lock."""
+        return self.region_lease(region).hold(dag_id, run_id, now)
 
     def heartbeat_region_lock(self, region: str, run_id: str, now: datetime) -> bool:
-        """The holder renews its lease (``heartbeat_at = now``) if ``run_id`` still holds the
-        region's lock; False when it does not (taken over): the caller must stop."""
-        t = s.region_locks
-        with self.engine.begin() as conn:
-            changed = conn.execute(
-                update(t).where(t.c.region == region, t.c.run_id == run_id).values(heartbeat_at=now)
-            ).rowcount
-        return changed == 1
+        """``LeaseLock.heartbeat`` of the region's lock."""
+        return self.region_lease(region).heartbeat(run_id, now)
 
     def take_over_region_lock(
         self,
@@ -132,32 +113,12 @@ class RegionRecords:
         run_id: str,
         now: datetime | None = None,
     ) -> bool:
-        """Make ``run_id`` the holder if the holder and its heartbeat are still those of
-        ``seen`` (the row the caller judged dead): compare-and-set, so of many runs taking over
-        one wins, and a holder that renewed its lease meanwhile keeps it."""
-        t = s.region_locks
-        now = now or datetime.now(UTC)
-        with self.engine.begin() as conn:
-            changed = conn.execute(
-                update(t)
-                .where(
-                    t.c.region == region,
-                    t.c.run_id == seen["run_id"],
-                    unchanged(t.c.heartbeat_at, seen.get("heartbeat_at")),
-                )
-                .values(dag_id=dag_id, run_id=run_id, taken_at=now, heartbeat_at=now)
-            ).rowcount
-        return changed == 1
+        """``LeaseLock.take_over`` of the region's lock (compare-and-set)."""
+        return self.region_lease(region).take_over(seen, dag_id, run_id, now)
 
     def release_region_lock(self, region: str, run_id: str) -> bool:
         """Release the lock if ``run_id`` holds it (never another run's); True if it did."""
-        t = s.region_locks
-        with self.engine.begin() as conn:
-            gone = conn.execute(delete(t).where(t.c.region == region, t.c.run_id == run_id))
-        return gone.rowcount == 1
+        return self.region_lease(region).release(run_id)
 
     def region_lock(self, region: str) -> dict[str, Any] | None:
-        t = s.region_locks
-        with self.engine.connect() as conn:
-            row = conn.execute(select(t).where(t.c.region == region)).first()
-        return dict(row._mapping) if row is not None else None
+        return self.region_lease(region).row()

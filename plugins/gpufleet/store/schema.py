@@ -21,7 +21,9 @@ locks' leases: the region onboarding lock (``gf_region_locks``) and the transiti
 holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``); 11 quarantine in one
 table: the node lifecycle is the record, ``gf_quarantined_nodes`` dropped (its open rows carried
 over into ``gf_node_states`` and ``gf_node_events``); 12 node snapshots (``gf_node_snapshots``:
-each pool's nodes as the last task that listed them saw them; the read paths read these).
+each pool's nodes as the last task that listed them saw them; the read paths read these); 13
+a pool's validation lock (``gf_validation_locks``: one run validates a pool's fabric, or its
+filesystem, at a time).
 The region tables live in ``store/schema_regions.py``, the snapshots in
 ``store/schema_snapshots.py`` (the same ``metadata``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
@@ -55,7 +57,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 12  # the head revision, ``store/alembic/versions/0012_node_snapshots.py``
+SCHEMA_VERSION = 13  # the head revision, ``store/alembic/versions/0013_validation_locks.py``
 
 metadata = MetaData()
 
@@ -358,4 +360,7 @@ from gpufleet.store.schema_regions import (  # noqa: E402, F401
     region_locks,
     regions,
 )
-from gpufleet.store.schema_snapshots import node_snapshots  # noqa: E402, F401
+from gpufleet.store.schema_snapshots import (  # noqa: E402, F401
+    node_snapshots,
+    validation_locks,
+)

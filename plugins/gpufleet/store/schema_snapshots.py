@@ -1,8 +1,9 @@
-"""The ledger's node snapshots (v12; part of ``store/schema.py``'s one ``metadata``, which
-imports it back: ``schema.node_snapshots``): what each pool's nodes looked like the last time a
-task that lists them anyway (a validation, the node lifecycle's remediation) looked. Read
-paths (the fleet and pool pages, ``/metrics``, ``gpufleet status``) read this, never a
-cluster: one row per pool, replaced at each look."""
+"""The ledger's node snapshots (v12) and pool validation locks (v13), part of
+``store/schema.py``'s one ``metadata``, which imports them back (``schema.node_snapshots``,
+``schema.validation_locks``). A snapshot is what each pool's nodes looked like the last time a
+task that lists them anyway (a validation, the node lifecycle's remediation) looked. Read paths
+(the fleet and pool pages, ``/metrics``, ``gpufleet status``) read this, never a cluster: one
+row per pool, replaced at each look."""
 
 from __future__ import annotations
 
@@ -29,4 +30,20 @@ node_snapshots = Table(
         "AND ready <= nodes AND free <= nodes AND quarantined <= nodes AND busy <= nodes",
         name="ck_gf_node_snapshots_counts",
     ),
+)
+
+# A pool's validation lock (v13): one row per (cluster, pool, kind) while a run validates it,
+# so that two runs (two nightlies: a second deployment, a ``dags test``, a manual run beside the
+# scheduled one) never run their pairs on the same nodes at once. The lease columns are those
+# of ``gf_region_locks`` (``store.locks.LeaseLock``).
+validation_locks = Table(
+    "gf_validation_locks",
+    metadata,
+    Column("cluster", String(63), primary_key=True),
+    Column("pool", String(63), primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("dag_id", String(250), nullable=False),
+    Column("run_id", String(250), nullable=False),
+    _ts("taken_at", nullable=False, default=_now),
+    _ts("heartbeat_at", nullable=False, default=_now),
 )

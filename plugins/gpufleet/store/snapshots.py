@@ -12,14 +12,21 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.store import schema as s
+from gpufleet.store.locks import LeaseLock
 
 COUNTS = ("nodes", "ready", "free", "quarantined", "busy")
 
 
 class SnapshotRecords:
-    """``record_node_snapshot`` and ``node_snapshots``."""
+    """``record_node_snapshot`` and ``node_snapshots``; ``validation_lock`` (v13), the lease
+    lock of one pool's validation of one kind."""
 
     engine: Any
+
+    def validation_lock(self, cluster: str, pool: str, kind: str) -> LeaseLock:
+        return LeaseLock(
+            self.engine, s.validation_locks, {"cluster": cluster, "pool": pool, "kind": kind}
+        )
 
     def record_node_snapshot(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,10 @@ from gpufleet.airflow.triggers import WorkloadTrigger
 _log = logging.getLogger(__name__)
 
 
+WHEN_BUSY = ("wait", "skip")  # another run validating the pool: wait for it, or skip the pool
+BUSY_WAIT_S = 60.0  # how often a waiting validation looks at the pool's lock again
+
+
 class _WorkloadDeferring(BaseOperator):
     """Submit a workload through a service, defer until it is done, resume in
     ``execute_complete``. ``ledger_conn_id`` names the ledger's Airflow connection (default
@@ -36,7 +40,14 @@ class _WorkloadDeferring(BaseOperator):
     not be watched) and ``timeout`` (not done within ``timeout_s``) raise AirflowException, so
     the task's retries take over (the services name workloads by run: a retry finds the same
     workload). Whatever stops a validation before its verdict is recorded as an ``error``
-    verdict first (``_cannot_finish``). A failed verdict raises AirflowFailException."""
+    verdict first (``_cannot_finish``). A failed verdict raises AirflowFailException.
+
+    One run validates a pool's kind at a time (``services.validation.validation_lock``): the
+    task holds the pool's lock from its first round to its verdict (renewed at each round,
+    released with the verdict or the error). When another live run holds it, ``when_busy``
+    says what to do: ``wait`` (an onboarding's or a transition's own validation: look again
+    every minute, deferred) or ``skip`` (a nightly: the other run's verdict stands for the
+    pool tonight; the task is skipped, naming that run, and records nothing)."""
 
     template_fields: Sequence[str] = ("cluster", "node_pool")
     ui_color = "#d8f3dc"
@@ -49,13 +60,17 @@ class _WorkloadDeferring(BaseOperator):
         node_pool: str,
         timeout_s: float = 3600.0,
         ledger_conn_id: str | None = None,
+        when_busy: str = "wait",
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        if when_busy not in WHEN_BUSY:
+            raise ValueError(f"when_busy must be one of {', '.join(WHEN_BUSY)}, not {when_busy!r}")
         self.cluster = cluster
         self.node_pool = node_pool  # ``pool`` is Airflow's own (worker slots)
         self.timeout_s = timeout_s
         self.ledger_conn_id = ledger_conn_id
+        self.when_busy = when_busy
 
     def _ref(self):
         return catalog().pool(self.cluster, self.node_pool)
@@ -83,15 +98,64 @@ class _WorkloadDeferring(BaseOperator):
         return {}
 
     def execute(self, context):
-        """Plan and submit the first round; defer on its workload, or judge at once."""
+        """Hold the pool's lock, plan and submit the first round; defer on its workload, or
+        judge at once."""
         self._numbers()  # bad input fails the task before anything is submitted or recorded
+        with self._cannot_finish(context):
+            busy = self._hold(context)
+        if busy is not None:
+            self._when_busy(busy)
         with self._cannot_finish(context):
             svc = self._service()
             state = svc.begin(context["run_id"])
             if state.workload is not None:
                 self._defer_on(state)
             summary = svc.finish(state)
+        self._release(context)
         return self._outcome(context, summary)
+
+    def execute_after_wait(self, context, event: dict[str, Any] | None = None):
+        """Back from waiting on another run's validation of the pool: try again."""
+        return self.execute(context)
+
+    def _hold(self, context) -> str | None:
+        """Hold (or renew) the pool's validation lock: None when this run holds it."""
+        from gpufleet.airflow.operators.runs import run_liveness
+        from gpufleet.services.validation import validation_lock
+
+        return validation_lock.hold(
+            ledger(self.ledger_conn_id),
+            self.cluster,
+            self.node_pool,
+            self.kind,
+            self.dag_id,
+            context["run_id"],
+            lambda dag_id, run_id: run_liveness(context, dag_id, run_id),
+        )
+
+    def _renew(self, context) -> None:
+        """Between rounds: renew the lease; a run that lost it stops (an error verdict)."""
+        busy = self._hold(context)
+        if busy is not None:
+            raise AirflowException(busy)
+
+    def _release(self, context) -> None:
+        from gpufleet.services.validation import validation_lock
+
+        validation_lock.release(
+            ledger(self.ledger_conn_id), self.cluster, self.node_pool, self.kind, context["run_id"]
+        )
+
+    def _when_busy(self, why: str) -> None:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from gpufleet.airflow.triggers import WaitTrigger
+
+        if self.when_busy == "skip":
+            self.log.warning("skipped: %s", why)
+            raise AirflowSkipException(why)
+        self.log.info("waiting %.0f s: %s", BUSY_WAIT_S, why)
+        self.defer(trigger=WaitTrigger(BUSY_WAIT_S), method_name="execute_after_wait")
 
     @contextmanager
     def _cannot_finish(self, context, carry: dict[str, Any] | None = None) -> Iterator[None]:
@@ -100,6 +164,8 @@ class _WorkloadDeferring(BaseOperator):
         try:
             yield
         except Exception as exc:
+            with suppress(Exception):  # the next try (a retry of this run) takes it again
+                self._release(context)
             reason = f"{self.kind} validation could not finish: {type(exc).__name__}: {exc}"
             started = (carry or {}).get("started_at")
             try:
@@ -189,12 +255,14 @@ class FabricValidationOperator(_WorkloadDeferring):
         self._numbers()
         with self._cannot_finish(context, event.get("carry")):
             self._check_event(event)
+            self._renew(context)
             svc = self._service()
             state = svc.collect(FabricState.from_dict(event["carry"]))
             if state.workload is not None:
                 self.log.info("localizing: round %d", state.round)
                 self._defer_on(state)
             summary = svc.finish(state)
+        self._release(context)
         return self._outcome(context, summary)
 
     def _outcome(self, context, summary) -> dict[str, Any]:
@@ -234,7 +302,9 @@ class StorageValidationOperator(_WorkloadDeferring):
 
         with self._cannot_finish(context, event.get("carry")):
             self._check_event(event)
+            self._renew(context)
             summary = self._service().finish(StorageState.from_dict(event["carry"]))
+        self._release(context)
         return self._outcome(context, summary)
 
     def _outcome(self, context, summary) -> dict[str, Any]:

@@ -9,10 +9,11 @@ the holder, otherwise. ``RegionOnboarding.lock`` is the caller.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_dead
+from gpufleet.domain.leases import LEASE_TTL, Liveness
+from gpufleet.services.common.leases import hold_lease
 
 
 def hold(
@@ -26,16 +27,12 @@ def hold(
 ) -> str | None:
     """Hold ``region``'s lock for ``run_id`` of ``dag_id``: None when this run holds it now,
     else why not (a sentence naming the holder, for the refusal)."""
-    now = now or datetime.now(UTC)
-    row = ledger.hold_region_lock(region, dag_id, run_id, now)
-    if row["run_id"] == run_id:
-        if row["heartbeat_at"] == now or ledger.heartbeat_region_lock(region, run_id, now):
-            return None
-        return _refusal(region, ledger.region_lock(region) or row, lost=run_id)
-    dead = holder_dead(row, holder_alive, now, dag_id=row["dag_id"], ttl=lease_ttl)
-    if dead and ledger.take_over_region_lock(region, row, dag_id, run_id, now):
+    held, row, lost = hold_lease(
+        ledger.region_lease(region), dag_id, run_id, holder_alive, now, lease_ttl
+    )
+    if held:
         return None
-    return _refusal(region, ledger.region_lock(region) or row)
+    return _refusal(region, row, lost=run_id if lost else None)
 
 
 def _refusal(region: str, row: dict[str, Any], lost: str | None = None) -> str:

@@ -1,0 +1,35 @@
+"""Holding a ledger lease lock (``store.locks.LeaseLock``): the one sequence every lock of a
+run follows (a region's onboarding, a pool's validation). Taken when free; renewed (the
+holder's lease, ``heartbeat_at``) when this run holds it; taken over by compare-and-set on the
+holder and heartbeat read when the holder is dead (``domain.leases``: its run ended, or this
+Airflow does not know its run and its lease expired); else left to its holder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_dead
+
+
+def hold_lease(
+    lock: Any,
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime | None = None,
+    lease_ttl: timedelta = LEASE_TTL,
+) -> tuple[bool, dict[str, Any], bool]:
+    """Hold ``lock`` for ``run_id`` of ``dag_id``: (True, the row, False) when this run holds
+    it now, else (False, the row naming the holder, whether this run held it and lost its
+    lease to that holder meanwhile)."""
+    now = now or datetime.now(UTC)
+    row = lock.hold(dag_id, run_id, now)
+    if row["run_id"] == run_id:
+        if row["heartbeat_at"] == now or lock.heartbeat(run_id, now):
+            return True, row, False
+        return False, lock.row() or row, True
+    dead = holder_dead(row, holder_alive, now, dag_id=row["dag_id"], ttl=lease_ttl)
+    if dead and lock.take_over(row, dag_id, run_id, now):
+        return True, lock.row() or row, False
+    return False, lock.row() or row, False

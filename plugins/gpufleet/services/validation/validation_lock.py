@@ -1,0 +1,46 @@
+"""A pool's validation lock (``gf_validation_locks``, one per pool and kind): one run validates
+a pool's fabric, or its filesystem, at a time. Two runs pairing the same nodes at once would
+each find the other's pods holding them and wait until their timeout, then record an error
+that makes the gate refuse the pool; with the lock, the second one learns at once who is
+validating the pool (``hold`` says so). Held by the validation task from its first round to
+its verdict, renewed at each round, released with the verdict (or the error that ends it); a
+holder that died is seen dead as the region lock's is (``services.common.leases``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from gpufleet.domain.leases import LEASE_TTL, Liveness
+from gpufleet.services.common.leases import hold_lease
+from gpufleet.store import Ledger
+
+
+def hold(
+    ledger: Ledger,
+    cluster: str,
+    pool: str,
+    kind: str,
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime | None = None,
+) -> str | None:
+    """Hold the pool's ``kind`` validation lock for ``run_id`` of ``dag_id``: None when this
+    run holds it now, else why not (a sentence naming the holder)."""
+    held, row, lost = hold_lease(
+        ledger.validation_lock(cluster, pool, kind), dag_id, run_id, holder_alive, now
+    )
+    if held:
+        return None
+    why = f"this run ({run_id}) lost its lease; " if lost else ""
+    return (
+        f"{cluster}/{pool} {kind}: {why}being validated by run {row['run_id']} of "
+        f"{row['dag_id']} (since {row['taken_at']}, last heard from {row['heartbeat_at']}): "
+        "its verdict stands for this pool; a run that died hands the lock on (one this Airflow "
+        f"does not know, after {int(LEASE_TTL.total_seconds() // 60)} minutes of silence)"
+    )
+
+
+def release(ledger: Ledger, cluster: str, pool: str, kind: str, run_id: str) -> bool:
+    """Release the lock if ``run_id`` holds it (never another run's)."""
+    return ledger.validation_lock(cluster, pool, kind).release(run_id)

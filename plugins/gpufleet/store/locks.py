@@ -1,0 +1,89 @@
+"""A ledger lock with a lease: one row per locked thing (``key``: its key columns), naming the
+holder (``dag_id``, ``run_id``) and when it took the lock and last renewed it
+(``taken_at``, ``heartbeat_at``). Whether a holder is dead is ``domain.leases``'; taking a
+dead holder's lock over is a compare-and-set on the holder and heartbeat read, so of many
+runs one wins. A region's onboarding lock (``gf_region_locks``) and a pool's validation lock
+(``gf_validation_locks``) are two tables of this shape."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from gpufleet.store.transitions import unchanged
+
+
+class LeaseLock:
+    """The lock of one thing: ``table`` (a lock table) at ``key`` (its key columns' values)."""
+
+    def __init__(self, engine: Engine, table: Table, key: Mapping[str, str]):
+        self.engine = engine
+        self.table = table
+        self.key = dict(key)
+
+    def _where(self, *more: Any) -> list[Any]:
+        return [self.table.c[name] == value for name, value in self.key.items()] + list(more)
+
+    def row(self) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            found = conn.execute(select(self.table).where(*self._where())).first()
+        return dict(found._mapping) if found is not None else None
+
+    def hold(self, dag_id: str, run_id: str, now: datetime | None = None) -> dict[str, Any]:
+        """Take the lock for ``run_id`` when nobody holds it, its first heartbeat at ``now``;
+        the lock's row either way (``run_id`` says who holds it: this run, or the one to judge
+        alive or dead)."""
+        now = now or datetime.now(UTC)
+        values = {**self.key, "dag_id": dag_id, "run_id": run_id}
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(self.table).values(**values, taken_at=now, heartbeat_at=now))
+        except IntegrityError:  # held (perhaps by this run: a later step)
+            row = self.row()
+            if row is None:  # released in between: try once more
+                return self.hold(dag_id, run_id, now)
+            return row
+        return self.row() or {}
+
+    def heartbeat(self, run_id: str, now: datetime) -> bool:
+        """The holder renews its lease if ``run_id`` still holds the lock; False when it does
+        not (taken over): the caller must stop."""
+        t = self.table
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(t).where(*self._where(t.c.run_id == run_id)).values(heartbeat_at=now)
+            ).rowcount
+        return changed == 1
+
+    def take_over(
+        self, seen: Mapping[str, Any], dag_id: str, run_id: str, now: datetime | None = None
+    ) -> bool:
+        """Make ``run_id`` the holder if the holder and its heartbeat are still those of
+        ``seen`` (the row the caller judged dead): compare-and-set, so of many runs taking over
+        one wins, and a holder that renewed its lease meanwhile keeps it."""
+        t = self.table
+        now = now or datetime.now(UTC)
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(t)
+                .where(
+                    *self._where(
+                        t.c.run_id == seen["run_id"],
+                        unchanged(t.c.heartbeat_at, seen.get("heartbeat_at")),
+                    )
+                )
+                .values(dag_id=dag_id, run_id=run_id, taken_at=now, heartbeat_at=now)
+            ).rowcount
+        return changed == 1
+
+    def release(self, run_id: str) -> bool:
+        """Release the lock if ``run_id`` holds it (never another run's); True if it did."""
+        t = self.table
+        with self.engine.begin() as conn:
+            gone = conn.execute(delete(t).where(*self._where(t.c.run_id == run_id)))
+        return gone.rowcount == 1
