@@ -1,8 +1,10 @@
 """Placement in the simulated fleet: where a workload's pods go, and the pods it records.
 
 A pod goes to a node that matches its ``nodeSelector`` and required hostname affinity, is
-ready and not cordoned, whose NoSchedule/NoExecute taints it tolerates, and that no other
-running GPU pod holds (one GPU pod per node: every workload takes all of a node's GPUs). A
+ready and not cordoned, whose NoSchedule/NoExecute taints it tolerates and, for a pod that
+requests GPUs, that no other running GPU pod holds (one GPU pod per node: every GPU workload
+takes all of a node's GPUs). A pod that requests none (the fio clients of a storage check) is
+placed beside a GPU pod, as the Kubernetes scheduler places it. A
 workload labelled for Kueue (``kueue.x-k8s.io/queue-name``) is admitted all or nothing: when
 one pod cannot be placed, none is, and the workload waits ("waiting for admission").
 Pods are labelled as the Job and JobSet controllers label them.
@@ -93,7 +95,8 @@ def place(
     taken: set[str] = set()
     unplaced = 0
     for group, count, template in workload_pod_templates(body):
-        free = candidates(template, nodes, occupied | taken)
+        held = occupied | taken if requests_gpu(template) else taken
+        free = candidates(template, nodes, held)
         for index in range(count):
             node = free.pop(0) if free else None
             if node:
