@@ -203,6 +203,22 @@ def redis_available() -> bool:
     return True
 
 
+def _forget_queue(queue: str) -> None:
+    """Remove this deployment's queue from the shared Redis, with the messages a killed worker
+    left unacknowledged for it (kombu keeps them in ``unacked``, keyed by delivery tag, each
+    ``[message, exchange, routing key]``), so test runs leave the broker as they found it."""
+    import redis
+
+    with contextlib.suppress(redis.RedisError, ValueError):
+        client = redis.Redis.from_url(_redis_url())
+        client.delete(queue, f"_kombu.binding.{queue}")
+        for tag, raw in client.hgetall("unacked").items():
+            entry = json.loads(raw)
+            if isinstance(entry, list) and len(entry) == 3 and entry[2] == queue:
+                client.hdel("unacked", tag)
+                client.zrem("unacked_index", tag)
+
+
 def _pg_admin(statement: str) -> None:
     import psycopg2
 
@@ -414,12 +430,7 @@ class LiveAirflow:
             for database in filter(None, (self.database, self.ledger_database)):
                 _pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         if self.queue:
-            import redis
-
-            with contextlib.suppress(redis.RedisError):
-                redis.Redis.from_url(_redis_url()).delete(
-                    self.queue, f"_kombu.binding.{self.queue}"
-                )
+            _forget_queue(self.queue)
         if not (keep or keep_all):
             shutil.rmtree(self.home, ignore_errors=True)
 
