@@ -119,7 +119,7 @@ class FleetCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         from gpufleet.services.launch.gate import LedgerReads
-        from gpufleet.services.views.fleet import DRIFTING, pool_readiness
+        from gpufleet.services.views.fleet import DRIFTING, pool_readiness, pools_by_cluster
 
         families: dict[str, GaugeMetricFamily] = {}
 
@@ -135,10 +135,8 @@ class FleetCollector:
         for q in self.ledger.quarantined():
             key = (q["cluster"], q["pool"])
             quarantined[key] = quarantined.get(key, 0) + 1
-        by_cluster: dict[str, list[str]] = {}
-        for ref in self.catalog.pools():
-            by_cluster.setdefault(ref.cluster.name, []).append(ref.pool.name)
-        reads = LedgerReads.read(self.ledger, by_cluster)  # shared with the readiness rows
+        # the ledger rows, read once and shared with the readiness rows
+        reads = LedgerReads.read(self.ledger, pools_by_cluster(self.catalog.pools()))
         for p in pool_readiness(self.catalog, self.ledger, self.now, reads=reads):
             at = {"cluster": p["cluster"], "pool": p["pool"]}
             gauge(

@@ -33,3 +33,14 @@ def hold_lease(
     if dead and lock.take_over(row, dag_id, run_id, now):
         return True, lock.row() or row, False
     return False, lock.row() or row, False
+
+
+def holder_text(row: dict[str, Any]) -> str:
+    """The holder a refusal names: ``run R of DAG (since T, last heard from H)``."""
+    return (
+        f"run {row['run_id']} of {row['dag_id']} (since {row['taken_at']}, last heard from "
+        f"{row['heartbeat_at']})"
+    )
+
+
+LEASE_MINUTES = int(LEASE_TTL.total_seconds() // 60)  # how long an unknown holder's lease lasts

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpufleet.domain.leases import LEASE_TTL, Liveness
-from gpufleet.services.common.leases import hold_lease
+from gpufleet.services.common.leases import LEASE_MINUTES, hold_lease, holder_text
 
 
 def hold(
@@ -38,13 +38,7 @@ def hold(
 def _refusal(region: str, row: dict[str, Any], lost: str | None = None) -> str:
     why = f"this run ({lost}) lost its lease; " if lost else ""
     return (
-        f"region {region}: {why}it is being onboarded by run {row['run_id']} of "
-        f"{row['dag_id']} (since {row['taken_at']}, last heard from {row['heartbeat_at']}): "
-        "nothing was changed; wait for that run to end (a run that died hands the lock to the "
-        f"next run; one this Airflow does not know, after {_minutes(LEASE_TTL)} minutes of "
-        "silence)"
+        f"region {region}: {why}it is being onboarded by {holder_text(row)}: nothing was "
+        "changed; wait for that run to end (a run that died hands the lock to the next run; "
+        f"one this Airflow does not know, after {LEASE_MINUTES} minutes of silence)"
     )
-
-
-def _minutes(ttl: timedelta) -> int:
-    return int(ttl.total_seconds() // 60)

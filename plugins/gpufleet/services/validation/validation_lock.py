@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gpufleet.domain.leases import LEASE_TTL, Liveness
-from gpufleet.services.common.leases import hold_lease
+from gpufleet.domain.leases import Liveness
+from gpufleet.services.common.leases import LEASE_MINUTES, hold_lease, holder_text
 from gpufleet.store import Ledger
 
 
@@ -34,10 +34,9 @@ def hold(
         return None
     why = f"this run ({run_id}) lost its lease; " if lost else ""
     return (
-        f"{cluster}/{pool} {kind}: {why}being validated by run {row['run_id']} of "
-        f"{row['dag_id']} (since {row['taken_at']}, last heard from {row['heartbeat_at']}): "
-        "its verdict stands for this pool; a run that died hands the lock on (one this Airflow "
-        f"does not know, after {int(LEASE_TTL.total_seconds() // 60)} minutes of silence)"
+        f"{cluster}/{pool} {kind}: {why}being validated by {holder_text(row)}: its verdict "
+        "stands for this pool; a run that died hands the lock on (one this Airflow does not "
+        f"know, after {LEASE_MINUTES} minutes of silence)"
     )
 
 

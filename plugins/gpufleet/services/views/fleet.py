@@ -68,6 +68,14 @@ def _lifecycle_counts(ledger: Ledger) -> dict[tuple[str, str], dict[str, int]]:
     return counts
 
 
+def pools_by_cluster(refs: Iterable[Any]) -> dict[str, list[str]]:
+    """Cluster name -> its pools' names, in catalog order (``refs``: ``PoolRef``s)."""
+    out: dict[str, list[str]] = {}
+    for ref in refs:
+        out.setdefault(ref.cluster.name, []).append(ref.pool.name)
+    return out
+
+
 def _exists_unonboarded(ref) -> bool:
     """A cluster that exists without gpufleet's onboarding: a ``preexisting`` sim cluster. Any
     other pool that no onboarding, validation or remediation ever recorded is not onboarded
@@ -99,9 +107,7 @@ def pool_readiness(
     lifecycle = _lifecycle_counts(ledger)
     snapshots = ledger.node_snapshots(detail=False)
     refs = list(catalog.pools(regions=regions))
-    by_cluster: dict[str, list[str]] = {}
-    for ref in refs:
-        by_cluster.setdefault(ref.cluster.name, []).append(ref.pool.name)
+    by_cluster = pools_by_cluster(refs)
     reads = reads or LedgerReads.read(ledger, by_cluster)  # every cluster's rows, read once
     facts = {
         f.key: f
