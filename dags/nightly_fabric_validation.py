@@ -1,8 +1,10 @@
 """
-### Nightly fabric validation
+### Nightly fabric validation (one cluster's pools)
 
-Every night, and whenever a region becomes ready, prove that each GPU node pool's fabric and
-filesystem do what they were bought for.
+Prove that each GPU node pool's fabric and filesystem do what they were bought for. The
+scheduled `nightly_fleet_validation` DAG starts one run of this DAG per cluster every night (and
+whenever a region becomes ready); trigger it yourself for a few pools. One run validates at
+most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming the planner.
 
 - **Fabric**: 2-node NCCL all-reduce pairs covering every idle node, judged on large-message
   bus bandwidth against the baseline *and* on the transport NCCL actually used (a silent
@@ -33,22 +35,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import dag
-from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
-from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
-from gpufleet.airflow.assets import POOL_VALIDATED, REGION_READY
-from gpufleet.airflow.dagkit import (
-    SIM_FAULT_PATTERN,
-    default_args,
-    index,
-    name_list_param,
-    param,
-)
+from gpufleet.airflow.assets import POOL_VALIDATED
+from gpufleet.airflow.dagkit import CLUSTER_RUNS_AT_ONCE, default_args, index, nightly_params
 from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
 from gpufleet.airflow.operators.faults import RunFaultsSetupOperator, RunFaultsTeardownOperator
 from gpufleet.airflow.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
 from gpufleet.airflow.operators.remediation import NodeRemediationOperator
-from gpufleet.domain.names import POOL_KEY
 
 fleet = index()
 
@@ -56,88 +49,14 @@ fleet = index()
 @dag(
     dag_id="nightly_fabric_validation",
     doc_md=__doc__,
-    schedule=AssetOrTimeSchedule(
-        timetable=CronTriggerTimetable("0 2 * * *", timezone="UTC"), assets=REGION_READY
-    ),
+    schedule=None,  # started by nightly_fleet_validation, one run per cluster; or by hand
     start_date=datetime(2026, 1, 1),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=CLUSTER_RUNS_AT_ONCE,
     render_template_as_native_obj=True,
     tags=["gpufleet", "validation", "nccl", "lustre"],
     default_args=default_args("nightly fabric validation failed"),
-    params={
-        "regions": name_list_param(fleet["regions"], "Regions", "Only these regions (empty: all)"),
-        "clusters": name_list_param(
-            fleet["clusters"], "Clusters", "Only these clusters (empty: all)"
-        ),
-        # pools by form, not by enum: a scheduled DAG's Params are validated at every parse,
-        # and a fleet's thousands of pools made that the largest cost (docs/PERFORMANCE.md)
-        "pools": param(
-            [],
-            type="array",
-            uniqueItems=True,
-            title="Node pools",
-            section="Scope",
-            items={"type": "string", "pattern": POOL_KEY.pattern},
-            description="Only these pools, as cluster/pool (empty: all); checked against the "
-            "fleet catalog when the run starts",
-        ),
-        "mode": param(
-            "both",
-            type="string",
-            enum=["both", "fabric", "storage"],
-            title="Checks",
-            description="Fabric (NCCL), storage (Lustre fio) or both",
-            section="Checks",
-        ),
-        "max_quarantine_share": param(
-            0.2,
-            type="number",
-            minimum=0,
-            maximum=1,
-            title="Max quarantine share",
-            description="Quarantine nothing and page a human if more than this share of a pool "
-            "fails (a fabric problem, not a node problem)",
-            section="Checks",
-        ),
-        "tolerance": param(
-            None,
-            type=["null", "number"],
-            exclusiveMinimum=0,
-            maximum=1,
-            title="Bandwidth tolerance",
-            description="Share of the baseline busbw a pair must reach (empty: each pool's "
-            "catalog setting, default 0.9)",
-            section="Checks",
-        ),
-        "max_repairs": param(
-            2,
-            type="integer",
-            minimum=0,
-            maximum=10,
-            title="Repairs before a person",
-            description="A node whose retest still fails after this many cloud repairs is "
-            "handed to a human (needs-human, paged)",
-            section="Node remediation",
-        ),
-        "repair_drain": param(
-            "wait",
-            type="string",
-            enum=["wait", "evict"],
-            title="Training jobs on a node to repair",
-            description="wait for them (named in an alert; the next night looks again), or "
-            "evict them through the Eviction API",
-            section="Node remediation",
-        ),
-        "sim_faults": param(
-            [],
-            type="array",
-            items={"type": "string", "pattern": SIM_FAULT_PATTERN},
-            title="Simulated faults (sim clusters only)",
-            description="cluster/pool=fault for this run only, e.g. a3u-sim/h200-a=fabric-down",
-            section="Simulation",
-        ),
-    },
+    params=nightly_params(fleet),
 )
 def nightly_fabric_validation():
     scope = {

@@ -518,6 +518,8 @@ def airflow_env(
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
             "AIRFLOW__GPUFLEET__RETRY_DELAY_SECONDS": "1",
+            # the planner looks at the cluster runs it started every second
+            "AIRFLOW__GPUFLEET__RUN_POLL_SECONDS": "1",
             # a restarted triggerer takes over the triggers of one that stopped heartbeating
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",

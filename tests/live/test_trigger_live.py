@@ -290,6 +290,7 @@ def test_a_bad_launch_conf_gets_the_api_refusal_naming_the_field(airflow):
 # answer (always in CI). These cases come last in the module: the last one kills a worker.
 
 NIGHTLY = "nightly_fabric_validation"
+PLANNER = "nightly_fleet_validation"
 TERMINAL = ("success", "failed")
 
 
@@ -352,22 +353,33 @@ def _verdicts(rows: list[dict]) -> dict:
     }
 
 
-def test_the_scheduled_nightly_completes_on_celery_and_matches_an_in_process_run(
+def test_the_scheduled_nightly_fans_out_per_cluster_on_celery_and_matches_an_in_process_run(
     airflow, live_fleet_dir, airflow_db, fleet_state
 ):
-    """The nightly Airflow scheduled when its DAG was unpaused runs every task on the two
-    Celery workers (and the deferrals on the triggerer) to the same verdicts as the same DAG
-    run in one process by ``dag.test()`` over a fresh copy of the fleet."""
+    """The nightly Airflow scheduled when its DAGs were unpaused, ``nightly_fleet_validation``,
+    starts one ``nightly_fabric_validation`` run per cluster, waits for them in the triggerer
+    and reports over them: every task on the two Celery workers, to the same verdicts as one
+    ``dag.test()`` run over every pool in one process over a fresh copy of the fleet."""
     _celery(airflow)
     scheduled = _until(
-        "the scheduled nightly run", lambda: _runs(airflow, NIGHTLY), airflow, timeout=60
+        "the scheduled nightly run", lambda: _runs(airflow, PLANNER), airflow, timeout=60
     )[0]["dag_run_id"]
-    assert _finished(airflow, NIGHTLY, scheduled) == "success"
+    assert _finished(airflow, PLANNER, scheduled, timeout=300) == "success"
+    children = sorted(
+        (r["dag_run_id"], r["state"])
+        for r in _runs(airflow, NIGHTLY)
+        if r["dag_run_id"].startswith(scheduled + "--")
+    )
+    assert children == [
+        (f"{scheduled}--a3u-sim", "success"),
+        (f"{scheduled}--p5-sim", "success"),
+    ], children
     from gpufleet.store import Ledger
     from tests.support.fleet import run_dag
 
     with live_fleet(airflow, live_fleet_dir):
-        on_celery = _verdicts(Ledger().validations_for_run(scheduled))
+        book = Ledger()
+        on_celery = _verdicts([r for run, _ in children for r in book.validations_for_run(run)])
     reference = run_dag(NIGHTLY)  # fleet_state: a fresh fleet and SQLite ledger in this process
     assert str(reference.state) == "success"
     assert on_celery == _verdicts(Ledger().validations_for_run(reference.run_id))

@@ -18,8 +18,9 @@ def get_dag(dag_id: str):
     return bag.dags[dag_id]
 
 
-def run_dag(dag_id: str, conf: dict | None = None):
+def run_dag(dag_id: str, conf: dict | None = None, mark_success: str | None = None):
     """``dag.test()``: every task in this process, triggers inline. Returns the DagRun.
+    ``mark_success``: a regex of task ids marked successful instead of run.
 
     ``dag.test()`` waits for a retry on the wall clock (``retry_delay``, 30 s and growing):
     here a retry is due at once, as if that time had passed. How many tries a task gets and
@@ -31,7 +32,7 @@ def run_dag(dag_id: str, conf: dict | None = None):
         task.retry_delay = timedelta(0)
         task.retry_exponential_backoff = False
     with _short_idle_waits():
-        return dag.test(run_conf=conf or {})
+        return dag.test(run_conf=conf or {}, mark_success_pattern=mark_success)
 
 
 @contextlib.contextmanager
@@ -175,3 +176,22 @@ def snapshot(cluster: str, pool: str, run_id: str = "seed") -> None:
 
     ref = load_catalog().pool(cluster, pool)
     snapshot_pool(ref, Ledger(), cluster_backend(ref.cluster), source="fabric", run_id=run_id)
+
+
+def xcom_value(dagrun, task_id: str, key: str = "return_value"):
+    """What ``task_id`` (unmapped) pushed under ``key`` in ``dagrun``, as Airflow stored it."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = (
+            session.query(XComModel)
+            .filter(
+                XComModel.dag_id == dagrun.dag_id,
+                XComModel.run_id == dagrun.run_id,
+                XComModel.task_id == task_id,
+                XComModel.key == key,
+            )
+            .one()
+        )
+        return XComModel.deserialize_value(row)

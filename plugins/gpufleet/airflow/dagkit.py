@@ -14,6 +14,7 @@ from airflow.sdk import Param
 from gpufleet.airflow.notifiers import FleetAlertNotifier
 from gpufleet.config.catalog_index import catalog_index
 from gpufleet.domain.faults import PARAM_PATTERN
+from gpufleet.domain.names import POOL_KEY
 
 OWNER = "gpufleet-platform"
 
@@ -30,20 +31,36 @@ def retry_delay() -> timedelta:
     (``AIRFLOW__GPUFLEET__RETRY_DELAY_SECONDS``), else 30 s; read when the DAG file is parsed,
     so every component of a deployment must see the same value. A value that is not a finite
     number from 0 to 600 is refused, naming the setting."""
+    return timedelta(seconds=_seconds_setting("retry_delay_seconds", RETRY_DELAY_S, 0, 600))
+
+
+RUN_POLL_S = 60.0  # how often the planner looks at the runs it started
+# nightly_fabric_validation runs at once (one per cluster): each runs its own 16 tasks
+CLUSTER_RUNS_AT_ONCE = 16
+
+
+def _seconds_setting(key: str, default: float, low: float, high: float) -> float:
+    """``[gpufleet] <key>`` in seconds (default ``default``), refused outside ``low``-``high``."""
     from airflow.configuration import conf
 
-    raw = conf.get("gpufleet", "retry_delay_seconds", fallback=None)
+    raw = conf.get("gpufleet", key, fallback=None)
     if raw is None:
-        return timedelta(seconds=RETRY_DELAY_S)
+        return default
     try:
         seconds = float(raw)
     except ValueError:
         seconds = float("nan")
-    if not 0 <= seconds <= 600:  # NaN fails too
+    if not low <= seconds <= high:  # NaN fails too
         raise ValueError(
-            f"[gpufleet] retry_delay_seconds must be a number of seconds from 0 to 600, not {raw!r}"
+            f"[gpufleet] {key} must be a number of seconds from {low:g} to {high:g}, not {raw!r}"
         )
-    return timedelta(seconds=seconds)
+    return seconds
+
+
+def run_poll_seconds() -> int:
+    """How often ``nightly_fleet_validation`` looks whether the cluster runs it started are
+    done: ``[gpufleet] run_poll_seconds`` (1-3600, default 60), read when the DAG is parsed."""
+    return int(_seconds_setting("run_poll_seconds", RUN_POLL_S, 1, 3600))
 
 
 def default_args(summary: str, retries: int = 2) -> dict[str, Any]:
@@ -128,3 +145,82 @@ def name_list_param(
         description=description,
         section=section,
     )
+
+
+def nightly_params(fleet: dict[str, Any]) -> dict[str, Param]:
+    """The nightly's Params (scope, checks, node remediation, simulation), shared by the
+    ``nightly_fleet_validation`` planner and the ``nightly_fabric_validation`` runs it starts:
+    the planner hands each run its settings under the same names. ``fleet``: ``index()``."""
+    return {
+        "regions": name_list_param(fleet["regions"], "Regions", "Only these regions (empty: all)"),
+        "clusters": name_list_param(
+            fleet["clusters"], "Clusters", "Only these clusters (empty: all)"
+        ),
+        # pools by form, not by enum: a scheduled DAG's Params are validated at every parse,
+        # and a fleet's thousands of pools made that the largest cost (docs/PERFORMANCE.md)
+        "pools": param(
+            [],
+            type="array",
+            uniqueItems=True,
+            title="Node pools",
+            section="Scope",
+            items={"type": "string", "pattern": POOL_KEY.pattern},
+            description="Only these pools, as cluster/pool (empty: all); checked against the "
+            "fleet catalog when the run starts",
+        ),
+        "mode": param(
+            "both",
+            type="string",
+            enum=["both", "fabric", "storage"],
+            title="Checks",
+            description="Fabric (NCCL), storage (Lustre fio) or both",
+            section="Checks",
+        ),
+        "max_quarantine_share": param(
+            0.2,
+            type="number",
+            minimum=0,
+            maximum=1,
+            title="Max quarantine share",
+            description="Quarantine nothing and page a human if more than this share of a pool "
+            "fails (a fabric problem, not a node problem)",
+            section="Checks",
+        ),
+        "tolerance": param(
+            None,
+            type=["null", "number"],
+            exclusiveMinimum=0,
+            maximum=1,
+            title="Bandwidth tolerance",
+            description="Share of the baseline busbw a pair must reach (empty: each pool's "
+            "catalog setting, default 0.9)",
+            section="Checks",
+        ),
+        "max_repairs": param(
+            2,
+            type="integer",
+            minimum=0,
+            maximum=10,
+            title="Repairs before a person",
+            description="A node whose retest still fails after this many cloud repairs is "
+            "handed to a human (needs-human, paged)",
+            section="Node remediation",
+        ),
+        "repair_drain": param(
+            "wait",
+            type="string",
+            enum=["wait", "evict"],
+            title="Training jobs on a node to repair",
+            description="wait for them (named in an alert; the next night looks again), or "
+            "evict them through the Eviction API",
+            section="Node remediation",
+        ),
+        "sim_faults": param(
+            [],
+            type="array",
+            items={"type": "string", "pattern": SIM_FAULT_PATTERN},
+            title="Simulated faults (sim clusters only)",
+            description="cluster/pool=fault for this run only, e.g. a3u-sim/h200-a=fabric-down",
+            section="Simulation",
+        ),
+    }

@@ -195,10 +195,10 @@ class WorkloadTrigger(PollingTrigger):
 
     def poll(self):
         """The workload's status now."""
-        from gpufleet.backends import cluster_backend
+        from gpufleet.backends import polling_cluster_backend
         from gpufleet.config.catalog import load_catalog
 
-        backend = cluster_backend(load_catalog().cluster(self.cluster))
+        backend = polling_cluster_backend(load_catalog().cluster(self.cluster))
         return backend.workload_status(self.kind, self.name, self.namespace)
 
     def event_base(self) -> dict[str, Any]:

@@ -18,6 +18,9 @@ layer.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from gpufleet.backends.base import (
     CloudBackend,
     ClusterBackend,
@@ -43,7 +46,13 @@ __all__ = [
     "WorkloadStatus",
     "cloud_backend",
     "cluster_backend",
+    "polling_cluster_backend",
 ]
+
+# How long a poller keeps one cluster's clients (a GKE cluster's token from the cloud is good
+# for an hour; a client kept past that would be refused).
+POLLER_CLIENT_TTL_S = 600.0
+_pollers: dict[str, tuple[float, Cluster, ClusterBackend]] = {}
 
 
 def cluster_backend(cluster: Cluster) -> ClusterBackend:
@@ -64,6 +73,23 @@ def cluster_backend(cluster: Cluster) -> ClusterBackend:
             credentials.kube_config(cluster.name), pool_label_keys=keys
         )
     )
+
+
+def polling_cluster_backend(
+    cluster: Cluster, now: Callable[[], float] = time.monotonic
+) -> ClusterBackend:
+    """``cluster_backend(cluster)``, kept per process for ``POLLER_CLIENT_TTL_S`` for a
+    trigger that polls every few seconds: a real cluster's clients (and, without a kubernetes
+    connection, the credentials fetched from its cloud) are built once, not on every poll. A
+    cluster whose catalog entry changed gets new ones. The sim builds nothing: not kept."""
+    if cluster.provider == "sim":
+        return cluster_backend(cluster)
+    kept = _pollers.get(cluster.name)
+    if kept is not None and kept[1] == cluster and now() - kept[0] < POLLER_CLIENT_TTL_S:
+        return kept[2]
+    backend = cluster_backend(cluster)
+    _pollers[cluster.name] = (now(), cluster, backend)
+    return backend
 
 
 def cloud_backend(cluster: Cluster) -> CloudBackend:

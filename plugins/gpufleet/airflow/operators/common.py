@@ -47,9 +47,28 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-def poll_interval(cluster: Cluster) -> float:
-    """Simulated clusters answer in seconds; real ones are polled gently."""
-    return SIM_POLL_S if cluster.provider == "sim" else REAL_POLL_S
+# Polls a deployment's triggerer makes per second over a fleet's waits, at most: past
+# ``POLLS_PER_S x interval`` pools, every wait polls less often (``poll_interval``).
+POLLS_PER_S = 20.0
+
+
+def poll_interval(cluster: Cluster, fleet_pools: int = 0) -> float:
+    """How often a wait on ``cluster`` polls: simulated clusters answer in seconds, real ones
+    are polled gently; and a fleet of ``fleet_pools`` pools, each a wait in the triggerer on a
+    night, is polled at most ``POLLS_PER_S`` times a second in all (2,000 pools: every 100 s)."""
+    base = SIM_POLL_S if cluster.provider == "sim" else REAL_POLL_S
+    return max(base, fleet_pools / POLLS_PER_S)
+
+
+def pools_per_run() -> int:
+    """``[gpufleet] pools_per_run`` (default ``fanout.POOLS_PER_RUN``): the most pools one
+    nightly run validates, below ``[core] max_map_length``; a bad value is refused, naming it."""
+    from airflow.configuration import conf
+
+    from gpufleet.services.validation.fanout import POOLS_PER_RUN, check_pools_per_run
+
+    raw = conf.get("gpufleet", "pools_per_run", fallback=str(POOLS_PER_RUN))
+    return check_pools_per_run(raw, conf.getint("core", "max_map_length", fallback=1024))
 
 
 def failed_tasks(context, exclude: tuple[str, ...] = ()) -> list[str]:

@@ -12,8 +12,61 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 
+def nightly_targets(
+    log: Any, regions: Any, clusters: Any, pools: Any, mode: str
+) -> dict[str, list[dict[str, str]]]:
+    """The pools a nightly validates (``plan_scope``), as the fabric and storage tasks' mapping
+    kwargs, less the clusters not created yet and the retired pools (each logged as left out).
+    A bad name or mode raises ``AirflowFailException``: retrying will not fix it."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from gpufleet.airflow.operators.common import ledger
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.errors import GpufleetError
+    from gpufleet.services.infrastructure.onboarding import clusters_not_created
+    from gpufleet.services.validation.scope import plan_scope
+
+    try:
+        catalog = load_catalog()
+        book = ledger()
+        scope = plan_scope(
+            catalog,
+            regions=regions or None,
+            clusters=clusters or None,
+            pools=pools or None,
+            mode=mode,
+            in_service=book.transitioned_pools(),
+        )
+    except GpufleetError as exc:
+        raise AirflowFailException(str(exc)) from None
+    named = {t["cluster"] for targets in scope.values() for t in targets}
+    absent = clusters_not_created(catalog, book, named)
+    for reason in absent.values():
+        log.warning("left out: %s", reason)
+    retired = {key for key, row in book.pool_states().items() if row["state"] == "retired"}
+    for key in sorted(retired):
+        log.warning("left out: %s/%s is retired: remove it from the catalog", *key)
+    return {
+        kind: [
+            t
+            for t in targets
+            if t["cluster"] not in absent and (t["cluster"], t["node_pool"]) not in retired
+        ]
+        for kind, targets in scope.items()
+    }
+
+
+def _keys(targets: dict[str, list[dict[str, str]]]) -> list[str]:
+    """The pools (``cluster/pool``) of the fabric and storage targets, each once."""
+    return list(
+        dict.fromkeys(f"{t['cluster']}/{t['node_pool']}" for ts in targets.values() for t in ts)
+    )
+
+
 class ValidationTargetsOperator(BaseOperator):
-    """The pools to validate (``kind``: fabric or storage), as mapping kwargs."""
+    """The pools to validate (``kind``: fabric or storage), as mapping kwargs. One run
+    validates at most ``[gpufleet] pools_per_run`` pools: more is refused, naming the planner
+    DAG that splits them."""
 
     template_fields: Sequence[str] = ("regions", "clusters", "pools", "mode")
 
@@ -37,37 +90,16 @@ class ValidationTargetsOperator(BaseOperator):
     def execute(self, context) -> list[dict[str, str]]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from gpufleet.airflow.operators.common import ledger
-        from gpufleet.config.catalog import load_catalog
+        from gpufleet.airflow.operators.common import pools_per_run
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.validation.scope import plan_scope
+        from gpufleet.services.validation.fanout import check_run_size
 
-        try:  # bad names or faults will not get better by retrying
-            catalog = load_catalog()
-            book = ledger()
-            scope = plan_scope(
-                catalog,
-                regions=self.regions or None,
-                clusters=self.clusters or None,
-                pools=self.pools or None,
-                mode=self.mode,
-                in_service=book.transitioned_pools(),
-            )[self.kind]
+        targets = nightly_targets(self.log, self.regions, self.clusters, self.pools, self.mode)
+        try:
+            check_run_size(len(_keys(targets)), pools_per_run())
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
-        from gpufleet.services.infrastructure.onboarding import clusters_not_created
-
-        absent = clusters_not_created(catalog, book, {t["cluster"] for t in scope})
-        for reason in absent.values():
-            self.log.warning("left out: %s", reason)
-        retired = {key for key, row in book.pool_states().items() if row["state"] == "retired"}
-        for key in sorted(retired):
-            self.log.warning("left out: %s/%s is retired: remove it from the catalog", *key)
-        scope = [
-            t
-            for t in scope
-            if t["cluster"] not in absent and (t["cluster"], t["node_pool"]) not in retired
-        ]
+        scope = targets[self.kind]
         self.log.info(
             "%s validation of %d pools: %s",
             self.kind,
@@ -77,9 +109,93 @@ class ValidationTargetsOperator(BaseOperator):
         return scope
 
 
+class ClusterRunsOperator(BaseOperator):
+    """The planner's plan: one ``nightly_fabric_validation`` run per cluster of the scope (a
+    cluster past ``[gpufleet] pools_per_run`` pools split into parts), as the mapping kwargs of
+    the ``TriggerDagRunOperator`` that starts them: run id and conf (the run's settings, its
+    pools and the sim faults on them). The sim faults are checked against the whole scope
+    first: one bad fault starts no run."""
+
+    template_fields: Sequence[str] = (
+        "regions",
+        "clusters",
+        "pools",
+        "mode",
+        "sim_faults",
+        "settings",
+    )
+
+    def __init__(
+        self,
+        *,
+        regions: Any = None,
+        clusters: Any = None,
+        pools: Any = None,
+        mode: str = "both",
+        sim_faults: Any = None,
+        settings: Any = None,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.regions = regions
+        self.clusters = clusters
+        self.pools = pools
+        self.mode = mode
+        self.sim_faults = sim_faults
+        self.settings = settings
+
+    def execute(self, context) -> list[dict[str, Any]]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from gpufleet.airflow.operators.common import catalog, ledger, pools_per_run
+        from gpufleet.errors import GpufleetError
+        from gpufleet.services.validation.fanout import plan_cluster_runs
+        from gpufleet.services.validation.run_faults import check_run_faults, nightly_fault_scope
+
+        specs = list(self.sim_faults or ())
+        try:
+            per_run = pools_per_run()
+            fleet = catalog()
+            scope = nightly_fault_scope(
+                fleet,
+                regions=self.regions or None,
+                clusters=self.clusters or None,
+                pools=self.pools or None,
+                in_service=ledger().transitioned_pools(),
+            )
+            faults = [
+                (ref.key, spec)
+                for spec, (ref, _f) in zip(
+                    specs, check_run_faults(fleet, specs, scope), strict=True
+                )
+            ]
+        except GpufleetError as exc:
+            raise AirflowFailException(str(exc)) from None
+        targets = nightly_targets(self.log, self.regions, self.clusters, self.pools, self.mode)
+        runs = plan_cluster_runs(_keys(targets), context["run_id"], per_run, faults)
+        for run in runs:
+            self.log.info("%s: %d pools (%s)", run.run_id, len(run.pools), ", ".join(run.pools))
+        self.log.info(
+            "%d pools in %d runs of nightly_fabric_validation (at most %d pools each)",
+            sum(len(r.pools) for r in runs),
+            len(runs),
+            per_run,
+        )
+        return [run.trigger_kwargs(dict(self.settings or {}, mode=self.mode)) for run in runs]
+
+
 class ValidationReportOperator(BaseOperator):
     """Judge drift, write the run's report; alert on drift (a warning:
-    the task still succeeds when every check passed); fail if any check failed."""
+    the task still succeeds when every check passed); fail if any check failed.
+
+    ``runs`` (the planner's: its plan, a list of ``trigger_run_id``/``conf`` mappings): report
+    over the verdicts of those runs instead of this run's own; each judged its drift already."""
+
+    template_fields: Sequence[str] = ("runs",)
+
+    def __init__(self, *, runs: Any = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.runs = runs
 
     def execute(self, context) -> dict[str, str]:
         from airflow.sdk.exceptions import AirflowFailException
@@ -90,7 +206,8 @@ class ValidationReportOperator(BaseOperator):
         from gpufleet.services.views.nightly_report import nightly_report
 
         run_id = context["run_id"]
-        result = nightly_report(ledger(), load_catalog(), run_id)
+        children = None if self.runs is None else [r["trigger_run_id"] for r in self.runs]
+        result = nightly_report(ledger(), load_catalog(), run_id, runs=children)
         self.log.info("report:\n%s", result.markdown)
         self.log.info("HTML report: %s", result.paths["report.html"])
         if result.warnings:

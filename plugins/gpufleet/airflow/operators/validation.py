@@ -78,7 +78,8 @@ class _WorkloadDeferring(BaseOperator):
     def _defer_on(self, state: Any) -> None:
         """Hand ``state`` (a service's state with a ``workload`` in flight) to the trigger."""
         wl = state.workload
-        ref = self._ref()
+        fleet = catalog()
+        ref = fleet.pool(self.cluster, self.node_pool)
         self.defer(
             trigger=WorkloadTrigger(
                 cluster=self.cluster,
@@ -86,7 +87,7 @@ class _WorkloadDeferring(BaseOperator):
                 name=wl.name,
                 namespace=wl.namespace,
                 until="done",
-                poll_interval=poll_interval(ref.cluster),
+                poll_interval=poll_interval(ref.cluster, sum(1 for _ in fleet.pools())),
                 timeout=self.timeout_s,
                 carry=state.to_dict(),
             ),

@@ -17,7 +17,7 @@ from gpufleet.domain.fleet import Catalog
 from gpufleet.domain.verdicts import latest_per_check
 from gpufleet.errors import GpufleetError
 from gpufleet.services.validation.drift import assess_drift
-from gpufleet.services.views.report import html_report, markdown, write_reports
+from gpufleet.services.views.report import drift_texts, html_report, markdown, write_reports
 from gpufleet.store import Ledger
 
 
@@ -91,12 +91,25 @@ def render_report(
 
 
 def nightly_report(
-    ledger: Ledger, catalog: Catalog, run_id: str, history_nights: int = 14
+    ledger: Ledger,
+    catalog: Catalog,
+    run_id: str,
+    history_nights: int = 14,
+    *,
+    runs: list[str] | None = None,
 ) -> NightlyReport:
     """Judge drift, then write the run's Markdown/HTML report; return paths, failures and
-    warnings (drift). Each pool and kind is reported by its last verdict in the run."""
-    warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
-    rows = latest_per_check(ledger.validations_for_run(run_id))
+    warnings (drift). Each pool and kind is reported by its last verdict in the run.
+
+    ``runs``: the report of a planner run (``run_id``) over the verdicts its cluster runs
+    recorded; each of them judged its own pools' drift, so the findings are read, not judged
+    again."""
+    if runs is None:
+        warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
+        rows = latest_per_check(ledger.validations_for_run(run_id))
+    else:
+        rows = latest_per_check([r for child in runs for r in ledger.validations_for_run(child)])
+        warnings = drift_texts(rows)
     md_text, html_text = render_report(
         ledger, catalog, run_id, rows, warnings, history_nights, standalone=True
     )

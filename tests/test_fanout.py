@@ -1,0 +1,199 @@
+"""The nightly fanned out per cluster (issue 18): the plan, the one-run size rule, the planner's
+plan task and the report over its cluster runs. The planner starting and waiting for the runs
+on a real scheduler is ``tests/live/test_trigger_live.py``'s (a scheduler runs triggered runs;
+``dag.test()`` does not)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.errors import GpufleetError
+from gpufleet.services.validation.fanout import (
+    MAX_RUN_ID,
+    check_pools_per_run,
+    check_run_size,
+    child_run_id,
+    plan_cluster_runs,
+)
+
+PLANNER = "nightly_fleet_validation"
+CHILD = "nightly_fabric_validation"
+
+
+def test_one_run_per_cluster_and_a_large_cluster_in_near_equal_parts():
+    pools = [f"big/p{i}" for i in range(450)] + ["small/a", "small/b", "big/p0"]
+    runs = plan_cluster_runs(pools, "scheduled__2026-12-03T02:00:00+00:00", 200)
+    assert [(r.cluster, len(r.pools)) for r in runs] == [
+        ("big", 150),
+        ("big", 150),
+        ("big", 150),
+        ("small", 2),
+    ]
+    assert [r.run_id.rsplit("--", 1)[1] for r in runs] == [
+        "big-1of3",
+        "big-2of3",
+        "big-3of3",
+        "small",
+    ]
+    planned = [k for r in runs for k in r.pools]
+    assert sorted(planned) == sorted(set(pools))  # every pool once, p0 named twice
+    assert all(len(r.pools) <= 200 for r in runs)
+    # the same plan twice: the same run ids (a retried task finds its runs)
+    assert runs == plan_cluster_runs(pools, "scheduled__2026-12-03T02:00:00+00:00", 200)
+
+
+def test_2000_pools_stay_far_below_airflows_map_limit():
+    pools = [f"c{c}/p{i}" for c in range(20) for i in range(100)]
+    runs = plan_cluster_runs(pools, "scheduled__x", 200)
+    assert len(runs) == 20 and max(len(r.pools) for r in runs) == 100  # each map 100 wide
+
+
+def test_faults_go_to_the_run_that_validates_their_pool():
+    runs = plan_cluster_runs(
+        ["a/x", "a/y", "b/z"],
+        "manual__1",
+        1,
+        [("a/y", "a/y=fabric-down"), ("b/z", "b/z=lustre-slow:0.5"), ("a/y", "a/y=drift:5")],
+    )
+    faults = {r.pools: r.sim_faults for r in runs}
+    assert faults == {
+        ("a/x",): (),
+        ("a/y",): ("a/y=fabric-down", "a/y=drift:5"),
+        ("b/z",): ("b/z=lustre-slow:0.5",),
+    }
+    kwargs = runs[1].trigger_kwargs({"mode": "fabric", "max_repairs": 3, "other": 1})
+    assert kwargs == {
+        "trigger_run_id": "manual__1--a-2of2",
+        "conf": {
+            "mode": "fabric",
+            "max_repairs": 3,
+            "pools": ["a/y"],
+            "sim_faults": ["a/y=fabric-down", "a/y=drift:5"],
+        },
+    }
+
+
+def test_a_run_id_too_long_for_airflow_is_shortened_the_same_way_each_time():
+    parent = "manual__" + "x" * 240
+    first = child_run_id(parent, "a3u-sim", 2, 3)
+    assert len(first) <= MAX_RUN_ID and first.endswith("--a3u-sim-2of3")
+    assert first == child_run_id(parent, "a3u-sim", 2, 3)
+    assert first != child_run_id(parent + "y", "a3u-sim", 2, 3)
+    assert child_run_id("manual__1", "a3u-sim", 1, 1) == "manual__1--a3u-sim"
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "many", "nan", "1025", "-3", None])
+def test_pools_per_run_must_be_a_whole_number_below_the_map_limit(value):
+    with pytest.raises(GpufleetError, match=r"pools_per_run must be a whole number from 1 to 1024"):
+        check_pools_per_run(value, 1024)
+
+
+def test_pools_per_run_accepts_a_whole_number_in_range():
+    assert check_pools_per_run("200", 1024) == 200
+    assert check_pools_per_run("1024", 1024) == 1024
+
+
+def test_a_run_over_too_many_pools_is_refused_naming_the_planner():
+    check_run_size(200, 200)
+    with pytest.raises(GpufleetError) as err:
+        check_run_size(201, 200)
+    assert "201 pools" in str(err.value) and "(200)" in str(err.value)
+    assert PLANNER in str(err.value)
+
+
+# --- the DAGs, in this process ----------------------------------------------------------------
+
+
+@pytest.fixture
+def fleet(airflow_db, fleet_state):
+    return fleet_state
+
+
+@pytest.mark.slow
+def test_one_run_past_pools_per_run_fails_before_anything_runs(fleet, monkeypatch):
+    from gpufleet.store import Ledger
+    from tests.support.fleet import run_dag, task_states
+
+    monkeypatch.setenv("AIRFLOW__GPUFLEET__POOLS_PER_RUN", "2")
+    dr = run_dag(CHILD, {"mode": "fabric"})  # three pools
+    states = task_states(dr)
+    assert str(dr.state) == "failed" and states["fabric_targets"] == "failed", states
+    assert Ledger().validations_for_run(dr.run_id) == []
+
+
+@pytest.mark.slow
+def test_the_planner_plans_one_run_per_cluster_with_its_settings(fleet, monkeypatch):
+    """The plan task alone (starting the runs needs a scheduler): the runs, their confs, and a
+    fault outside the scope refused before any run is planned."""
+    from tests.support.fleet import run_dag, task_states, xcom_value
+
+    conf = {"mode": "fabric", "max_repairs": 4, "sim_faults": ["a3u-sim/h200-b=fabric-down"]}
+    dr = run_dag(PLANNER, conf, mark_success="validate_clusters|report")
+    assert task_states(dr)["plan_clusters"] == "success"
+    plan = xcom_value(dr, "plan_clusters")
+    assert [(p["trigger_run_id"], p["conf"]["pools"]) for p in plan] == [
+        (f"{dr.run_id}--a3u-sim", ["a3u-sim/h200-a", "a3u-sim/h200-b"]),
+        (f"{dr.run_id}--p5-sim", ["p5-sim/h100-a"]),
+    ]
+    first = plan[0]["conf"]
+    assert first["mode"] == "fabric" and first["max_repairs"] == 4
+    assert (
+        first["sim_faults"] == ["a3u-sim/h200-b=fabric-down"]
+        and plan[1]["conf"]["sim_faults"] == []
+    )
+    assert first["max_quarantine_share"] == 0.2 and first["repair_drain"] == "wait"
+
+    outside = run_dag(
+        PLANNER,
+        {"clusters": ["p5-sim"], "sim_faults": ["a3u-sim/h200-b=fabric-down"]},
+        mark_success="validate_clusters|report",
+    )
+    assert task_states(outside)["plan_clusters"] == "failed"
+
+
+@pytest.mark.slow
+def test_the_planners_report_covers_every_cluster_run_and_fails_with_any(fleet):
+    """Two cluster runs (run here one after the other, as the planner's runs would be); the
+    report over both names the failing pool, and passes over the healthy run alone."""
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.views.nightly_report import nightly_report
+    from gpufleet.store import Ledger
+    from tests.support.fleet import run_dag
+
+    healthy = run_dag(CHILD, {"pools": ["p5-sim/h100-a"], "mode": "fabric"})
+    broken = run_dag(
+        CHILD,
+        {
+            "pools": ["a3u-sim/h200-b"],
+            "mode": "fabric",
+            "sim_faults": ["a3u-sim/h200-b=fabric-down"],
+        },
+    )
+    assert (str(healthy.state), str(broken.state)) == ("success", "failed")
+    ledger, catalog = Ledger(), load_catalog()
+    both = nightly_report(ledger, catalog, "planner-1", runs=[healthy.run_id, broken.run_id])
+    assert both.checks == 2
+    assert len(both.failed) == 1 and both.failed[0].startswith("a3u-sim/h200-b fabric")
+    assert "p5-sim/h100-a" in both.markdown and "a3u-sim/h200-b" in both.markdown
+    alone = nightly_report(ledger, catalog, "planner-2", runs=[healthy.run_id])
+    assert alone.checks == 1 and alone.failed == []
+
+
+def test_the_triggerers_polls_per_second_stay_bounded_as_the_fleet_grows():
+    from gpufleet.airflow.operators.common import (
+        POLLS_PER_S,
+        REAL_POLL_S,
+        SIM_POLL_S,
+        poll_interval,
+    )
+    from gpufleet.config.catalog import load_catalog
+    from tests.support.fleet import ROOT
+
+    real = load_catalog(ROOT / "include" / "fleet-examples").cluster("train-usc1")
+    assert poll_interval(real, 10) == REAL_POLL_S  # a small fleet: the gentle default
+    for pools in (600, 2000, 20000):
+        interval = poll_interval(real, pools)
+        assert interval >= REAL_POLL_S and pools / interval <= POLLS_PER_S
+    assert poll_interval(real, 2000) == 100
+    sim = real.model_copy(update={"provider": "sim"})
+    assert poll_interval(sim, 3) == SIM_POLL_S and poll_interval(sim, 2000) == 100
