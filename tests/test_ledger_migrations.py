@@ -144,7 +144,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0013"
+        assert migrations.current_revision(conn) == migrations.head() == "0014"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -167,6 +167,8 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     assert ledger.hold_region_lock("r", "region_onboarding", "r1", NOW)["run_id"] == "r1"
     assert ledger.node_snapshots() == {}  # v12: no snapshot until a task lists the pool
     assert ledger.validation_lock("c", "p", "fabric").hold("d", "r1", NOW)["run_id"] == "r1"  # v13
+    lock = ledger.validation_lock("c", "fs", "filesystem")  # v14: a holder inside the run
+    assert lock.hold("d", "r1", NOW, holder="c/p")["holder"] == "c/p"
     assert_constraints_hold(ledger, ledger_url)
 
 
@@ -223,7 +225,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 13
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 14
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)

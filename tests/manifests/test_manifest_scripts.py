@@ -150,3 +150,16 @@ def test_fio_writes_json_only_and_cleans_up(gke_ref: PoolRef, tmp_path: Path) ->
     assert not workdir.exists()  # removed on exit
     args = (tmp_path / "fio.args").read_text()
     assert "--size=128M" in args and "--numjobs=8" in args  # 1 GiB over 8 GPUs
+
+
+def test_a_pool_check_caps_each_fio_pass_and_bad_runtimes_are_refused(gke_ref: PoolRef) -> None:
+    def args(**kwargs) -> str:
+        obj = render_storage_validation(gke_ref, ["node-a"], "run-1", **kwargs)
+        ((_, _, template),) = w.workload_pod_templates(obj)
+        return template["spec"]["containers"][0]["command"][2]
+
+    assert "--runtime=600" in args()  # the full test
+    assert "--runtime=60 " in args(runtime_seconds=60, size_gib_per_node=1)
+    for bad in (0, 601, 1.5, True, "60"):
+        with pytest.raises(ValueError, match="runtime_seconds must be an integer from 1 to 600"):
+            args(runtime_seconds=bad)

@@ -102,6 +102,11 @@ class Network(_Model):
     )
 
 
+# How many fio clients drive a Lustre filesystem's whole throughput tier, each a share of it:
+# the nightly's full test runs that many; a pool's short check, fewer, held to their shares.
+SATURATING_CLIENTS = 4
+
+
 class Filesystem(_Model):
     """A Lustre filesystem (GCP Managed Lustre or FSx for Lustre) serving a cluster's pools."""
 

@@ -171,10 +171,29 @@ class StorageVerdict:
 
 
 def judge_storage(
-    results: list[Any], *, expected_mb_s: float, tolerance: float, failure: str | None = None
+    results: list[Any],
+    *,
+    expected_mb_s: float,
+    tolerance: float,
+    failure: str | None = None,
+    clients: tuple[int, int] | None = None,
 ) -> StorageVerdict:
-    """Sum per-client fio/IOR results (MiB/s) and compare with ``tolerance x tier x capacity``."""
+    """Sum per-client fio/IOR results (MiB/s) and compare with ``tolerance x tier x capacity``.
+
+    ``clients`` ``(n, saturating)``: the results come from ``n`` clients where ``saturating``
+    drive the whole tier, each a ``1/saturating`` share; ``n`` of them are held to ``n`` shares
+    (``StorageVerdict.expected_mb_s`` is then that figure)."""
+    tier = expected_mb_s
+    share_text = ""
+    if clients is not None:
+        n, saturating = clients
+        if not 1 <= n <= saturating:
+            raise ValueError(f"clients must be 1 to {saturating} of {saturating}, not {n}")
+        if n < saturating:
+            expected_mb_s = tier * n / saturating
+            share_text = f"{n} of {saturating} clients' share of the {tier:,.0f} MB/s "
     floor = tolerance * expected_mb_s
+    of = f"{expected_mb_s:,.0f} MB/s: {share_text}" if share_text else "the "
     reasons: list[str] = [failure] if failure else []
     read = write = None
     if not results and not failure:
@@ -194,13 +213,15 @@ def judge_storage(
             elif value < floor:
                 reasons.append(
                     f"{label} throughput {value:,.0f} MB/s is below {floor:,.0f} MB/s "
-                    f"({tolerance:.0%} of the {expected_mb_s:,.0f} MB/s tier x capacity)"
+                    f"({tolerance:.0%} of {of}"
+                    f"{'' if share_text else f'{tier:,.0f} MB/s '}tier x capacity)"
                 )
     passed = not reasons
     if passed:
         reasons.append(
             f"read {read:,.0f} MB/s and write {write:,.0f} MB/s reach {floor:,.0f} MB/s "
-            f"({tolerance:.0%} of {expected_mb_s:,.0f} MB/s)"
+            f"({tolerance:.0%} of {expected_mb_s:,.0f} MB/s"
+            f"{f': {share_text}tier x capacity' if share_text else ''})"
         )
     return StorageVerdict(passed, tuple(reasons), read, write, expected_mb_s, floor)
 

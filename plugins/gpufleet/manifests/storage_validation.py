@@ -40,13 +40,15 @@ def render_storage_validation(
     *,
     namespace: str = VALIDATION_NAMESPACE,
     size_gib_per_node: int = 16,
+    runtime_seconds: int | None = None,
     image: str = DEFAULT_FIO_IMAGE,
 ) -> dict[str, Any]:
     """An Indexed Job running fio on each of ``nodes`` against the pool's Lustre PVC.
 
     One pod per node; each writes then reads ``size_gib_per_node`` GiB in one fio job per GPU
     (direct I/O, 1 MiB blocks) under ``<mount>/.gpufleet-validation/<run label>/<index>/``
-    and removes it on exit. stdout is fio's JSON (``--output-format=json``).
+    and removes it on exit. stdout is fio's JSON (``--output-format=json``). Each pass stops
+    after ``runtime_seconds`` (None: ``FIO_RUNTIME_SECONDS``).
     """
     pool = ref.pool
     check_namespace(namespace)
@@ -71,6 +73,15 @@ def render_storage_validation(
         raise ValueError(
             f"size_gib_per_node must be a positive integer (got {size_gib_per_node!r})"
         )
+    if runtime_seconds is not None and (
+        isinstance(runtime_seconds, bool)
+        or not isinstance(runtime_seconds, int)
+        or not 1 <= runtime_seconds <= FIO_RUNTIME_SECONDS
+    ):
+        raise ValueError(
+            f"runtime_seconds must be an integer from 1 to {FIO_RUNTIME_SECONDS} "
+            f"(got {runtime_seconds!r})"
+        )
     numjobs = pool.gpu.count
     context = validation_context(ref, "storage", "fio", run_id)
     return render_template(
@@ -87,5 +98,5 @@ def render_storage_validation(
         numjobs=numjobs,
         iodepth=FIO_IODEPTH,
         size_mib_per_job=math.ceil(size_gib_per_node * 1024 / numjobs),
-        runtime_seconds=FIO_RUNTIME_SECONDS,
+        runtime_seconds=FIO_RUNTIME_SECONDS if runtime_seconds is None else runtime_seconds,
     )

@@ -3,7 +3,10 @@ holder (``dag_id``, ``run_id``) and when it took the lock and last renewed it
 (``taken_at``, ``heartbeat_at``). Whether a holder is dead is ``domain.leases``'; taking a
 dead holder's lock over is a compare-and-set on the holder and heartbeat read, so of many
 runs one wins. A region's onboarding lock (``gf_region_locks``) and a pool's validation lock
-(``gf_validation_locks``) are two tables of this shape."""
+(``gf_validation_locks``) are two tables of this shape. A lock whose table has a ``holder``
+column can be held by one part of a run (``holder``: a filesystem's full test by one pool of a
+run whose other pools must see it held); a run's other holders hold it no more than another
+run does."""
 
 from __future__ import annotations
 
@@ -34,34 +37,51 @@ class LeaseLock:
             found = conn.execute(select(self.table).where(*self._where())).first()
         return dict(found._mapping) if found is not None else None
 
-    def hold(self, dag_id: str, run_id: str, now: datetime | None = None) -> dict[str, Any]:
-        """Take the lock for ``run_id`` when nobody holds it, its first heartbeat at ``now``;
-        the lock's row either way (``run_id`` says who holds it: this run, or the one to judge
-        alive or dead)."""
+    def _holder(self, holder: str | None) -> dict[str, Any]:
+        return {"holder": holder} if "holder" in self.table.c else {}
+
+    def _mine(self, run_id: str, holder: str | None) -> list[Any]:
+        t = self.table
+        cond = [t.c.run_id == run_id]
+        if "holder" in t.c:
+            cond.append(t.c.holder.is_(None) if holder is None else t.c.holder == holder)
+        return cond
+
+    def hold(
+        self, dag_id: str, run_id: str, now: datetime | None = None, holder: str | None = None
+    ) -> dict[str, Any]:
+        """Take the lock for ``run_id`` (``holder`` in it) when nobody holds it, its first
+        heartbeat at ``now``; the lock's row either way (``run_id`` and ``holder`` say who
+        holds it: this run, or the one to judge alive or dead)."""
         now = now or datetime.now(UTC)
-        values = {**self.key, "dag_id": dag_id, "run_id": run_id}
+        values = {**self.key, "dag_id": dag_id, "run_id": run_id, **self._holder(holder)}
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(self.table).values(**values, taken_at=now, heartbeat_at=now))
         except IntegrityError:  # held (perhaps by this run: a later step)
             row = self.row()
             if row is None:  # released in between: try once more
-                return self.hold(dag_id, run_id, now)
+                return self.hold(dag_id, run_id, now, holder)
             return row
         return self.row() or {}
 
-    def heartbeat(self, run_id: str, now: datetime) -> bool:
-        """The holder renews its lease if ``run_id`` still holds the lock; False when it does
-        not (taken over): the caller must stop."""
+    def heartbeat(self, run_id: str, now: datetime, holder: str | None = None) -> bool:
+        """The holder renews its lease if ``run_id`` (``holder``) still holds the lock; False
+        when it does not (taken over): the caller must stop."""
         t = self.table
         with self.engine.begin() as conn:
             changed = conn.execute(
-                update(t).where(*self._where(t.c.run_id == run_id)).values(heartbeat_at=now)
+                update(t).where(*self._where(*self._mine(run_id, holder))).values(heartbeat_at=now)
             ).rowcount
         return changed == 1
 
     def take_over(
-        self, seen: Mapping[str, Any], dag_id: str, run_id: str, now: datetime | None = None
+        self,
+        seen: Mapping[str, Any],
+        dag_id: str,
+        run_id: str,
+        now: datetime | None = None,
+        holder: str | None = None,
     ) -> bool:
         """Make ``run_id`` the holder if the holder and its heartbeat are still those of
         ``seen`` (the row the caller judged dead): compare-and-set, so of many runs taking over
@@ -77,13 +97,20 @@ class LeaseLock:
                         unchanged(t.c.heartbeat_at, seen.get("heartbeat_at")),
                     )
                 )
-                .values(dag_id=dag_id, run_id=run_id, taken_at=now, heartbeat_at=now)
+                .values(
+                    dag_id=dag_id,
+                    run_id=run_id,
+                    taken_at=now,
+                    heartbeat_at=now,
+                    **self._holder(holder),
+                )
             ).rowcount
         return changed == 1
 
-    def release(self, run_id: str) -> bool:
-        """Release the lock if ``run_id`` holds it (never another run's); True if it did."""
+    def release(self, run_id: str, holder: str | None = None) -> bool:
+        """Release the lock if ``run_id`` (``holder``) holds it (never another's); True if it
+        did."""
         t = self.table
         with self.engine.begin() as conn:
-            gone = conn.execute(delete(t).where(*self._where(t.c.run_id == run_id)))
+            gone = conn.execute(delete(t).where(*self._where(*self._mine(run_id, holder))))
         return gone.rowcount == 1

@@ -57,7 +57,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 13  # the head revision, ``store/alembic/versions/0013_validation_locks.py``
+SCHEMA_VERSION = 14  # the head revision, ``store/alembic/versions/0014_lock_holder.py``
 
 metadata = MetaData()
 

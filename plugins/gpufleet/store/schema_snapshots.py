@@ -46,4 +46,6 @@ validation_locks = Table(
     Column("run_id", String(250), nullable=False),
     _ts("taken_at", nullable=False, default=_now),
     _ts("heartbeat_at", nullable=False, default=_now),
+    # who inside the run holds it (a filesystem's full test: the pool running it); NULL: the run
+    Column("holder", String(127), nullable=True),
 )

@@ -107,7 +107,7 @@ class _WorkloadDeferring(BaseOperator):
         if busy is not None:
             self._when_busy(busy)
         with self._cannot_finish(context):
-            svc = self._service()
+            svc = self._service(context)
             state = svc.begin(context["run_id"])
             if state.workload is not None:
                 self._defer_on(state)
@@ -245,7 +245,7 @@ class FabricValidationOperator(_WorkloadDeferring):
                 f"{self.cluster}/{self.node_pool} fabric validation: {exc}"
             ) from None
 
-    def _service(self):
+    def _service(self, context=None):
         from gpufleet.services.validation.fabric import FabricValidation
 
         return FabricValidation(self._ref(), ledger(self.ledger_conn_id), **self._numbers())
@@ -293,10 +293,31 @@ class StorageValidationOperator(_WorkloadDeferring):
 
     kind = "storage"
 
-    def _service(self):
-        from gpufleet.services.validation.storage import StorageValidation
+    def _service(self, context=None):
+        """The pool's storage validation; given the run's ``context``, it claims the
+        filesystem's full test for this run when no pool ran it tonight (else it checks the
+        pool's own clients)."""
+        from gpufleet.airflow.operators.runs import run_liveness
+        from gpufleet.services.validation.storage import StorageValidation, claim_full_test
 
-        return StorageValidation(self._ref(), ledger(self.ledger_conn_id))
+        ref, book = self._ref(), ledger(self.ledger_conn_id)
+        claim = None
+        if context is not None:
+            claim = lambda run_id: claim_full_test(  # noqa: E731
+                book,
+                ref,
+                self.dag_id,
+                run_id,
+                lambda dag_id, rid: run_liveness(context, dag_id, rid),
+            )
+        return StorageValidation(ref, book, claim=claim)
+
+    def _release(self, context) -> None:
+        """The pool's lock, and the filesystem's full-test lock should this run hold it."""
+        from gpufleet.services.validation.storage import release_full_test
+
+        super()._release(context)
+        release_full_test(ledger(self.ledger_conn_id), self._ref(), context["run_id"])
 
     def execute_complete(self, context, event: dict[str, Any]):
         from gpufleet.services.validation.storage import StorageState

@@ -23,6 +23,7 @@ import random
 
 from gpufleet.backends.sim.output import LinkModel, nccl_rows
 from gpufleet.backends.sim.performance import FabricNoise, StorageNoise, TierModel
+from gpufleet.domain.fleet import SATURATING_CLIENTS
 
 CUT_SD = 3.0  # noise draws are cut at this many standard deviations: a healthy pair stays sane
 
@@ -85,13 +86,15 @@ def lustre_clients(
 ) -> list[tuple[float, float]]:
     """``(read, write)`` MiB/s of each of ``clients`` fio clients in one run: tier x capacity
     (``expected_mib_s``) times the product's delivered share, tonight's noise (read and write
-    drawn apart) and ``factor`` (``lustre-slow``), split evenly with each client's jitter."""
+    drawn apart) and ``factor`` (``lustre-slow``), split evenly with each client's jitter.
+    A client drives at most ``1/SATURATING_CLIENTS`` of it: fewer clients deliver less."""
     if clients < 1:
         raise ValueError(f"fio needs at least one client (got {clients})")
     read = expected_mib_s * factor * tier.read * _normal(rng, noise.night_sd)
     write = expected_mib_s * factor * tier.write * _normal(rng, noise.night_sd)
     j = noise.client_jitter
+    shares = max(clients, SATURATING_CLIENTS)  # one client drives at most its share of the tier
     return [
-        (read / clients * rng.uniform(1 - j, 1 + j), write / clients * rng.uniform(1 - j, 1 + j))
+        (read / shares * rng.uniform(1 - j, 1 + j), write / shares * rng.uniform(1 - j, 1 + j))
         for _ in range(clients)
     ]

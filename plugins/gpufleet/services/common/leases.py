@@ -19,27 +19,31 @@ def hold_lease(
     holder_alive: Liveness,
     now: datetime | None = None,
     lease_ttl: timedelta = LEASE_TTL,
+    holder: str | None = None,
 ) -> tuple[bool, dict[str, Any], bool]:
-    """Hold ``lock`` for ``run_id`` of ``dag_id``: (True, the row, False) when this run holds
-    it now, else (False, the row naming the holder, whether this run held it and lost its
-    lease to that holder meanwhile)."""
+    """Hold ``lock`` for ``run_id`` of ``dag_id`` (``holder``: one part of that run): (True,
+    the row, False) when it holds it now, else (False, the row naming the holder, whether it
+    held it and lost its lease to that holder meanwhile). Another holder of the same run is
+    alive as long as the run is."""
     now = now or datetime.now(UTC)
-    row = lock.hold(dag_id, run_id, now)
-    if row["run_id"] == run_id:
-        if row["heartbeat_at"] == now or lock.heartbeat(run_id, now):
+    row = lock.hold(dag_id, run_id, now, holder)
+    if row["run_id"] == run_id and row.get("holder") == holder:
+        if row["heartbeat_at"] == now or lock.heartbeat(run_id, now, holder):
             return True, row, False
         return False, lock.row() or row, True
     dead = holder_dead(row, holder_alive, now, dag_id=row["dag_id"], ttl=lease_ttl)
-    if dead and lock.take_over(row, dag_id, run_id, now):
+    if dead and lock.take_over(row, dag_id, run_id, now, holder):
         return True, lock.row() or row, False
     return False, lock.row() or row, False
 
 
 def holder_text(row: dict[str, Any]) -> str:
-    """The holder a refusal names: ``run R of DAG (since T, last heard from H)``."""
+    """The holder a refusal names: ``run R of DAG (since T, last heard from H)``, with
+    ``(X)`` after the run when one part of it, ``X``, holds it."""
+    part = f" ({row['holder']})" if row.get("holder") else ""
     return (
-        f"run {row['run_id']} of {row['dag_id']} (since {row['taken_at']}, last heard from "
-        f"{row['heartbeat_at']})"
+        f"run {row['run_id']}{part} of {row['dag_id']} (since {row['taken_at']}, last heard "
+        f"from {row['heartbeat_at']})"
     )
 
 

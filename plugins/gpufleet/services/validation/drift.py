@@ -80,6 +80,14 @@ def _figures(ledger: Ledger, kind: str, rows: list[dict[str, Any]]) -> list[dict
     return out
 
 
+def _scope(row: dict[str, Any]) -> str | None:
+    """A storage row's scope (``filesystem``: the full test, also a row from before pool
+    checks; ``pool``); None for a fabric row."""
+    if row["kind"] != "storage":
+        return None
+    return (row.get("details") or {}).get("scope", "filesystem")
+
+
 def _judge(ledger: Ledger, row: dict[str, Any]) -> tuple[list[DriftFinding], list[str]]:
     """The findings and the not-judged notes for one passing validation row."""
     kind = row["kind"]
@@ -91,6 +99,9 @@ def _judge(ledger: Ledger, row: dict[str, Any]) -> tuple[list[DriftFinding], lis
         passed_only=True,
         before_id=row["id"],
     )
+    # a pool's storage figures compare within one scope: its nights of the filesystem's full
+    # test, or of its own clients' check (fewer clients read less)
+    history = [h for h in history if _scope(h) == _scope(row)]
     *past, tonight = _figures(ledger, kind, [*history, row])
     histories = {m: [n[m] for n in past if n[m] is not None] for m in METRICS_OF[kind]}
     checks = check_pool(histories, tonight)

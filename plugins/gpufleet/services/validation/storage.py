@@ -1,5 +1,13 @@
 """Validate one pool's Lustre filesystem: fio from idle nodes, judged on tier x capacity.
 
+Pools share a filesystem, so its **full test** (``SATURATING_CLIENTS`` clients writing then
+reading 16 GiB each, judged on the whole tier) runs once per filesystem per night: the first
+pool's validation that finds no full test of it in the last ``FULL_TEST_EVERY`` and takes its
+lock (``claim_full_test``: the validation lock table, pool = the filesystem, kind
+``filesystem``) runs it. Every other pool on it runs a **pool check**: ``POOL_CHECK_CLIENTS`` of
+its own nodes write and read ``POOL_CHECK_GIB`` each, held to their clients' share of the tier,
+so a pool whose clients or route to the filesystem are broken still fails.
+
 Its state is a ``StorageState`` (``to_dict()`` for the trigger's carry), its result a
 ``StorageSummary``. A validation that cannot finish raises: the operator records that as an
 ``error`` verdict."""
@@ -7,26 +15,36 @@ Its state is a ``StorageState`` (``to_dict()`` for the trigger's carry), its res
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
-from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.fleet import SATURATING_CLIENTS, PoolRef
+from gpufleet.domain.leases import Liveness
 from gpufleet.domain.verdicts import judge_storage
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
 from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, pod_index
+from gpufleet.services.common.leases import hold_lease, holder_text
 from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
-MAX_CLIENTS = 4  # enough clients to drive a filesystem's tier, few enough to stay polite
+MAX_CLIENTS = SATURATING_CLIENTS  # the full test: enough clients to drive the tier
+FULL_GIB = 16  # per client, the full test
+POOL_CHECK_CLIENTS = 2  # a pool's own check: its nodes mount the filesystem and reach it
+POOL_CHECK_GIB = 1
+POOL_CHECK_RUNTIME_S = 60
+FULL_TEST_EVERY = timedelta(hours=20)  # a night: a full test younger than this stands
+FULL = "filesystem"  # StorageState.scope of the full test (the lock's kind too)
+POOL = "pool"  # StorageState.scope of a pool check
 
 
 @dataclass
@@ -40,6 +58,8 @@ class StorageState:
     workload: Workload | None = None
     skipped: str | None = None
     pool_nodes: int = 0  # the pool's nodes tonight's validations cover (what cost is per)
+    scope: str = FULL  # FULL: the filesystem's full test; POOL: this pool's own check
+    full_test: str | None = None  # POOL: why not the full test (who ran or runs it)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (a trigger's ``carry``)."""
@@ -70,6 +90,10 @@ class StorageSummary:
 
 
 class StorageValidation:
+    """``claim``: called with the run id when a validation begins; None when this run is to
+    run the filesystem's full test, else why not (``claim_full_test``). Without one, every
+    validation runs the full test."""
+
     def __init__(
         self,
         ref: PoolRef,
@@ -78,12 +102,14 @@ class StorageValidation:
         *,
         namespace: str = VALIDATION_NAMESPACE,
         clients: int = MAX_CLIENTS,
+        claim: Callable[[str], str | None] | None = None,
     ):
         self.ref = ref
         self.ledger = ledger
         self.backend = backend or cluster_backend(ref.cluster)
         self.namespace = namespace
         self.clients = clients
+        self.claim = claim
 
     def begin(self, run_id: str) -> StorageState:
         from gpufleet.manifests.storage_validation import render_storage_validation
@@ -102,9 +128,23 @@ class StorageValidation:
         if not idle:
             state.skipped = f"{self.ref.key}: no idle node to run fio from"
             return state
-        nodes = idle[: self.clients]
+        state.full_test = self.claim(run_id) if self.claim else None
+        state.scope = FULL if state.full_test is None else POOL
+        clients, gib, runtime = (
+            (self.clients, FULL_GIB, None)
+            if state.scope == FULL
+            else (min(self.clients, POOL_CHECK_CLIENTS), POOL_CHECK_GIB, POOL_CHECK_RUNTIME_S)
+        )
+        nodes = idle[:clients]
         state.pool_nodes = len(idle)
-        manifest = render_storage_validation(self.ref, nodes, run_id, namespace=self.namespace)
+        manifest = render_storage_validation(
+            self.ref,
+            nodes,
+            run_id,
+            namespace=self.namespace,
+            size_gib_per_node=gib,
+            runtime_seconds=runtime,
+        )
         self.backend.apply(manifest)
         meta = manifest["metadata"]
         state.workload = Workload(
@@ -114,7 +154,13 @@ class StorageValidation:
             nodes=nodes,
         )
         log.info(
-            "%s: fio on %d nodes against %s (%s)", self.ref.key, len(nodes), fs.name, fs.mount_path
+            "%s: %s: fio on %d nodes against %s (%s)%s",
+            self.ref.key,
+            "the filesystem's full test" if state.scope == FULL else "the pool's own check",
+            len(nodes),
+            fs.name,
+            fs.mount_path,
+            f" ({state.full_test})" if state.full_test else "",
         )
         return state
 
@@ -145,8 +191,15 @@ class StorageValidation:
         self.backend.delete(wl.kind, wl.name, wl.namespace)
         tolerance = fs.tolerance
         verdict = judge_storage(
-            results, expected_mb_s=fs.expected_mb_s, tolerance=tolerance, failure=failure
+            results,
+            expected_mb_s=fs.expected_mb_s,
+            tolerance=tolerance,
+            failure=failure,
+            clients=(max(1, min(len(pods), SATURATING_CLIENTS)), SATURATING_CLIENTS),
         )
+        reasons = list(verdict.reasons)
+        if state.full_test:
+            reasons.append(state.full_test)
         self.ledger.record_validation(
             run_id=state.run_id,
             cluster=state.cluster,
@@ -157,9 +210,12 @@ class StorageValidation:
             write_mb_s=verdict.write_mb_s,
             expected_mb_s=verdict.expected_mb_s,
             nodes_tested=len(results),
-            reasons=list(verdict.reasons),
+            reasons=reasons,
             details={
                 "filesystem": fs.name,
+                "scope": state.scope,
+                "clients": len(pods),
+                "tier_expected_mb_s": fs.expected_mb_s,
                 "floor_mb_s": verdict.floor_mb_s,
                 "tier_mbps_per_tib": fs.throughput_mbps_per_tib,
                 "capacity_tib": fs.capacity_tib,
@@ -172,6 +228,8 @@ class StorageValidation:
             },
             started_at=datetime.fromisoformat(state.started_at),
         )
+        if state.scope == FULL:
+            release_full_test(self.ledger, self.ref, state.run_id)
         release_new_nodes(self.ref, self.ledger, state.run_id, self.backend)  # when the last check
         snapshot_pool(self.ref, self.ledger, self.backend, source="storage", run_id=state.run_id)
         log.info(
@@ -184,9 +242,76 @@ class StorageValidation:
             state.cluster,
             state.pool,
             passed=verdict.passed,
-            reasons=list(verdict.reasons),
+            reasons=reasons,
             filesystem=fs.name,
             read_mb_s=verdict.read_mb_s,
             write_mb_s=verdict.write_mb_s,
             expected_mb_s=verdict.expected_mb_s,
+        )
+
+
+def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any] | None:
+    """The newest full test of ``ref``'s filesystem (by any pool of its cluster mounting it)
+    that reached a verdict within ``FULL_TEST_EVERY`` of ``now``; a row from before pool checks
+    existed (no ``scope``) was a full test."""
+    fs = ref.filesystem
+    if fs is None:
+        return None
+    pools = [p.name for p in ref.cluster.node_pools if p.filesystem == fs.name]
+    rows = ledger.latest_validations(ref.cluster.name, pools, ("storage",)).values()
+    full = [
+        r
+        for r in rows
+        if (r.get("details") or {}).get("scope", FULL) == FULL
+        and r["verdict"] in ("pass", "fail")
+        and r["finished_at"] >= now - FULL_TEST_EVERY
+    ]
+    return max(full, key=lambda r: r["id"], default=None)
+
+
+def claim_full_test(
+    ledger: Ledger,
+    ref: PoolRef,
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime | None = None,
+) -> str | None:
+    """Whether this pool's validation in ``run_id`` is to run ``ref``'s filesystem full test
+    tonight: None when it is (no full test of it within ``FULL_TEST_EVERY``, and it now holds
+    the filesystem's lock, released with its verdict), else why not, naming who did or does
+    it."""
+    fs = ref.filesystem
+    now = now or datetime.now(UTC)
+    done = last_full_test(ledger, ref, now)
+    if done is not None:
+        return (
+            f"filesystem {fs.name}'s full throughput test ran at "
+            f"{done['finished_at']:%Y-%m-%d %H:%M} UTC from {done['cluster']}/{done['pool']} "
+            f"(run {done['run_id']}): "
+            "this pool checked its own clients"
+        )
+    held, row, _lost = hold_lease(
+        ledger.validation_lock(ref.cluster.name, fs.name, FULL),
+        dag_id,
+        run_id,
+        holder_alive,
+        now,
+        holder=ref.key,
+    )
+    if held:
+        return None
+    return (
+        f"filesystem {fs.name}'s full throughput test is being run by {holder_text(row)}: "
+        "this pool checked its own clients"
+    )
+
+
+def release_full_test(ledger: Ledger, ref: PoolRef, run_id: str) -> None:
+    """Release the filesystem's full-test lock if ``run_id`` holds it."""
+    from gpufleet.services.validation import validation_lock
+
+    if ref.filesystem is not None:
+        validation_lock.release(
+            ledger, ref.cluster.name, ref.filesystem.name, FULL, run_id, ref.key
         )

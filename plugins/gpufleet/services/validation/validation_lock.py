@@ -24,11 +24,17 @@ def hold(
     run_id: str,
     holder_alive: Liveness,
     now: datetime | None = None,
+    holder: str | None = None,
 ) -> str | None:
-    """Hold the pool's ``kind`` validation lock for ``run_id`` of ``dag_id``: None when this
-    run holds it now, else why not (a sentence naming the holder)."""
+    """Hold the pool's ``kind`` validation lock for ``run_id`` of ``dag_id`` (``holder``: one
+    part of the run): None when it holds it now, else why not (a sentence naming the holder)."""
     held, row, lost = hold_lease(
-        ledger.validation_lock(cluster, pool, kind), dag_id, run_id, holder_alive, now
+        ledger.validation_lock(cluster, pool, kind),
+        dag_id,
+        run_id,
+        holder_alive,
+        now,
+        holder=holder,
     )
     if held:
         return None
@@ -40,6 +46,8 @@ def hold(
     )
 
 
-def release(ledger: Ledger, cluster: str, pool: str, kind: str, run_id: str) -> bool:
-    """Release the lock if ``run_id`` holds it (never another run's)."""
-    return ledger.validation_lock(cluster, pool, kind).release(run_id)
+def release(
+    ledger: Ledger, cluster: str, pool: str, kind: str, run_id: str, holder: str | None = None
+) -> bool:
+    """Release the lock if ``run_id`` (``holder``) holds it (never another's)."""
+    return ledger.validation_lock(cluster, pool, kind).release(run_id, holder)
