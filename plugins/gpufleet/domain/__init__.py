@@ -1,5 +1,6 @@
 """Pure policy and the types it works on: the fleet catalog's types, the gate, verdicts,
-pairing, plumbing rules, baselines, workload labels and the fault vocabulary.
+pairing, plumbing rules, baselines, workload labels, the fault vocabulary and GPU health
+(NVIDIA's Xid catalog, one action per node from its own signals).
 
 No I/O (no files, no network, no environment), no clients, no Airflow: functions over values,
 testable with nothing else. May import ``gpufleet.errors`` and pydantic; nothing else of ours

@@ -22,7 +22,20 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
                                 < 100) per night, compounding, from the first night after the
                                 fault was put in force (a night: one fabric validation run of
                                 the pool); Lustre and latency are untouched
+``xid:<node>:<CODE>``           one of the node's GPUs logs NVIDIA Xid CODE (1..999) in its
+                                kernel log
+``row-remap-pending:<node>``    one GPU had an uncorrectable memory error and its row remap
+                                waits for a GPU reset
+``row-remap-failed:<node>``     one GPU had an uncorrectable memory error it could not remap
+``ecc-dbe:<node>``              one GPU counts uncorrectable (double-bit) ECC errors that no row
+                                remap explains
+``nvlink-down:<node>``          one GPU's NVLink is down (and logs Xid 74)
+``thermal-throttle:<node>``     the node's GPUs throttle for heat: a slow node, whose pairs'
+                                bandwidth drops as a ``bad-node``'s does
 ==============================  ===============================================================
+
+The GPU faults (``xid`` to ``thermal-throttle``, :data:`GPU_FAULT_KINDS`) are what the node's
+own health tools report; the sim writes them in the real tools' output.
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
 
@@ -48,26 +61,39 @@ FAULT_KINDS = (
     "api-errors",
     "not-ready",
     "drift",
+    "xid",
+    "row-remap-pending",
+    "row-remap-failed",
+    "ecc-dbe",
+    "nvlink-down",
+    "thermal-throttle",
 )
+GPU_FAULT_KINDS = FAULT_KINDS[FAULT_KINDS.index("xid") :]
+# the faults whose one argument is a node name (``kind:<node>``)
+_NODE_KINDS = ("not-ready", *GPU_FAULT_KINDS[1:])
+MAX_XID = 999  # as the kernel-log parser reads Xid codes (gpufleet.parsing.health.xid)
 SYNTAX = (
     "fabric-down[:busbw=GBPS], bad-node:<node>[:nic], lustre-slow[:FACTOR], "
-    "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>, drift:<PERCENT>"
+    "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>, drift:<PERCENT>, "
+    "xid:<node>:<CODE>, row-remap-pending:<node>, row-remap-failed:<node>, ecc-dbe:<node>, "
+    "nvlink-down:<node>, thermal-throttle:<node>"
 )
 _INTEGER = re.compile(r"^[0-9]+$")
 _NUMBER = r"[0-9]+(\.[0-9]+)?"
 _FRACTION = r"(0?\.[0-9]+|0)"
+_NODE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
 # ``cluster/pool=fault`` for a JSON-schema ``pattern`` (the nightly DAG's ``sim_faults`` Param),
 # so Airflow's own form validation refuses what the grammar cannot read: unknown kinds, words,
-# signs, nan and inf. Bounds it cannot express (a zero rate or count) are refused by
+# signs, nan and inf. Bounds it cannot express (a zero rate, count or Xid) are refused by
 # ``parse_fault`` when the run starts.
 PARAM_PATTERN = (
     r"^" + DNS1123_LABEL_BODY + "/" + DNS1123_LABEL_BODY + "="
     r"(fabric-down(:busbw=" + _NUMBER + r")?"
-    r"|bad-node:[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:nic)?"
+    r"|bad-node:" + _NODE + r"(:nic)?"
     r"|lustre-slow(:" + _FRACTION + r")?"
     r"|capacity-short(:[0-9]+)?"
     r"|api-errors:(" + _FRACTION + r"|1(\.0+)?)(:after=[0-9]+)?"
-    r"|not-ready:[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+    r"|(" + "|".join(_NODE_KINDS) + "):" + _NODE + r"|xid:" + _NODE + r":[0-9]{1,3}"
     r"|drift:" + _NUMBER + r")$(?![\s\S])"  # whole string, in Python too (names.whole)
 )
 
@@ -82,13 +108,14 @@ class Fault:
 
     kind: str
     busbw_gbps: float | None = None  # fabric-down: socket bandwidth while the fabric is down
-    node: str | None = None  # bad-node
+    node: str | None = None  # bad-node, not-ready and the GPU faults
     nic: bool = False  # bad-node:<node>:nic
     factor: float | None = None  # lustre-slow (None: the sim's default)
     machines: int | None = None  # capacity-short (None: half the reservation)
     rate: float | None = None  # api-errors
     after: int | None = None  # api-errors:...:after=N
     percent: float | None = None  # drift: bus bandwidth lost per night, in percent
+    xid: int | None = None  # xid: the Xid code the node's GPU logs
 
     @property
     def text(self) -> str:
@@ -103,8 +130,10 @@ class Fault:
             return f"capacity-short:{self.machines}"
         if self.kind == "api-errors":
             return f"api-errors:{self.rate:g}" + (f":after={self.after}" if self.after else "")
-        if self.kind == "not-ready":
-            return f"not-ready:{self.node}"
+        if self.kind == "xid":
+            return f"xid:{self.node}:{self.xid}"
+        if self.kind in _NODE_KINDS:
+            return f"{self.kind}:{self.node}"
         if self.kind == "drift":
             return f"drift:{self.percent:g}"
         return self.kind
@@ -204,10 +233,20 @@ def parse_fault(text: str) -> Fault:
         if busbw <= 0:
             raise FaultError(f"fault {spec!r}: busbw must be above 0 GB/s")
         return Fault(kind, busbw_gbps=busbw)
-    if kind == "not-ready":
+    if kind in _NODE_KINDS:
         if len(arg) > 253 or not DNS1123_SUBDOMAIN.match(arg):
-            raise FaultError(f"fault {spec!r}: not-ready needs a node name: not-ready:<node>")
+            raise FaultError(f"fault {spec!r}: {kind} needs a node name: {kind}:<node>")
         return Fault(kind, node=arg)
+    if kind == "xid":
+        node, _, code = arg.partition(":")
+        if len(node) > 253 or not DNS1123_SUBDOMAIN.match(node):
+            raise FaultError(f"fault {spec!r}: xid needs a node name: xid:<node>:<CODE>")
+        if not _INTEGER.match(code) or not 1 <= int(code) <= MAX_XID:
+            raise FaultError(
+                f"fault {spec!r}: xid needs a code from 1 to {MAX_XID} after the node: "
+                "xid:<node>:79"
+            )
+        return Fault(kind, node=node, xid=int(code))
     if kind == "bad-node":
         node, _, how = arg.partition(":")
         if not node:

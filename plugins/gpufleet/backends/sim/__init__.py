@@ -20,5 +20,7 @@ print, so the same parsers and verdicts run on it. One module per concept:
   (never from the baselines the verdicts use);
 - ``faults`` (the effect of the faults in force on a pool) and ``injection`` (the sim's side
   of ``gpufleet.backends.faults``);
-- ``output``: nccl-tests text, NCCL INFO lines and fio JSON in the real formats.
+- ``output``: nccl-tests text, NCCL INFO lines and fio JSON in the real formats;
+- ``gpu_health``: what each node's GPU health tools print (kernel-log Xid lines, ``nvidia-smi``
+  row remapping, ECC and NVLink counters, ``dcgmi diag -j``) with the GPU faults in force.
 """

@@ -40,6 +40,7 @@ from gpufleet.backends.base import (
 )
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.programs import speed
+from gpufleet.domain.faults import FaultError, parse_fault
 from gpufleet.errors import BackendError
 
 CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0, "repair": 2.0}
@@ -299,7 +300,8 @@ class SimCloudBackend(SimBackendBase):
 
     def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
         """The sim's host repair: the machine moves to a healthy host. Every injected fault
-        naming the node (``bad-node:<node>[:nic]``, ``not-ready:<node>``) is cleared unless
+        naming the node (``bad-node:<node>[:nic]``, ``not-ready:<node>``, the GPU faults such
+        as ``ecc-dbe:<node>`` or ``xid:<node>:<code>``) is cleared unless
         injected with scope ``sticky`` (a fault that is not the host's: a bad cable or switch
         port; the catalog's standing faults are not the host's either); the node reads
         NotReady for ``CREATE_S["repair"]`` x ``GPUFLEET_SIM_SPEED`` seconds, then Ready, with
@@ -325,25 +327,20 @@ class SimCloudBackend(SimBackendBase):
             return Ensured("repair", node.name, FOUND, UPDATING, (), url, {"ready_at": ready_at})
         if dry_run:
             return Ensured("repair", node.name, WOULD_CREATE, ABSENT, console_url=url)
-        host_faults = (f"bad-node:{name}", f"bad-node:{name}:nic", f"not-ready:{name}")
-        marks = ",".join("?" * len(host_faults))
         with self.state.tx() as conn:
-            kept = [
-                r[0]
-                for r in conn.execute(
-                    f"SELECT fault FROM faults WHERE cluster=? AND scope='sticky' "
-                    f"AND fault IN ({marks})",
-                    (self.cluster.name, *host_faults),
+            named = [
+                (fault, scope)
+                for fault, scope in conn.execute(
+                    "SELECT fault, scope FROM faults WHERE cluster=?", (self.cluster.name,)
                 )
+                if _names(fault, name)
             ]
-            cleared = [
-                r[0]
-                for r in conn.execute(
-                    f"DELETE FROM faults WHERE cluster=? AND scope!='sticky' "
-                    f"AND fault IN ({marks}) RETURNING fault",
-                    (self.cluster.name, *host_faults),
-                )
-            ]
+            kept = [fault for fault, scope in named if scope == "sticky"]
+            cleared = [fault for fault, scope in named if scope != "sticky"]
+            conn.executemany(
+                "DELETE FROM faults WHERE cluster=? AND scope!='sticky' AND fault=?",
+                [(self.cluster.name, fault) for fault in cleared],
+            )
             conn.execute(
                 "DELETE FROM cloud WHERE cluster=? AND kind='repair' AND name=?",
                 (self.cluster.name, name),
@@ -393,3 +390,11 @@ class SimCloudBackend(SimBackendBase):
             "network": self.cluster.network.primary_vpc,
         }
         return self._ensure("filesystem", name, want, dry_run, self._preexisting)
+
+
+def _names(fault: str, node: str) -> bool:
+    """Whether the fault, as stored, names ``node`` (a fault the grammar cannot read names none)."""
+    try:
+        return parse_fault(fault).node == node
+    except FaultError:
+        return False

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.sim.nights import drift_factor
-from gpufleet.domain.faults import ActiveFault
+from gpufleet.domain.faults import GPU_FAULT_KINDS, ActiveFault, Fault
 from gpufleet.domain.workloads import RUN_ID_ANNOTATION, WORKLOAD_LABEL
 
 DEGRADED_BUSBW_FACTOR = 0.42  # a node with a flapping NIC drags its pairs down to this share
@@ -51,6 +51,7 @@ class PoolFaults:
     api_errors_after: int | None = None  # calls that go through before the errors start
     not_ready_nodes: frozenset[str] = frozenset()
     drifts: tuple[tuple[float, float | None], ...] = ()  # drift: (percent per night, since)
+    gpu_faults: tuple[Fault, ...] = ()  # xid, row-remap-*, ecc-dbe, nvlink-down, thermal-throttle
 
     @classmethod
     def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:
@@ -61,6 +62,7 @@ class PoolFaults:
         lustre, short, rate, after = 1.0, None, 0.0, None
         not_ready: set[str] = set()
         drifts: list[tuple[float, float | None]] = []
+        gpu: list[Fault] = []
         for active in faults:
             if pool is not None and active.pool != pool:
                 continue
@@ -81,6 +83,10 @@ class PoolFaults:
                 not_ready.add(f.node or "")
             elif f.kind == "drift":
                 drifts.append((f.percent or 0.0, active.since))
+            if f.kind in GPU_FAULT_KINDS:
+                gpu.append(f)
+            if f.kind == "thermal-throttle":  # a slow node, as a bad node is
+                degraded.add(f.node or "")
         return cls(
             fabric_down=fabric_down,
             socket_busbw_gbps=busbw,
@@ -92,7 +98,12 @@ class PoolFaults:
             api_errors_after=after or None,
             not_ready_nodes=frozenset(not_ready),
             drifts=tuple(drifts),
+            gpu_faults=tuple(dict.fromkeys(gpu)),
         )
+
+    def gpu_faults_of(self, node: str) -> tuple[Fault, ...]:
+        """The GPU faults in force on ``node``, as injected (none: a healthy node)."""
+        return tuple(f for f in self.gpu_faults if f.node == node)
 
     def busbw_decay(self, nights_since: Callable[[float | None], int]) -> float:
         """The share of bus bandwidth the ``drift`` faults leave tonight; ``nights_since(t)``
