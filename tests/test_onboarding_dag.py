@@ -115,7 +115,7 @@ def test_onboarding_creates_validates_and_marks_ready_then_changes_nothing(onboa
     assert ledger().region_state(REGION)["state"] == "ready"
     assert asset_events(REGION_READY.uri, dr.run_id) == [{"region": REGION, "run_id": dr.run_id}]
     # the nightly validation is scheduled on that event
-    nightly = get_dag("nightly_fabric_validation")
+    nightly = get_dag("nightly_fleet_validation")  # the planner
     assert nightly.timetable.asset_condition.uri == REGION_READY.uri
     before = sorted(cloud_rows())
 

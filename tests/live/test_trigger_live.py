@@ -347,8 +347,14 @@ def _finished(airflow: LiveAirflow, dag_id: str, run_id: str, timeout: float = 2
 
 
 def _verdicts(rows: list[dict]) -> dict:
+    """Each pool's verdicts; a storage verdict without its clients, which depend on which pool
+    ran its filesystem's full test tonight (the first to start: an order Celery decides)."""
     return {
-        (r["cluster"], r["pool"], r["kind"]): (r["verdict"], r["transport"], r["nodes_tested"])
+        (r["cluster"], r["pool"], r["kind"]): (
+            r["verdict"],
+            r["transport"],
+            r["nodes_tested"] if r["kind"] == "fabric" else None,
+        )
         for r in rows
     }
 
@@ -379,11 +385,19 @@ def test_the_scheduled_nightly_fans_out_per_cluster_on_celery_and_matches_an_in_
 
     with live_fleet(airflow, live_fleet_dir):
         book = Ledger()
-        on_celery = _verdicts([r for run, _ in children for r in book.validations_for_run(run)])
+        celery_rows = [r for run, _ in children for r in book.validations_for_run(run)]
+        on_celery = _verdicts(celery_rows)
     reference = run_dag(NIGHTLY)  # fleet_state: a fresh fleet and SQLite ledger in this process
     assert str(reference.state) == "success"
     assert on_celery == _verdicts(Ledger().validations_for_run(reference.run_id))
     assert len(on_celery) == 6 and all(v[0] == "pass" for v in on_celery.values()), on_celery
+    # one full Lustre test per filesystem that night: lustre-a3u (two pools) and fsx-p5
+    full = sorted(
+        (r["cluster"], r["details"]["filesystem"])
+        for r in celery_rows
+        if r["kind"] == "storage" and r["details"]["scope"] == "filesystem"
+    )
+    assert full == [("a3u-sim", "lustre-a3u"), ("p5-sim", "fsx-p5")], full
 
 
 def test_the_triggerer_restarted_during_a_deferral_resumes_the_validation(airflow, live_fleet_dir):
