@@ -22,6 +22,10 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
                                 < 100) per night, compounding, from the first night after the
                                 fault was put in force (a night: one fabric validation run of
                                 the pool); Lustre and latency are untouched
+``subblock-down:<sub-block>``   the sub-block's (rack's) uplink is bad: every pair crossing it
+                                (one node inside, one outside) is slow; pairs inside it are fine
+``block-slow:<block>``          the block's spine is slow: every pair between it and another
+                                block is slow; pairs inside it are fine
 ``xid:<node>:<CODE>``           one of the node's GPUs logs NVIDIA Xid CODE (1..999) in its
                                 kernel log
 ``row-remap-pending:<node>``    one GPU had an uncorrectable memory error and its row remap
@@ -50,7 +54,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from gpufleet.domain.names import DNS1123_LABEL_BODY, DNS1123_SUBDOMAIN
+from gpufleet.domain.names import DNS1123_LABEL, DNS1123_LABEL_BODY, DNS1123_SUBDOMAIN
 from gpufleet.errors import GpufleetError
 
 FAULT_KINDS = (
@@ -61,6 +65,8 @@ FAULT_KINDS = (
     "api-errors",
     "not-ready",
     "drift",
+    "subblock-down",
+    "block-slow",
     "xid",
     "row-remap-pending",
     "row-remap-failed",
@@ -71,11 +77,13 @@ FAULT_KINDS = (
 GPU_FAULT_KINDS = FAULT_KINDS[FAULT_KINDS.index("xid") :]
 # the faults whose one argument is a node name (``kind:<node>``)
 _NODE_KINDS = ("not-ready", *GPU_FAULT_KINDS[1:])
+_PLACE_KINDS = ("subblock-down", "block-slow")  # ``kind:<id>``: a sub-block's or block's id
 MAX_XID = 999  # as the kernel-log parser reads Xid codes (gpufleet.parsing.health.xid)
 SYNTAX = (
     "fabric-down[:busbw=GBPS], bad-node:<node>[:nic], lustre-slow[:FACTOR], "
     "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>, drift:<PERCENT>, "
-    "xid:<node>:<CODE>, row-remap-pending:<node>, row-remap-failed:<node>, ecc-dbe:<node>, "
+    "subblock-down:<sub-block>, block-slow:<block>, xid:<node>:<CODE>, "
+    "row-remap-pending:<node>, row-remap-failed:<node>, ecc-dbe:<node>, "
     "nvlink-down:<node>, thermal-throttle:<node>"
 )
 _INTEGER = re.compile(r"^[0-9]+$")
@@ -94,7 +102,11 @@ PARAM_PATTERN = (
     r"|capacity-short(:[0-9]+)?"
     r"|api-errors:(" + _FRACTION + r"|1(\.0+)?)(:after=[0-9]+)?"
     r"|(" + "|".join(_NODE_KINDS) + "):" + _NODE + r"|xid:" + _NODE + r":[0-9]{1,3}"
-    r"|drift:" + _NUMBER + r")$(?![\s\S])"  # whole string, in Python too (names.whole)
+    r"|(subblock-down|block-slow):"
+    + DNS1123_LABEL_BODY
+    + r"|drift:"
+    + _NUMBER
+    + r")$(?![\s\S])"  # whole string, in Python too (names.whole)
 )
 
 
@@ -116,6 +128,7 @@ class Fault:
     after: int | None = None  # api-errors:...:after=N
     percent: float | None = None  # drift: bus bandwidth lost per night, in percent
     xid: int | None = None  # xid: the Xid code the node's GPU logs
+    place: str | None = None  # subblock-down: the sub-block; block-slow: the block
 
     @property
     def text(self) -> str:
@@ -136,6 +149,8 @@ class Fault:
             return f"{self.kind}:{self.node}"
         if self.kind == "drift":
             return f"drift:{self.percent:g}"
+        if self.kind in _PLACE_KINDS:
+            return f"{self.kind}:{self.place}"
         return self.kind
 
 
@@ -258,6 +273,11 @@ def parse_fault(text: str) -> Fault:
                 f"fault {spec!r}: after the node only ':nic' may follow (bad-node:<node>:nic)"
             )
         return Fault(kind, node=node, nic=how == "nic")
+    if kind in _PLACE_KINDS:
+        what = "sub-block" if kind == "subblock-down" else "block"
+        if not DNS1123_LABEL.match(arg):
+            raise FaultError(f"fault {spec!r}: {kind} needs a {what} id: {kind}:<{what}>")
+        return Fault(kind, place=arg)
     if kind == "drift":
         if not arg:
             raise FaultError(f"fault {spec!r}: drift needs a percent per night: drift:1")

@@ -52,6 +52,8 @@ class PoolFaults:
     not_ready_nodes: frozenset[str] = frozenset()
     drifts: tuple[tuple[float, float | None], ...] = ()  # drift: (percent per night, since)
     gpu_faults: tuple[Fault, ...] = ()  # xid, row-remap-*, ecc-dbe, nvlink-down, thermal-throttle
+    down_subblocks: frozenset[str] = frozenset()  # subblock-down (backends.sim.topology)
+    slow_blocks: frozenset[str] = frozenset()  # block-slow
 
     @classmethod
     def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:
@@ -63,6 +65,8 @@ class PoolFaults:
         not_ready: set[str] = set()
         drifts: list[tuple[float, float | None]] = []
         gpu: list[Fault] = []
+        down: set[str] = set()
+        slow: set[str] = set()
         for active in faults:
             if pool is not None and active.pool != pool:
                 continue
@@ -83,6 +87,10 @@ class PoolFaults:
                 not_ready.add(f.node or "")
             elif f.kind == "drift":
                 drifts.append((f.percent or 0.0, active.since))
+            elif f.kind == "subblock-down":
+                down.add(f.place or "")
+            elif f.kind == "block-slow":
+                slow.add(f.place or "")
             if f.kind in GPU_FAULT_KINDS:
                 gpu.append(f)
             if f.kind == "thermal-throttle":  # a slow node, as a bad node is
@@ -99,6 +107,8 @@ class PoolFaults:
             not_ready_nodes=frozenset(not_ready),
             drifts=tuple(drifts),
             gpu_faults=tuple(dict.fromkeys(gpu)),
+            down_subblocks=frozenset(down),
+            slow_blocks=frozenset(slow),
         )
 
     def gpu_faults_of(self, node: str) -> tuple[Fault, ...]:

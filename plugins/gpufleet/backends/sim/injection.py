@@ -15,8 +15,9 @@ from collections.abc import Callable
 from gpufleet.backends.base import NodeInfo
 from gpufleet.backends.sim.cluster import SimClusterBackend
 from gpufleet.backends.sim.state import SimState, db_path
+from gpufleet.backends.sim.topology import sim_place
 from gpufleet.domain.faults import ActiveFault, Fault, FaultError, RunLease, parse_fault
-from gpufleet.domain.fleet import Cluster
+from gpufleet.domain.fleet import Cluster, NodePool
 
 
 class SimFaultInjection:
@@ -51,7 +52,24 @@ class SimFaultInjection:
                     f"{self.cluster.name}/{node_pool.name} has no node {parsed.node!r} "
                     f"(nodes: {', '.join(names)})"
                 )
+        if parsed.place is not None:
+            self._check_place(node_pool, parsed)
         return self.state.inject(self.cluster.name, node_pool.name, parsed, scope, lease)
+
+    def _check_place(self, node_pool: NodePool, fault: Fault) -> None:
+        """A topology fault names one of the pool's sub-blocks (``subblock-down``) or its
+        block (``block-slow``), as ``backends.sim.topology`` places its nodes."""
+        places = {
+            sim_place(node_pool, self.state.node_name(self.cluster.name, node_pool.name, i))
+            for i in range(node_pool.nodes)
+        }
+        known = sorted({p.subblock if fault.kind == "subblock-down" else p.block for p in places})
+        if fault.place not in known:
+            what = "sub-block" if fault.kind == "subblock-down" else "block"
+            raise FaultError(
+                f"{self.cluster.name}/{node_pool.name} has no {what} {fault.place!r} "
+                f"({what}s: {', '.join(known)})"
+            )
 
     def clear(self, pool: str | None = None, scope: str | None = None) -> int:
         """Remove injected faults of this cluster (of one pool, of one scope); how many."""

@@ -38,6 +38,7 @@ from gpufleet.backends.sim.performance import (
     socket_link,
     storage_noise,
 )
+from gpufleet.backends.sim.topology import crossing_factor
 from gpufleet.domain.fleet import Cluster, NodePool
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, inspect_pod
 
@@ -233,6 +234,11 @@ class GroupRun:
             link = LinkModel(
                 link.busbw_gbps * DEGRADED_BUSBW_FACTOR, link.latency_us * DEGRADED_LATENCY_FACTOR
             )
+        crossing = crossing_factor(
+            self.pool, self.nodes, self.faults.down_subblocks, self.faults.slow_blocks
+        )
+        if crossing < 1:
+            link = LinkModel(link.busbw_gbps * crossing, link.latency_us)
         return link
 
     def _nccl_tests(self, program, outcome: NcclOutcome, logs: list[str]) -> list[PodRun]:

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpufleet.backends.sim.sim_clock import CLOCK_KEY, FROZEN_KEY, SimClock
+from gpufleet.backends.sim.topology import topology_labels
 from gpufleet.config.paths import state_dir
 from gpufleet.domain.faults import ActiveFault, Fault, FaultError, RunLease, parse_fault
 from gpufleet.domain.fleet import Catalog, Cluster
@@ -178,6 +179,7 @@ class SimState:
                 "node.kubernetes.io/instance-type": pool.machine_type,
                 "nvidia.com/gpu.product": pool.gpu.model,
                 "nvidia.com/gpu.count": str(pool.gpu.count),
+                **topology_labels(pool, name),
             }
             conn.execute(
                 "INSERT OR IGNORE INTO nodes VALUES (?, ?, ?, ?, ?, 0, ?)",

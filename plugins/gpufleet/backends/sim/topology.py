@@ -1,0 +1,74 @@
+"""Where the simulated fleet's nodes sit: blocks and sub-blocks (racks), as real GPU capacity
+is built (``gpufleet.domain.topology``), and what the ``subblock-down`` and ``block-slow``
+faults do to a pair.
+
+A pool's nodes fill sub-blocks of ``SIM_HOSTS_PER_SUBBLOCK`` in index order, named
+``<block>-sb<n>``, in its reservation's block (``reservation: {block: ...}`` in the catalog);
+a pool whose reservation names no block spans blocks ``<reservation>-b<m>`` of
+``SIM_SUBBLOCKS_PER_BLOCK`` sub-blocks each. These are the sim's choices, small so that a small
+pool spans several racks; real sub-blocks and blocks hold more hosts. A node carries the
+labels of the cloud its pool mimics: GKE's ``cloud.google.com/gce-topology-block``,
+``-subblock`` and ``-host``; an ``ofi-efa`` pool EKS's ``topology.k8s.aws/network-node-layer-1``
+to ``-3`` (spine, block, sub-block).
+
+A pair crossing a down sub-block's uplink (one node inside, one outside) runs at
+``SUBBLOCK_DOWN_BUSBW_FACTOR`` of its bus bandwidth; a pair between a slow block and another
+block at ``BLOCK_SLOW_BUSBW_FACTOR``. Pairs inside stay as they were. No peer publishes what
+crossing a block costs on these machines: these factors are the sim's, chosen to fail a pair
+clearly (like a degraded node's), not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpufleet.domain.fleet import NodePool
+from gpufleet.domain.topology import EKS_LAYERS, GKE_BLOCK, GKE_HOST, GKE_SUBBLOCK, Place
+
+SIM_HOSTS_PER_SUBBLOCK = 4
+SIM_SUBBLOCKS_PER_BLOCK = 2
+SUBBLOCK_DOWN_BUSBW_FACTOR = 0.3
+BLOCK_SLOW_BUSBW_FACTOR = 0.5
+
+
+def node_index(node: str) -> int:
+    """A sim node's index in its pool (``<cluster>-<pool>-<index>``); 0 when unreadable."""
+    tail = node.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def sim_place(pool: NodePool, node: str) -> Place:
+    rack = node_index(node) // SIM_HOSTS_PER_SUBBLOCK
+    block = pool.reservation.block
+    if block is None:
+        block = f"{pool.reservation.name}-b{rack // SIM_SUBBLOCKS_PER_BLOCK + 1}"
+        rack %= SIM_SUBBLOCKS_PER_BLOCK
+    return Place(block, f"{block}-sb{rack + 1}")
+
+
+def topology_labels(pool: NodePool, node: str) -> dict[str, str]:
+    """The node's topology labels, as the cloud its pool mimics writes them."""
+    place = sim_place(pool, node)
+    if pool.transport == "ofi-efa":
+        spine = f"nn-{pool.reservation.name}"
+        return dict(zip(EKS_LAYERS, (spine, place.block, place.subblock), strict=False))
+    return {
+        GKE_BLOCK: place.block,
+        GKE_SUBBLOCK: place.subblock,
+        GKE_HOST: f"{place.subblock}-h{node_index(node) % SIM_HOSTS_PER_SUBBLOCK + 1}",
+    }
+
+
+def crossing_factor(
+    pool: NodePool, nodes: Iterable[str], down_subblocks: Iterable[str], slow_blocks: Iterable[str]
+) -> float:
+    """The share of bus bandwidth a pair on ``nodes`` keeps under the topology faults."""
+    places = [sim_place(pool, n) for n in nodes]
+    factor = 1.0
+    subblocks = {p.subblock for p in places}
+    if len(subblocks) > 1 and subblocks & set(down_subblocks):
+        factor *= SUBBLOCK_DOWN_BUSBW_FACTOR
+    blocks = {p.block for p in places}
+    if len(blocks) > 1 and blocks & set(slow_blocks):
+        factor *= BLOCK_SLOW_BUSBW_FACTOR
+    return factor
