@@ -94,7 +94,7 @@ def write_typical_rows(conn, url: str, version: int) -> None:
                failed_repairs=0, evidence="{}", since=NOW)  # fmt: skip
 
 
-REFUSED = [  # what today's CHECKs refuse (v4, widened by v9)
+REFUSED = [  # what today's CHECKs refuse (v4, widened by v9 and v15)
     "INSERT INTO gf_gate_decisions (cluster, pools, nodes, launch, reasons, decided_at) "
     "VALUES ('c', '[]', 1, 2, '[]', :at)",
     "INSERT INTO gf_pool_state (cluster, pool, state, updated_at) VALUES ('c', 'q', 'wobbly', :at)",
@@ -103,6 +103,8 @@ REFUSED = [  # what today's CHECKs refuse (v4, widened by v9)
     "VALUES ('d', 'a', 'b', 'paused', :at)",
     "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, details, "
     "started_at, finished_at) VALUES ('r', 'c', 'p', 'Fabric', true, 'pass', '[]', '{}', :at, :at)",
+    "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, details, "
+    "started_at, finished_at) VALUES ('r', 'c', 'p', 'gpu', true, 'pass', '[]', '{}', :at, :at)",
     "INSERT INTO gf_validations (run_id, cluster, pool, kind, passed, verdict, reasons, details, "
     "started_at, finished_at) VALUES ('r', 'c', 'p', 'fabric', false, 'pass', '[]', '{}', :at, "
     ":at)",
@@ -120,6 +122,10 @@ def assert_constraints_hold(ledger: Ledger, url: str) -> None:
             conn.execute(text(sql), {"at": _at(url)})
     ledger.set_pool_state("c", "p", "drifting", "busbw 4% below its median")  # v9
     assert ledger.pool_state("c", "p")["state"] == "drifting"
+    ledger.record_validation(  # v15: a pool's GPU health check
+        run_id="r-health", cluster="c", pool="p", kind="health", passed=True, started_at=NOW
+    )
+    assert ledger.latest_validation("c", "p", "health")["run_id"] == "r-health"
     found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
     assert not created and found["pool"] == "b"  # v2: the key
     with pytest.raises(IntegrityError):  # v7: one running transition per cluster
@@ -137,6 +143,10 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
             insert(
                 conn, ledger_url, "gf_pool_events", cluster="c", pool="p", state="drifting", at=NOW
             )
+    if 4 <= version < 15:  # its kind CHECK is version 4's: no health rows yet
+        with pytest.raises(DBAPIError), engine.begin() as conn:
+            row = {**_validation(True, "v-h", verdict="pass"), "kind": "health"}
+            insert(conn, ledger_url, "gf_validations", **row)
 
     assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION
     assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION  # at head: nothing to do
@@ -144,7 +154,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0014"
+        assert migrations.current_revision(conn) == migrations.head() == "0015"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -225,7 +235,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 14
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 15
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)

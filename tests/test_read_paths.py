@@ -105,6 +105,53 @@ def test_pages_metrics_and_status_never_call_a_cluster(validated, token, no_clus
     assert main(["status"]) == 0
 
 
+def test_gpu_health_shows_from_the_ledger_only(validated, token, no_cluster, monkeypatch, capsys):  # noqa: F811
+    """The health rows (issue 20) beside fabric and storage: the same read paths, no cluster."""
+    from datetime import UTC, datetime
+
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from gpufleet.airflow.ui.app import create_app
+
+    sick = f"{CLUSTER}-{POOL}-2"
+    validated.record_validation(
+        run_id="night-1",
+        cluster=CLUSTER,
+        pool=POOL,
+        kind="health",
+        passed=False,
+        started_at=datetime.now(UTC),
+        nodes_tested=6,
+        reasons=[f"{sick}: Xid 79 on GPU 1"],
+        details={
+            "levels": {"1": 6},
+            "nodes": {sick: {"level": 1, "action": "reboot", "reasons": ["Xid 79 on GPU 1"]}},
+        },
+    )
+    root = FastAPI()
+    root.mount("/gpufleet", create_app())
+    client = TestClient(root)
+    page = client.get("/gpufleet/fleet", headers=auth(token))
+    cells = {r["attrs"]["data-pool"]: r["cells"] for r in rows(page.text, "fleet", "data-pool")}
+    assert cells[f"{CLUSTER}/{POOL}"]["health bad"].startswith("FAIL L1 1/6 unhealthy (1 reboot)")
+    assert cells[f"{CLUSTER}/h200-b"]["health"] == "not checked"
+    pool = client.get(f"/gpufleet/pools/{CLUSTER}/{POOL}", headers=auth(token))
+    assert pool.status_code == 200 and f'data-node="{sick}" data-action="reboot"' in pool.text
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_GPUFLEET_METRICS",
+        json.dumps({"conn_type": "generic", "password": METRICS_TOKEN}),
+    )
+    scrape = client.get("/gpufleet/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    labels = (("action", "reboot"), ("cluster", CLUSTER), ("pool", POOL))
+    assert samples(scrape.text)[("gpufleet_health_unhealthy_nodes", labels)] == 1
+
+    from gpufleet.cli import main
+
+    assert main(["status"]) == 0
+    assert "HEALTH" in capsys.readouterr().out
+
+
 def test_the_guard_itself_catches_a_read_that_lists_nodes(validated, no_cluster):
     """The guard is live: what the pages did before (list the cluster's nodes) raises."""
     from gpufleet.backends import cluster_backend

@@ -23,7 +23,8 @@ table: the node lifecycle is the record, ``gf_quarantined_nodes`` dropped (its o
 over into ``gf_node_states`` and ``gf_node_events``); 12 node snapshots (``gf_node_snapshots``:
 each pool's nodes as the last task that listed them saw them; the read paths read these); 13
 a pool's validation lock (``gf_validation_locks``: one run validates a pool's fabric, or its
-filesystem, at a time).
+filesystem, at a time); 14 the lock's holder within its run (``gf_validation_locks.holder``); 15
+the validation kind ``health`` (a pool's GPU health check, issue 20) joins the kind CHECK.
 The region tables live in ``store/schema_regions.py``, the snapshots in
 ``store/schema_snapshots.py`` (the same ``metadata``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
@@ -57,7 +58,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 14  # the head revision, ``store/alembic/versions/0014_lock_holder.py``
+SCHEMA_VERSION = 15  # the head revision, ``store/alembic/versions/0015_health_kind.py``
 
 metadata = MetaData()
 
@@ -301,10 +302,13 @@ def _in(column: str, values) -> str:
     return f"{{c}}{column} IN ({', '.join(repr(v) for v in values)})"
 
 
+# The validation rows' kinds: a pool's fabric (NCCL pairs), its filesystem (fio) and, since
+# version 15, its GPUs' health (dcgmi diag and each node's signals).
+VALIDATION_KINDS = ("fabric", "storage", "health")
 # The CHECKs of version 4: (table, name, expression with ``{c}`` before each column name).
 # The vocabularies are the domain's allow-lists (gpufleet.domain.gate).
 CHECKS: list[tuple[str, str, str]] = [
-    ("gf_validations", "ck_gf_validations_kind", _in("kind", ("fabric", "storage"))),
+    ("gf_validations", "ck_gf_validations_kind", _in("kind", VALIDATION_KINDS)),
     (
         "gf_validations",
         "ck_gf_validations_verdict_passed",

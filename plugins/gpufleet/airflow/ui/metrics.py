@@ -19,10 +19,14 @@ The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metr
   metric of its latest validations (``details["drift"]``), ``gpufleet_drift_latest``,
   ``_median``, ``_noise`` and ``_limit`` (metric);
 - ``gpufleet_validation_passed``, ``gpufleet_validation_error``,
-  ``gpufleet_validation_age_seconds`` (kind): the last verdict of each kind;
+  ``gpufleet_validation_age_seconds`` (kind: fabric, storage, health): the last verdict of each
+  kind (a pool whose GPU health was never checked has no ``kind="health"`` series);
 - ``gpufleet_fabric_busbw_gbps``, ``gpufleet_fabric_baseline_gbps``,
   ``gpufleet_fabric_small_latency_us``, ``gpufleet_fabric_transport_ok``;
 - ``gpufleet_lustre_read_mb_s``, ``_write_mb_s``, ``_expected_mb_s``;
+- ``gpufleet_health_nodes_checked``; ``gpufleet_health_level_nodes`` (level): nodes that ran
+  each ``dcgmi diag`` level; ``gpufleet_health_unhealthy_nodes`` (action: every action but
+  healthy, 0 included): from the pool's last health row (``services.views.health``);
 - ``gpufleet_quarantined_nodes``; ``gpufleet_out_of_service_nodes`` (state);
 - ``gpufleet_validation_gpu_minutes``, ``gpufleet_validation_gpu_minutes_per_node`` (kind):
   what the last validation of each kind cost.
@@ -43,7 +47,7 @@ from fastapi.responses import PlainTextResponse, Response
 log = logging.getLogger(__name__)
 
 METRICS_CONN_ID = "gpufleet_metrics"
-KINDS = ("fabric", "storage")
+KINDS = ("fabric", "storage", "health")
 HOW_TO_CONFIGURE = (
     f"create the Airflow connection {METRICS_CONN_ID!r} with the scrape token as its password "
     f"(e.g. AIRFLOW_CONN_{METRICS_CONN_ID.upper()}="
@@ -120,6 +124,7 @@ class FleetCollector:
 
         from gpufleet.services.launch.gate import LedgerReads
         from gpufleet.services.views.fleet import DRIFTING, pool_readiness, pools_by_cluster
+        from gpufleet.services.views.health import latest_health
 
         families: dict[str, GaugeMetricFamily] = {}
 
@@ -136,8 +141,10 @@ class FleetCollector:
             key = (q["cluster"], q["pool"])
             quarantined[key] = quarantined.get(key, 0) + 1
         # the ledger rows, read once and shared with the readiness rows
-        reads = LedgerReads.read(self.ledger, pools_by_cluster(self.catalog.pools()))
-        for p in pool_readiness(self.catalog, self.ledger, self.now, reads=reads):
+        by_cluster = pools_by_cluster(self.catalog.pools())
+        reads = LedgerReads.read(self.ledger, by_cluster)
+        health = latest_health(self.ledger, by_cluster)
+        for p in pool_readiness(self.catalog, self.ledger, self.now, reads=reads, health=health):
             at = {"cluster": p["cluster"], "pool": p["pool"]}
             gauge(
                 "gpufleet_pool_ready",
@@ -164,7 +171,9 @@ class FleetCollector:
                     {**at, "state": state},
                     count,
                 )
-            latest = reads.latest.get(p["cluster"], {})
+            latest = dict(reads.latest.get(p["cluster"], {}))
+            if (p["cluster"], p["pool"]) in health:
+                latest[(p["pool"], "health")] = health[(p["cluster"], p["pool"])]
             for kind in KINDS:
                 row = latest.get((p["pool"], kind))
                 if row is not None:
@@ -232,7 +241,9 @@ class FleetCollector:
                     at,
                     int(row["transport"] == row.get("expected_transport")),
                 )
-        else:
+        elif kind == "health":
+            self._health(gauge, at, row)
+        elif kind == "storage":
             for name, column, what in (
                 ("read_mb_s", "read_mb_s", "aggregate fio read throughput"),
                 ("write_mb_s", "write_mb_s", "aggregate fio write throughput"),
@@ -251,6 +262,37 @@ class FleetCollector:
                 ("limit", "the figure beyond which the metric counts as drifting"),
             ):
                 gauge(f"gpufleet_drift_{figure}", what, where, finding.get(figure))
+
+    def _health(self, gauge: Callable[..., None], at: dict[str, str], row: dict) -> None:
+        """The pool's last GPU health check (``services.views.health.health_summary``): nodes
+        checked, per ``dcgmi diag`` level, and the unhealthy ones per action (every action but
+        healthy, 0 included, so an alert on ``> 0`` sees the series). A check that could not
+        finish says nothing about nodes."""
+        from gpufleet.services.views.health import UNHEALTHY_ACTIONS, health_summary
+
+        if row.get("verdict") == "error":
+            return
+        summary = health_summary(row, self.now)
+        gauge(
+            "gpufleet_health_nodes_checked",
+            "nodes the pool's last GPU health check covered",
+            at,
+            summary["nodes_checked"],
+        )
+        for level, nodes in summary["levels"].items():
+            gauge(
+                "gpufleet_health_level_nodes",
+                "nodes that ran this dcgmi diag level in the pool's last GPU health check",
+                {**at, "level": str(level)},
+                nodes,
+            )
+        for action, count in {**dict.fromkeys(UNHEALTHY_ACTIONS, 0), **summary["actions"]}.items():
+            gauge(
+                "gpufleet_health_unhealthy_nodes",
+                "nodes the pool's last GPU health check found unhealthy, by the action taken",
+                {**at, "action": action},
+                count,
+            )
 
 
 def exposition(catalog: Any, ledger: Any, now: datetime | None = None) -> bytes:

@@ -1,6 +1,6 @@
 """Read models of the fleet for people: the readiness table (``gpufleet status`` and the UI's
 fleet page) and the validation cost over the fleet; one pool's history and a run's report are
-``services.views.pool``.
+``services.views.pool``; what a health row says is ``services.views.health``.
 
 One implementation for the terminal and the browser, so they never disagree about why a pool is
 not ready. Reads scale with the fleet, never with its history: the readiness table reads each
@@ -10,9 +10,11 @@ query over that pool. No Airflow imports (the UI in ``gpufleet.airflow.ui`` rend
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from gpufleet.services.views.health import health_summary, health_text, latest_health
 
 if TYPE_CHECKING:  # kept out of import time: ``gpufleet status`` imports this module
     from gpufleet.domain.fleet import Catalog
@@ -50,9 +52,10 @@ def gpu_minutes(row: dict | None) -> float | None:
 
 
 def pool_cost(*rows: dict | None) -> dict[str, Any] | None:
-    """What one pool's validations (its fabric and storage rows of a night) cost, as the
-    nightly report counts it (``services.views.report.validation_cost``): ``gpu_minutes``,
-    ``per_node`` (GPU-minutes per node, fabric + storage) and ``nodes``; None if unmeasured."""
+    """What one pool's validations (its fabric, storage and health rows of a night) cost, as
+    the nightly report counts it (``services.views.report.validation_cost``): ``gpu_minutes``,
+    ``per_node`` (GPU-minutes per node, fabric + storage + health) and ``nodes``; None if
+    unmeasured."""
     from gpufleet.services.views.report import validation_cost
 
     pools = validation_cost([r for r in rows if r])["pools"]
@@ -89,6 +92,7 @@ def pool_readiness(
     now: datetime,
     regions: list[str] | None = None,
     reads: Any = None,
+    health: Mapping[tuple[str, str], dict] | None = None,
 ) -> list[dict[str, Any]]:
     """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
 
@@ -98,7 +102,9 @@ def pool_readiness(
     pool's node snapshot (``gf_node_snapshots``, taken by the last validation or remediation;
     its time is ``nodes_seen_at``). Per cluster: index probes, no history. ``reads``: the
     ledger rows already read (``services.launch.gate.LedgerReads``) by a caller that uses them
-    too (``/metrics``)."""
+    too (``/metrics``), and ``health`` each pool's last health row by (cluster, pool)
+    (``services.views.health.latest_health``). ``health`` is what that row says (None: not
+    checked yet); it informs, the gate's rules decide ``ready``."""
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
     from gpufleet.services.launch.gate import LedgerReads, gather_facts
 
@@ -109,6 +115,7 @@ def pool_readiness(
     refs = list(catalog.pools(regions=regions))
     by_cluster = pools_by_cluster(refs)
     reads = reads or LedgerReads.read(ledger, by_cluster)  # every cluster's rows, read once
+    health = latest_health(ledger, by_cluster) if health is None else health
     facts = {
         f.key: f
         for cluster, names in by_cluster.items()
@@ -136,6 +143,7 @@ def pool_readiness(
             ready_nodes, total, quarantined = seen["ready"], seen["nodes"], seen["quarantined"]
         fabric = latest.get((cluster, name, "fabric"))
         storage = latest.get((cluster, name, "storage"))
+        checked = health.get((cluster, name))
         problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
         region_state = (region_states.get(ref.region.name) or {}).get("state")
         if fact.state == "retired":
@@ -168,11 +176,12 @@ def pool_readiness(
                 "state": state,
                 "fabric": _validation_summary(fabric, now),
                 "lustre": _validation_summary(storage, now),
+                "health": health_summary(checked, now),
                 "has_filesystem": ref.filesystem is not None,
                 "ready": not problems,
                 "why": why,
                 "problems": problems,
-                "cost": (cost := pool_cost(fabric, storage)),
+                "cost": (cost := pool_cost(fabric, storage, checked)),
                 "gpu_minutes_per_node": cost["per_node"] if cost else None,
             }
         )
@@ -232,6 +241,7 @@ def readiness_rows(
                 "STATE": p["state"],
                 "FABRIC": fabric_text(p),
                 "LUSTRE": lustre_text(p),
+                "HEALTH": health_text(p),
                 "READY": "yes" if p["ready"] else "NO",
                 "WHY": p["why"],
             }

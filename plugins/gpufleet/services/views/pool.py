@@ -1,5 +1,6 @@
-"""Read models of one pool for people: its nights (the pool page's charts and table), its
-quarantines, gate decisions, launches and transitions, and a run's nightly report (the run tab).
+"""Read models of one pool for people: its nights (the pool page's charts and table), its GPU
+health (its last health row and each node it found unhealthy), its quarantines, gate decisions,
+launches and transitions, and a run's nightly report (the run tab).
 
 A pool's history is one query over that pool, bounded by the nights the page draws, never by the
 pool's whole history. No Airflow imports (the UI in ``gpufleet.airflow.ui`` renders these); the
@@ -8,6 +9,7 @@ fleet-wide readiness table is ``services.views.fleet``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.services.views.fleet import (
@@ -17,6 +19,7 @@ from gpufleet.services.views.fleet import (
     pool_cost,
     verdict_text,
 )
+from gpufleet.services.views.health import HEALTH, health_summary
 
 if TYPE_CHECKING:
     from gpufleet.domain.fleet import Catalog
@@ -25,8 +28,8 @@ if TYPE_CHECKING:
 
 def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dict[str, Any]]:
     """The pool's last ``limit`` nights, oldest first: one entry per run with a validation of
-    it, from the last fabric and storage rows that run recorded (a retry supersedes the error
-    its failed attempt recorded). One query over this pool's rows, newest first."""
+    it, from the last fabric, storage and health rows that run recorded (a retry supersedes
+    the error its failed attempt recorded). One query over this pool's rows, newest first."""
     from sqlalchemy import select
 
     from gpufleet.store import schema as s
@@ -53,7 +56,7 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
         )
         .where(v.c.cluster == cluster, v.c.pool == pool)
         .order_by(v.c.id.desc())
-        .limit(limit * 2 + 8)  # two kinds a night, and room for a few retries
+        .limit(limit * 3 + 8)  # three kinds a night, and room for a few retries
     )
     with ledger.engine.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(q)]
@@ -64,8 +67,8 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
     latency = ledger.small_latencies(k["fabric"] for _, k in chosen if "fabric" in k)
     nights = []
     for run_id, kinds in reversed(chosen):
-        fab, sto = kinds.get("fabric"), kinds.get("storage")
-        first = fab or sto
+        fab, sto, hea = kinds.get("fabric"), kinds.get("storage"), kinds.get(HEALTH)
+        first = fab or sto or hea or next(iter(kinds.values()))
         nights.append(
             {
                 "run_id": run_id,
@@ -78,26 +81,34 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
                 "read_mb_s": sto["read_mb_s"] if sto else None,
                 "write_mb_s": sto["write_mb_s"] if sto else None,
                 "lustre_verdict": verdict_text(sto) if sto else None,
+                "health_verdict": verdict_text(hea) if hea else None,
                 "reasons": [
                     *((fab or {}).get("reasons") or []),
                     *((sto or {}).get("reasons") or []),
+                    *((hea or {}).get("reasons") or []),
                 ],
                 "baseline_gbps": fab["baseline_gbps"] if fab else None,
                 "tolerance": ((fab or {}).get("details") or {}).get("tolerance"),
                 "expected_mb_s": sto["expected_mb_s"] if sto else None,
-                "gpu_minutes_per_node": (pool_cost(fab, sto) or {}).get("per_node"),
+                "gpu_minutes_per_node": (pool_cost(fab, sto, hea) or {}).get("per_node"),
             }
         )
     return nights
 
 
 def pool_view(
-    catalog: Catalog, ledger: Ledger, cluster: str, pool: str, nights: int = 60
+    catalog: Catalog,
+    ledger: Ledger,
+    cluster: str,
+    pool: str,
+    nights: int = 60,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Everything the pool page shows (``UnknownPool`` for a pool the catalog does not name):
-    the nights, the baseline and the pass threshold, the Lustre expectation, quarantines and
-    nodes out of service, gate decisions, launches and transitions, each with the DAG that
-    recorded it."""
+    the nights, the baseline and the pass threshold, the Lustre expectation, GPU health (the
+    last health row, each unhealthy node with its action and reasons; None: not checked yet),
+    quarantines and nodes out of service, gate decisions, launches and transitions, each with
+    the DAG that recorded it. ``now``: for the health row's age (default: the clock)."""
     from gpufleet.config.baselines import find_baseline
 
     ref = catalog.pool(cluster, pool)  # GpufleetError names the pool and the known ones
@@ -127,6 +138,9 @@ def pool_view(
         "tolerance": tolerance,
         "tolerance_gbps": tolerance * baseline if baseline is not None else None,
         "expected_mb_s": expected,
+        "health": health_summary(
+            ledger.latest_validation(cluster, pool, HEALTH), now or datetime.now(UTC)
+        ),
         "state": ledger.pool_state(cluster, pool),
         "quarantined": ledger.quarantined(cluster, pool),
         "nodes_out": ledger.node_states(cluster, pool),

@@ -39,6 +39,7 @@ def run_link(dag_id: str, run_id: str) -> str:
 @cache
 def environment() -> Environment:
     from gpufleet.services.views.fleet import fabric_text, lustre_text
+    from gpufleet.services.views.health import actions_text, health_text, levels_text
 
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -53,6 +54,9 @@ def environment() -> Environment:
         run_link=run_link,
         fabric_text=fabric_text,
         lustre_text=lustre_text,
+        health_text=health_text,
+        levels_text=levels_text,
+        actions_text=actions_text,
     )
     return env
 

@@ -5,8 +5,9 @@ HTML (with a bus bandwidth chart per pool) is rendered by the UI's own autoescap
 run's "Fleet report" tab are one rendering, and a reason carrying markup is text. In the
 Markdown a reason's ``|`` is escaped and its line breaks are spaces: it stays in its cell.
 
-A validation that could not finish (verdict ``error``) shows as ERROR. Drift findings and what
-validation cost come from the rows' ``details`` (``drift``; ``gpu_minutes``,
+A validation that could not finish (verdict ``error``) shows as ERROR. Drift findings, GPU
+health (the ``health`` rows: ``levels``, each unhealthy node's action, ``services.views.health``)
+and what validation cost come from the rows' ``details`` (``drift``; ``gpu_minutes``,
 ``gpu_minutes_per_node``, ``cost_nodes``), so a report rendered later from the ledger says the
 same. Prometheus metrics are served live by the UI's ``/metrics``
 (``gpufleet.airflow.ui.metrics``)."""
@@ -16,6 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from gpufleet.services.views.health import (
+    HEALTH,
+    actions_text,
+    levels_of,
+    levels_text,
+    unhealthy_nodes,
+)
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -51,7 +60,8 @@ def drift_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
 
 def validation_cost(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """What the rows' validations cost: per pool, GPU-minutes and GPU-minutes per node (the
-    pool's fabric and storage figures per node added up), and over every pool that reports a
+    pool's figures per node of every kind added up: fabric + storage + health), and over every
+    pool that reports a
     cost, GPU-minutes in total and per node (total / the nodes the pools' validations cover).
     Rows without cost figures (recorded before costs were measured, or that ran nothing) are
     left out."""
@@ -141,6 +151,7 @@ def report_model(
         for r in rows
         if r["kind"] == "storage"
     ]
+    health = [_health_entry(r) for r in rows if r["kind"] == HEALTH]
     cost = validation_cost(rows)
     return {
         "run_id": run_id,
@@ -148,6 +159,7 @@ def report_model(
         "drift": drift_texts(rows) if drift is None else drift,
         "fabric": fabric,
         "storage": storage,
+        "health": health,
         "cost": [
             {
                 "pool": pool,
@@ -169,8 +181,28 @@ def report_model(
     }
 
 
+def _health_entry(r: dict[str, Any]) -> dict[str, str]:
+    """One pool's GPU health row in the report: levels, nodes checked, unhealthy nodes and
+    their actions (``details``, read defensively)."""
+    details = r.get("details") if isinstance(r.get("details"), dict) else {}
+    nodes = unhealthy_nodes(details)
+    actions: dict[str, int] = {}
+    for n in nodes:
+        actions[n["action"]] = actions.get(n["action"], 0) + 1
+    return {
+        "pool": f"{r['cluster']}/{r['pool']}",
+        "status": _status(r),
+        "levels": levels_text(levels_of(details)),
+        "nodes": str(r.get("nodes_tested") or 0),
+        "unhealthy": str(len(nodes)),
+        "actions": actions_text(actions) or "-",
+        "reasons": "; ".join(r.get("reasons") or []),
+    }
+
+
 FABRIC_HEAD = "Fabric (2-node NCCL all-reduce)"
 STORAGE_HEAD = "Lustre throughput (fio)"
+HEALTH_HEAD = "GPU health (dcgmi diag and each node's signals)"
 DRIFT_NOTE = "Figures moving away from the pool's own recent nights (a warning: still passing)."
 
 
@@ -208,6 +240,17 @@ def markdown(
         ]
         keys = ("pool", "status", "read", "write", "expected", "reasons")
         out += ["| " + " | ".join(_cell(s[k]) for k in keys) + " |" for s in m["storage"]]
+        out.append("")
+    if m["health"]:
+        out += [
+            f"## {HEALTH_HEAD}",
+            "",
+            "| pool | verdict | dcgmi diag levels | nodes checked | unhealthy | actions "
+            "| reasons |",
+            "|---|---|---|---:|---:|---|---|",
+        ]
+        keys = ("pool", "status", "levels", "nodes", "unhealthy", "actions", "reasons")
+        out += ["| " + " | ".join(_cell(h[k]) for k in keys) + " |" for h in m["health"]]
         out.append("")
     if m["cost"]:
         out += ["## Validation cost", "", "| pool | GPU-minutes | GPU-minutes per node |"]
@@ -287,7 +330,12 @@ def html_report(
         standalone=standalone,
         title=f"gpufleet {run_id}",
         r=report_model(run_id, rows, quarantined, drift),
-        headings={"fabric": FABRIC_HEAD, "storage": STORAGE_HEAD, "drift": DRIFT_NOTE},
+        headings={
+            "fabric": FABRIC_HEAD,
+            "storage": STORAGE_HEAD,
+            "health": HEALTH_HEAD,
+            "drift": DRIFT_NOTE,
+        },
         charts=[
             {"pool": pool, **chart_model(history, baselines.get(pool))}
             for pool, history in histories.items()

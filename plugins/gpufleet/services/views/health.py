@@ -1,0 +1,144 @@
+"""Read models of GPU health (issue 20) for people: what a pool's last ``health`` validation row
+says, for the readiness table (``gpufleet status``, the fleet page), the pool page and
+``/metrics``.
+
+The nightly records one ledger row of kind ``health`` per pool and night: ``passed`` (every
+checked node healthy), ``nodes_tested``, ``reasons`` (``<node>: <reason>`` per node that is not
+healthy) and ``details``: ``levels`` (``dcgmi diag`` level -> nodes that ran it), ``nodes``
+(node -> ``level``, ``action``, ``reasons``, ``notes``; the action one of
+``gpufleet.domain.health.HealthAction``) and the cost figures every validation row carries.
+``details`` are read defensively: what is malformed is left out, never an error. A pool with no
+health row yet is "not checked", not a failure. Read from the ledger only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.domain.health import HealthAction
+
+if TYPE_CHECKING:
+    from gpufleet.store import Ledger
+
+HEALTH = "health"  # the validation rows' kind
+NOT_CHECKED = "not checked"
+# every action but healthy, least severe first (HealthAction's order): what /metrics counts
+UNHEALTHY_ACTIONS = tuple(a.value for a in HealthAction if a is not HealthAction.HEALTHY)
+_SEVERITY = {action.value: rank for rank, action in enumerate(HealthAction)}
+
+
+def latest_health(
+    ledger: Ledger, by_cluster: Mapping[str, Iterable[str]]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each pool's last ``health`` row, keyed by (cluster, pool): one statement per cluster, one
+    index probe per pool (``Ledger.latest_validations``), whatever the history."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for cluster, pools in by_cluster.items():
+        for (pool, _), row in ledger.latest_validations(cluster, pools, (HEALTH,)).items():
+            out[(cluster, pool)] = row
+    return out
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return int(value)
+
+
+def _texts(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def levels_of(details: Mapping[str, Any]) -> dict[int, int]:
+    """``details["levels"]`` as level -> nodes that ran it, lowest level first."""
+    raw = details.get("levels")
+    out: dict[int, int] = {}
+    for level, nodes in raw.items() if isinstance(raw, Mapping) else ():
+        try:
+            key = int(level)
+        except (TypeError, ValueError):
+            continue
+        count = _count(nodes)
+        if count is not None:
+            out[key] = out.get(key, 0) + count
+    return dict(sorted(out.items()))
+
+
+def unhealthy_nodes(details: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The nodes of ``details["nodes"]`` whose action is not ``healthy``, most severe action
+    first, then by name: ``node``, ``level``, ``action``, ``reasons``, ``notes``. An action
+    gpufleet does not know is shown as recorded (after the known ones)."""
+    raw = details.get("nodes")
+    out = []
+    for node, entry in raw.items() if isinstance(raw, Mapping) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        action = str(entry.get("action") or "unknown")
+        if action == HealthAction.HEALTHY.value:
+            continue
+        out.append(
+            {
+                "node": str(node),
+                "level": _count(entry.get("level")),
+                "action": action,
+                "reasons": _texts(entry.get("reasons")),
+                "notes": _texts(entry.get("notes")),
+            }
+        )
+    return sorted(out, key=lambda n: (-_SEVERITY.get(n["action"], -1), n["node"]))
+
+
+def levels_text(levels: Mapping[int, int]) -> str:
+    """``L1``, ``L1+L2``; ``-`` when no level was recorded."""
+    return "+".join(f"L{level}" for level in levels) or "-"
+
+
+def health_summary(row: dict[str, Any] | None, now: datetime) -> dict[str, Any] | None:
+    """What a pool's last health row says (None: not checked yet): ``verdict`` (pass, FAIL,
+    ERROR), ``levels`` (level -> nodes), ``nodes_checked``, ``unhealthy`` (their count),
+    ``actions`` (action -> unhealthy nodes, most severe first), ``nodes`` (each unhealthy
+    node), ``reasons``, the run and its age, and ``gpu_minutes_per_node``."""
+    from gpufleet.services.views.fleet import age_text, gpu_minutes, verdict_text
+
+    if row is None:
+        return None
+    details = row.get("details") if isinstance(row.get("details"), Mapping) else {}
+    nodes = unhealthy_nodes(details)
+    actions: dict[str, int] = {}
+    for n in nodes:
+        actions[n["action"]] = actions.get(n["action"], 0) + 1
+    return {
+        "run_id": row["run_id"],
+        "verdict": verdict_text(row),
+        "levels": levels_of(details),
+        "nodes_checked": _count(row.get("nodes_tested")),
+        "unhealthy": len(nodes),
+        "actions": actions,
+        "nodes": nodes,
+        "reasons": list(row.get("reasons") or []),
+        "finished_at": row["finished_at"],
+        "age": age_text(now, row["finished_at"]),
+        "gpu_minutes_per_node": gpu_minutes(row),
+    }
+
+
+def actions_text(actions: Mapping[str, int]) -> str:
+    """``2 repair, 1 reboot``: unhealthy nodes per action, in the order given."""
+    return ", ".join(f"{count} {action}" for action, count in actions.items())
+
+
+def health_text(p: dict[str, Any]) -> str:
+    """The readiness table's HEALTH column: ``pass L1 6 nodes 3h ago``, ``FAIL L1+L2 2/6
+    unhealthy (1 reboot, 1 repair) 3h ago``, ``ERROR 3h ago``, or ``not checked``."""
+    h = p.get("health")
+    if not h:
+        return NOT_CHECKED
+    if h["verdict"] == "ERROR":
+        return f"ERROR {h['age']}"
+    checked = "?" if h["nodes_checked"] is None else h["nodes_checked"]
+    what = f"{checked} nodes"
+    if h["unhealthy"]:
+        what = f"{h['unhealthy']}/{checked} unhealthy ({actions_text(h['actions'])})"
+    return f"{h['verdict']} {levels_text(h['levels'])} {what} {h['age']}"
