@@ -6,7 +6,7 @@ One threaded HTTP server serves, over plain HTTP, the paths the generated REST c
   ``/v1/projects/P/locations/L/operations/OP``;
 - compute v1: ``/compute/v1/projects/P/global/networks[/N]``,
   ``.../regions/R/subnetworks[/S]``, ``.../zones/Z/reservations/R[/reservationBlocks]``,
-  ``.../zones/Z/instances/I[/reportHostAsFaulty]`` (``gcp_fake_instances``), the zone's
+  ``.../zones/Z/instances/I[/reportHostAsFaulty|/reset]`` (``gcp_fake_instances``), the zone's
   operations list and the global / region / zone ``operations/OP``;
 - lustre v1: ``/v1/projects/P/locations/L/instances[/I]`` and its operations.
 
@@ -17,7 +17,8 @@ enum value is a 400. Creates answer with running operations that complete after
 
 Test helpers: ``add_reservation``, ``add_network``/``add_subnet``/``add_cluster``/
 ``add_node_pool``/``add_instance`` (seed existing resources), ``begin_host_report``,
-``host_reports``/``host_moves``, ``set_cluster_endpoint``,
+``host_reports``/``host_moves``, ``begin_reset``/``reset_requests``/``resets``,
+``set_cluster_endpoint``,
 ``on_node_pool_created``, ``inject_error``, ``inject_incompatible_operation``,
 ``slow_node_pool_delete``, ``requests`` (the log) with ``writes()`` and
 ``bodies()``.
@@ -220,6 +221,20 @@ class GcpFake:
     def host_moves(self, project: str, zone: str, name: str) -> int:
         """How many completed host-fault reports moved this VM to another host."""
         return self._router.vms.vms[(project, zone, name)]["hostMoves"]
+
+    def begin_reset(self, project: str, zone: str, name: str) -> str:
+        """Start a reset of a seeded VM without a request (as one an earlier task left
+        running); it runs until its operation is polled. Its name."""
+        with self._lock:
+            return self._router.vms.begin_reset(project, zone, name).name
+
+    def reset_requests(self) -> list[dict[str, Any]]:
+        """The accepted ``instances.reset`` requests: ``{project, zone, instance}``."""
+        return list(self._router.vms.reset_requests)
+
+    def resets(self, project: str, zone: str, name: str) -> int:
+        """How many completed resets this VM went through."""
+        return self._router.vms.vms[(project, zone, name)]["resets"]
 
     def set_cluster_endpoint(self, endpoint: str, ca_data: str | None = None) -> None:
         """What clusters report as ``endpoint`` once created (e.g. a kmock ``http://...``

@@ -88,6 +88,13 @@ class Router:
                 rf"{c}/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/reportHostAsFaulty",
                 self._report_host,
             ),
+            (
+                "POST",
+                rf"{c}/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/reset",
+                lambda project, zone, name, body, **_: s.compute_operation(
+                    self.vms.reset(project, zone, name, body), project
+                ),
+            ),
             ("GET", rf"{c}/zones/(?P<zone>[^/]+)/operations", self.vms.list_operations),
             (
                 "GET",

@@ -9,7 +9,7 @@ Create operations are idempotent (``apply``, ``ensure_*``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -237,15 +237,7 @@ class Ensured:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "action": self.action,
-            "status": self.status,
-            "differences": list(self.differences),
-            "console_url": self.console_url,
-            "detail": self.detail,
-        }
+        return {**asdict(self), "differences": list(self.differences)}
 
 
 @dataclass(frozen=True)
@@ -394,3 +386,10 @@ class CloudBackend(Protocol):
         host; EKS: terminate the instance, which its node group replaces from the same capacity
         reservation or Capacity Block). Idempotent: a repair already under way is ``found``.
         Returns ``kind="repair"``, ``name=node.name``, ``action`` created|found|would_create."""
+
+    def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """Reboot the machine behind ``node``, which resets every GPU, keeping the machine (GKE:
+        ``instances.reset``; EKS: ``ec2:RebootInstances``): NVIDIA's action for an Xid 79, and
+        gpufleet's GPU reset (a pending row remap, a ``RESET_GPU`` Xid) of a drained node.
+        Idempotent: a reboot already under way is ``found``; a machine being repaired or
+        replaced is refused. Returns ``kind="reboot"``, otherwise as ``repair_node``."""

@@ -243,3 +243,6 @@ class RetryingCloudBackend:
 
     def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
         return self._retry(self.inner.repair_node, node, dry_run)
+
+    def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        return self._retry(self.inner.reboot_node, node, dry_run)

@@ -39,7 +39,8 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
 ==============================  ===============================================================
 
 The GPU faults (``xid`` to ``thermal-throttle``, :data:`GPU_FAULT_KINDS`) are what the node's
-own health tools report; the sim writes them in the real tools' output.
+own health tools report; the sim writes them in the real tools' output. A reboot of the node
+clears those of :data:`REBOOT_CLEARS`; a host repair clears every fault naming the node.
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
 
@@ -75,6 +76,11 @@ FAULT_KINDS = (
     "thermal-throttle",
 )
 GPU_FAULT_KINDS = FAULT_KINDS[FAULT_KINDS.index("xid") :]
+# The faults naming a node that its reboot clears (``CloudBackend.reboot_node``): a reboot resets
+# every GPU, so this boot's Xid events are gone and a pending row remap takes effect. The rest
+# (a failed remap, ECC errors, a link down, throttling, a bad or NotReady node) stay until a
+# host repair.
+REBOOT_CLEARS = frozenset({"xid", "row-remap-pending"})
 # the faults whose one argument is a node name (``kind:<node>``)
 _NODE_KINDS = ("not-ready", *GPU_FAULT_KINDS[1:])
 _PLACE_KINDS = ("subblock-down", "block-slow")  # ``kind:<id>``: a sub-block's or block's id

@@ -3,7 +3,8 @@
 ``clients.py`` (session, clients, error mapping, console links), ``network.py`` (VPC,
 subnets, EFA security group), ``cluster.py`` (control plane, access entry, token),
 ``nodegroups.py`` (EFA launch template, managed node group), ``fsx.py`` (FSx for Lustre),
-``repair.py`` (a node's instance terminated for its node group to replace).
+``repair.py`` (a node's instance terminated for its node group to replace), ``reboot.py`` (a
+node's instance rebooted).
 """
 
 from __future__ import annotations

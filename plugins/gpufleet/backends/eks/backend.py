@@ -2,9 +2,10 @@
 
 Reservations (EC2 capacity reservations and Capacity Blocks), the network (VPC, subnets, EFA
 security group), the EKS cluster and Airflow's access entry, GPU node groups on EFA launch
-templates, FSx for Lustre, and node repair (``repair.py``: terminate the instance, the node
-group replaces it). Each ``ensure_*`` reads first, creates only what is missing,
-reports differences from the catalog and never changes what exists.
+templates, FSx for Lustre, node repair (``repair.py``: terminate the instance, the node
+group replaces it) and node reboot (``reboot.py``: reboot the instance). Each ``ensure_*``
+reads first, creates only what is missing, reports differences from the catalog and never
+changes what exists.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpufleet.backends.eks.cluster import EksControlPlane
 from gpufleet.backends.eks.fsx import EksFilesystems
 from gpufleet.backends.eks.network import EksNetwork, check_network
 from gpufleet.backends.eks.nodegroups import EksNodeGroups
+from gpufleet.backends.eks.reboot import reboot_node
 from gpufleet.backends.eks.repair import repair_node
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import BackendError, CatalogError
@@ -128,6 +130,11 @@ class EksCloudBackend:
         """Terminate the node's instance so its managed node group replaces it from the same
         capacity reservation or Capacity Block (``repair.py``)."""
         return repair_node(self.clients, self.cluster, node, dry_run)
+
+    def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """Reboot the node's instance (``ec2:RebootInstances``), which resets every GPU; the
+        instance stays in its node group and reservation (``reboot.py``)."""
+        return reboot_node(self.clients, self.cluster, node, dry_run)
 
     # -- filesystems -----------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ Safety first, since this is the one destructive cloud call gpufleet makes on a n
 It is an "ensure": an instance already ``shutting-down`` or ``terminated`` is ``found`` and no
 second call is sent. ``ec2:TerminateInstances`` returns at once; the replacement joins the
 cluster as a new node (a new name), which the node lifecycle then validates.
+
+The reboot (``reboot.py``) locates and checks its instance the same way (``locate``,
+``describe``, ``node_group_of``).
 """
 
 from __future__ import annotations
@@ -40,19 +43,20 @@ NODEGROUP_TAG = "eks:nodegroup-name"
 GONE_STATES = ("shutting-down", "terminated")
 
 
-def parse_provider_id(node: NodeInfo) -> tuple[str, str]:
-    """(zone, instance id) of an EKS node, from ``aws:///ZONE/i-...``."""
+def parse_provider_id(node: NodeInfo, verb: str = "replace") -> tuple[str, str]:
+    """(zone, instance id) of an EKS node, from ``aws:///ZONE/i-...``; ``verb`` is what the
+    caller does to the instance (``replace``, ``reboot``), for the refusals."""
     pid = node.provider_id
     if not pid:
         raise BackendError(
             f"node {node.name!r} has no spec.providerID: cannot tell which EC2 instance to "
-            "replace. Check that the node was registered by its kubelet on EC2 (kubectl get "
+            f"{verb}. Check that the node was registered by its kubelet on EC2 (kubectl get "
             "node -o jsonpath='{.spec.providerID}')"
         )
     if not pid.startswith(PROVIDER_PREFIX):
         raise BackendError(
             f"node {node.name!r} has providerID {pid!r}, not an EC2 instance "
-            f"({PROVIDER_PREFIX}ZONE/i-...): the EKS backend repairs only the nodes of its "
+            f"({PROVIDER_PREFIX}ZONE/i-...): the EKS backend acts only on the nodes of its "
             "own cluster"
         )
     parts = pid[len(PROVIDER_PREFIX) :].split("/")
@@ -63,10 +67,10 @@ def parse_provider_id(node: NodeInfo) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool) -> Ensured:
-    """Terminate the instance behind ``node`` (its node group replaces it), unless it is
-    already going or gone."""
-    zone, instance_id = parse_provider_id(node)
+def locate(clients: AwsClients, node: NodeInfo, verb: str) -> tuple[str, str, str]:
+    """(zone, instance id, console URL) of ``node``'s instance, refused before any call when
+    its providerID is missing, not an EC2 instance, or of another region."""
+    zone, instance_id = parse_provider_id(node, verb)
     if not zone.startswith(clients.region):
         raise BackendError(
             f"node {node.name!r} is instance {instance_id} in zone {zone}, outside the catalog "
@@ -76,22 +80,41 @@ def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool
         clients.region,
         f"ec2/home?region={clients.region}#InstanceDetails:instanceId={instance_id}",
     )
+    return zone, instance_id, url
+
+
+def node_group_of(instance: dict[str, Any], cluster: Any, node: NodeInfo, refusal: str) -> str:
+    """The managed node group of cluster ``cluster`` that ``instance`` belongs to, from the
+    tags EKS puts on its instances; an instance of another cluster, or of no node group, is
+    refused with ``refusal`` (what is not done, and what to do instead)."""
+    owner, group = tag(instance, CLUSTER_TAG), tag(instance, NODEGROUP_TAG)
+    if owner != cluster.name or not group:
+        raise BackendError(
+            f"node {node.name!r}: instance {instance.get('InstanceId')} is "
+            + (f"tagged {CLUSTER_TAG}={owner}" if owner else f"not tagged {CLUSTER_TAG}")
+            + ("" if group else f" and has no {NODEGROUP_TAG} tag")
+            + f", so it is not an instance of a managed node group of cluster {cluster.name!r}"
+            + refusal
+        )
+    return group
+
+
+def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool) -> Ensured:
+    """Terminate the instance behind ``node`` (its node group replaces it), unless it is
+    already going or gone."""
+    zone, instance_id, url = locate(clients, node, "replace")
     detail: dict[str, Any] = {"instance": instance_id, "zone": zone}
-    instance = _describe(clients, node, instance_id)
+    instance = describe(clients, node, instance_id)
     state = (instance.get("State") or {}).get("Name", "")
     detail["state"] = state
     if state in GONE_STATES:
         return Ensured("repair", node.name, FOUND, UPDATING, (), url, detail)
-    owner, group = tag(instance, CLUSTER_TAG), tag(instance, NODEGROUP_TAG)
-    if owner != cluster.name or not group:
-        raise BackendError(
-            f"node {node.name!r}: instance {instance_id} is "
-            + (f"tagged {CLUSTER_TAG}={owner}" if owner else f"not tagged {CLUSTER_TAG}")
-            + ("" if group else f" and has no {NODEGROUP_TAG} tag")
-            + f", so it is not an instance of a managed node group of cluster {cluster.name!r}"
-            " that would be replaced: refusing to terminate it. Replace it by hand if it is"
-            " yours"
-        )
+    group = node_group_of(
+        instance,
+        cluster,
+        node,
+        " that would be replaced: refusing to terminate it. Replace it by hand if it is yours",
+    )
     detail["node_group"] = group
     if dry_run:
         return Ensured("repair", node.name, WOULD_CREATE, ABSENT, (), url, detail)
@@ -106,7 +129,8 @@ def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool
     return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
 
 
-def _describe(clients: AwsClients, node: NodeInfo, instance_id: str) -> dict[str, Any]:
+def describe(clients: AwsClients, node: NodeInfo, instance_id: str) -> dict[str, Any]:
+    """The instance as ``ec2:DescribeInstances`` reports it; a clear error when it is gone."""
     try:
         reservations = clients.call(
             "ec2",

@@ -5,8 +5,9 @@ their REST transports, credentials from the google provider's connection.
 credentials, clients, error translation, compute operation waits), ``network.py`` (RDMA and
 gVNIC VPCs and subnets), ``cluster.py`` (the cluster and its credentials), ``pools.py``
 (reservations and GPU node pools), ``lustre.py`` (Managed Lustre), ``repair.py`` (a faulty
-node's host reported through ``instances.reportHostAsFaulty``). Google libraries and the
-provider hook are imported lazily, so importing this package stays cheap.
+node's host reported through ``instances.reportHostAsFaulty``), ``reboot.py`` (a node's VM
+reset through ``instances.reset``). Google libraries and the provider hook are imported
+lazily, so importing this package stays cheap.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``GkeCloudBackend``: the ``CloudBackend`` protocol on Google Cloud, one catalog cluster.
 
 Each method delegates to the module of its concept (``network``, ``cluster``, ``pools``,
-``lustre``, ``repair``); ``clients`` builds the REST clients (endpoint, credentials) and turns
-Google API errors into gpufleet's. The retry rule is applied by the caller's wrapper
-(``RetryingCloudBackend``), not here.
+``lustre``, ``repair``, ``reboot``); ``clients`` builds the REST clients (endpoint,
+credentials) and turns Google API errors into gpufleet's. The retry rule is applied by the
+caller's wrapper (``RetryingCloudBackend``), not here.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gpufleet.backends.gke import cluster as _cluster
 from gpufleet.backends.gke import lustre as _lustre
 from gpufleet.backends.gke import network as _network
 from gpufleet.backends.gke import pools as _pools
+from gpufleet.backends.gke import reboot as _reboot
 from gpufleet.backends.gke import repair as _repair
 from gpufleet.backends.gke.clients import DEFAULT_CONN_ID, Endpoint, GcpClients, Scope
 from gpufleet.domain.fleet import Cluster, Region
@@ -99,3 +100,7 @@ class GkeCloudBackend:
     def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
         """Report the host of the node's VM as faulty (``instances.reportHostAsFaulty``)."""
         return _repair.repair_node(self.scope, node, dry_run)
+
+    def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """Reset the node's VM (``instances.reset``): a reboot, which resets every GPU."""
+        return _reboot.reboot_node(self.scope, node, dry_run)

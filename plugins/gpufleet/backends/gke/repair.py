@@ -17,7 +17,9 @@ is ``found`` and nothing is sent. Google documents the operation as taking 10-12
 is not waited on (status UPDATING); the node comes back Ready and the next nightly retests it.
 
 The VM comes from the node's ``spec.providerID`` (``gce://PROJECT/ZONE/INSTANCE``); a node
-without one, or with one of another cloud or project, is refused before any call.
+without one, or with one of another cloud or project, is refused before any call. The reboot
+(``reboot.py``) finds and checks its VM, and its operation under way, the same way
+(``read_vm``, ``operation_under_way``).
 """
 
 from __future__ import annotations
@@ -43,19 +45,20 @@ REPORT_OPERATION = "reporthostasfaulty"  # operationType, compared case-insensit
 DEFAULT_REASON = "gpufleet: fabric validation failed on this node and its retest"
 
 
-def parse_provider_id(node: NodeInfo, project: str) -> tuple[str, str]:
-    """(zone, instance) of a GKE node's VM, from ``gce://PROJECT/ZONE/INSTANCE``."""
+def parse_provider_id(node: NodeInfo, project: str, verb: str = "repair") -> tuple[str, str]:
+    """(zone, instance) of a GKE node's VM, from ``gce://PROJECT/ZONE/INSTANCE``; ``verb`` is
+    what the caller does to it (``repair``, ``reboot``), for the refusals."""
     pid = node.provider_id
     if not pid:
         raise BackendError(
-            f"node {node.name!r} has no spec.providerID: cannot tell which VM to repair. "
+            f"node {node.name!r} has no spec.providerID: cannot tell which VM to {verb}. "
             "Check that the node is registered by GKE (kubectl get node -o "
             "jsonpath='{.spec.providerID}')"
         )
     if not pid.startswith(PROVIDER_PREFIX):
         raise BackendError(
             f"node {node.name!r} has providerID {pid!r}, not a Compute Engine VM "
-            f"({PROVIDER_PREFIX}PROJECT/ZONE/INSTANCE): the GKE backend repairs only the "
+            f"({PROVIDER_PREFIX}PROJECT/ZONE/INSTANCE): the GKE backend acts only on the "
             "nodes of its own cluster"
         )
     parts = pid[len(PROVIDER_PREFIX) :].split("/")
@@ -68,17 +71,17 @@ def parse_provider_id(node: NodeInfo, project: str) -> tuple[str, str]:
     if vm_project != project:
         raise BackendError(
             f"node {node.name!r} is VM {instance} of project {vm_project!r}, not of the "
-            f"catalog cluster's project {project!r}: refusing to report a host of another "
+            f"catalog cluster's project {project!r}: refusing to {verb} a VM of another "
             "project; check that the node belongs to this cluster"
         )
     return zone, instance
 
 
-def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None = None) -> Ensured:
-    """Report the host of ``node``'s VM as faulty, unless a report is already under way."""
-    from google.cloud import compute_v1
-
-    zone, instance = parse_provider_id(node, scope.project)
+def read_vm(scope: Scope, node: NodeInfo, verb: str) -> tuple[Any, str, dict[str, Any]]:
+    """The VM behind ``node`` (refused before any call when its providerID is missing or not of
+    the cluster's project; a clear error when it is gone), its console URL and the detail an
+    ``Ensured`` carries (instance, zone, project)."""
+    zone, instance = parse_provider_id(node, scope.project, verb)
     url = console(f"compute/instancesDetail/zones/{zone}/instances/{instance}", scope.project)
     detail: dict[str, Any] = {"instance": instance, "zone": zone, "project": scope.project}
     vm = get_or_none(
@@ -94,7 +97,16 @@ def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None 
             f"node {node.name!r}: VM {instance} does not exist in {scope.project}/{zone}; "
             "the node may have been replaced already (list the nodes again)"
         )
-    running = _report_under_way(scope, zone, instance)
+    return vm, url, detail
+
+
+def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None = None) -> Ensured:
+    """Report the host of ``node``'s VM as faulty, unless a report is already under way."""
+    from google.cloud import compute_v1
+
+    vm, url, detail = read_vm(scope, node, "repair")
+    zone, instance = detail["zone"], detail["instance"]
+    running = operation_under_way(scope, zone, instance, REPORT_OPERATION)
     if running is not None or vm.status == "REPAIRING":
         if running is not None:
             detail["operation"] = running
@@ -125,8 +137,9 @@ def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None 
     return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
 
 
-def _report_under_way(scope: Scope, zone: str, instance: str) -> str | None:
-    """The name of a zone operation reporting this VM's host that is not DONE, if any."""
+def operation_under_way(scope: Scope, zone: str, instance: str, kind: str) -> str | None:
+    """The name of a zone operation on this VM that is not DONE and whose type contains
+    ``kind`` (lower case; compared case-insensitively), if any."""
     from google.cloud import compute_v1
 
     what = f"list the running operations of zone {zone}"
@@ -147,7 +160,7 @@ def _report_under_way(scope: Scope, zone: str, instance: str) -> str | None:
         status = getattr(op.status, "name", op.status)
         if (
             status != "DONE"
-            and REPORT_OPERATION in (op.operation_type or "").lower()
+            and kind in (op.operation_type or "").lower()
             and (op.target_link or "").endswith(suffix)
         ):
             return op.name

@@ -4,8 +4,8 @@ It judges the manifests it is given as a real cluster would and writes what the 
 print, so the same parsers and verdicts run on it. One module per concept:
 
 - ``cluster`` (``SimClusterBackend``, over ``nodes`` for its nodes) and ``cloud``
-  (``SimCloudBackend``), over ``base`` (the catalog cluster, state and injected API errors they
-  share);
+  (``SimCloudBackend``, over ``machines`` for a node's repair and reboot), over ``base`` (the
+  catalog cluster, state and injected API errors they share);
 - ``state``: the SQLite file every Airflow task process shares (nodes, faults, objects, pods);
 - ``sim_clock``: the sim's time (``SimClock``, a ``gpufleet.domain.clock.Clock`` kept in the
   state file): what pods, creates, repairs and fault leases run on; tests freeze and advance it;

@@ -12,7 +12,9 @@ A ``preexisting`` sim cluster (the default) exists from the start with its pools
 ``preexisting: false`` exists only once ``ensure_cluster`` created it. ``capacity-short``
 shrinks a reservation; ``api-errors`` fails calls with a 503 as a throttled control plane would.
 ``repair_node`` moves a node to a healthy host: its non-sticky host faults go, and it reads
-NotReady for the repair's simulated duration (a ``repair`` row of the cloud table).
+NotReady for the repair's simulated duration (a ``repair`` row of the cloud table);
+``reboot_node`` keeps the machine and clears its faults a reboot clears (``REBOOT_CLEARS``),
+NotReady for a shorter while (a ``reboot`` row). Both live in ``machines``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from gpufleet.backends.base import (
     CREATING,
     FOUND,
     READY,
-    UPDATING,
     WOULD_CREATE,
     ClusterCredentials,
     ClusterInfo,
@@ -38,12 +39,12 @@ from gpufleet.backends.base import (
     ReservationInfo,
     Taint,
 )
+from gpufleet.backends.sim import machines
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.programs import speed
-from gpufleet.domain.faults import FaultError, parse_fault
 from gpufleet.errors import BackendError
 
-CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0, "repair": 2.0}
+CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0, "repair": 2.0, "reboot": 1.0}
 SIM_CONSOLE = "sim://"
 
 
@@ -244,15 +245,15 @@ class SimCloudBackend(SimBackendBase):
 
     def settle_nodes(self) -> None:
         """Nodes of pools whose creation finished turn Ready (but for ``not-ready`` ones); a
-        node under repair stays NotReady until its repair's ``ready_at``, then turns Ready
-        whatever its pool's row says (but for a ``not-ready`` fault the repair kept)."""
+        node under repair or rebooting stays NotReady until the action's ``ready_at``, then
+        turns Ready whatever its pool's row says (but for a ``not-ready`` fault it kept)."""
         with self.state.read() as conn:
             pending = conn.execute(
                 "SELECT name, pool FROM nodes WHERE cluster=? AND ready=0", (self.cluster.name,)
             ).fetchall()
         if not pending:
             return
-        repairs = self._repairs()
+        repairs = machines.busy_until(self)
         now = self.state.clock.time()
         pool_ready: dict[str, bool] = {}
         stuck: dict[str, frozenset[str]] = {}
@@ -296,70 +297,22 @@ class SimCloudBackend(SimBackendBase):
         self.delete_node_pool(pool)
         return PoolDeletion(pool, ABSENT, operation, requested=existed)
 
-    # --- repair -------------------------------------------------------------------------------
+    # --- a machine's repair and reboot (``machines``) -----------------------------------------
 
     def repair_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
-        """The sim's host repair: the machine moves to a healthy host. Every injected fault
-        naming the node (``bad-node:<node>[:nic]``, ``not-ready:<node>``, the GPU faults such
-        as ``ecc-dbe:<node>`` or ``xid:<node>:<code>``) is cleared unless
-        injected with scope ``sticky`` (a fault that is not the host's: a bad cable or switch
-        port; the catalog's standing faults are not the host's either); the node reads
-        NotReady for ``CREATE_S["repair"]`` x ``GPUFLEET_SIM_SPEED`` seconds, then Ready, with
-        its labels and taints. A repair still under way is ``found``."""
-        self._api_call("repair node")
-        prefix = f"sim://{self.cluster.name}/"
-        if not (node.provider_id or "").startswith(prefix) or node.provider_id == prefix:
-            raise BackendError(
-                f"node {node.name!r} has providerID {node.provider_id!r}, not a machine of sim "
-                f"cluster {self.cluster.name!r} ({prefix}NODE): refusing to repair it"
-            )
-        name = node.provider_id[len(prefix) :]
-        url = self._url("repair", name)
-        with self.state.read() as conn:
-            if not conn.execute(
-                "SELECT 1 FROM nodes WHERE cluster=? AND name=?", (self.cluster.name, name)
-            ).fetchone():
-                raise BackendError(
-                    f"sim {self.cluster.name}: node {name!r} does not exist (list the nodes again)"
-                )
-        ready_at = self._repairs().get(name)
-        if ready_at is not None and self.state.clock.time() < ready_at:
-            return Ensured("repair", node.name, FOUND, UPDATING, (), url, {"ready_at": ready_at})
-        if dry_run:
-            return Ensured("repair", node.name, WOULD_CREATE, ABSENT, console_url=url)
-        with self.state.tx() as conn:
-            named = [
-                (fault, scope)
-                for fault, scope in conn.execute(
-                    "SELECT fault, scope FROM faults WHERE cluster=?", (self.cluster.name,)
-                )
-                if _names(fault, name)
-            ]
-            kept = [fault for fault, scope in named if scope == "sticky"]
-            cleared = [fault for fault, scope in named if scope != "sticky"]
-            conn.executemany(
-                "DELETE FROM faults WHERE cluster=? AND scope!='sticky' AND fault=?",
-                [(self.cluster.name, fault) for fault in cleared],
-            )
-            conn.execute(
-                "DELETE FROM cloud WHERE cluster=? AND kind='repair' AND name=?",
-                (self.cluster.name, name),
-            )
-            self._insert(conn, "repair", name, {"node": name})
-            conn.execute(
-                "UPDATE nodes SET ready=0 WHERE cluster=? AND name=?", (self.cluster.name, name)
-            )
-        detail = {"cleared": sorted(set(cleared)), "kept": sorted(set(kept))}
-        return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
+        """The sim's host repair: the machine moves to a healthy host; every injected fault
+        naming the node is cleared but for a ``sticky`` one; NotReady for
+        ``CREATE_S["repair"]`` x ``GPUFLEET_SIM_SPEED`` seconds, then Ready. A repair still
+        under way is ``found`` (``machines``)."""
+        return machines.repair(self, node, dry_run)
 
-    def _repairs(self) -> dict[str, float]:
-        """Node -> when its last repair finishes (``ready_at``), from the cloud table."""
-        with self.state.read() as conn:
-            rows = conn.execute(
-                "SELECT name, body FROM cloud WHERE cluster=? AND kind='repair'",
-                (self.cluster.name,),
-            ).fetchall()
-        return {r["name"]: json.loads(r["body"])["ready_at"] for r in rows}
+    def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
+        """The sim's reboot: the machine stays and every GPU resets; the node's faults of
+        ``REBOOT_CLEARS`` (Xid events, a pending row remap) are cleared but for a ``sticky``
+        one, the rest stay; NotReady for ``CREATE_S["reboot"]`` x ``GPUFLEET_SIM_SPEED``
+        seconds, then Ready. A reboot still under way is ``found``; one during a repair is
+        refused (``machines``)."""
+        return machines.reboot(self, node, dry_run)
 
     # --- filesystems ---------------------------------------------------------------------------
 
@@ -390,11 +343,3 @@ class SimCloudBackend(SimBackendBase):
             "network": self.cluster.network.primary_vpc,
         }
         return self._ensure("filesystem", name, want, dry_run, self._preexisting)
-
-
-def _names(fault: str, node: str) -> bool:
-    """Whether the fault, as stored, names ``node`` (a fault the grammar cannot read names none)."""
-    try:
-        return parse_fault(fault).node == node
-    except FaultError:
-        return False

@@ -1,0 +1,148 @@
+"""The simulated fleet's actions on one machine through its cloud: a host repair and a reboot
+(``SimCloudBackend.repair_node`` / ``reboot_node`` delegate here).
+
+- A **repair** moves the machine to a healthy host: every injected fault naming the node
+  (``bad-node:<node>[:nic]``, ``not-ready:<node>``, the GPU faults such as ``ecc-dbe:<node>``
+  or ``xid:<node>:<code>``) is cleared.
+- A **reboot** keeps the machine and resets every GPU: the faults naming the node whose kind is
+  in ``gpufleet.domain.faults.REBOOT_CLEARS`` (this boot's Xid events, a pending row remap,
+  which the reset applies) are cleared; the rest (``row-remap-failed``, ``ecc-dbe``,
+  ``nvlink-down``, ``thermal-throttle``, ``bad-node``, ``not-ready`` ...) stay until a repair.
+
+Neither clears a fault injected with scope ``sticky`` (a fault that is not the machine's: a bad
+cable or switch port; the catalog's standing faults are not the machine's either). The node
+reads NotReady for the action's simulated duration (``CREATE_S[kind]`` x
+``GPUFLEET_SIM_SPEED``: a reboot is shorter than a repair), then Ready with its labels and
+taints. Each action is a row of the cloud table (kind ``repair`` or ``reboot``, named after the
+node) whose ``ready_at`` says when it ends: one still under way is ``found``. A reboot while a
+repair of the machine is under way is refused (the repair settles what the reboot would).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gpufleet.backends.base import (
+    ABSENT,
+    CREATED,
+    FOUND,
+    UPDATING,
+    WOULD_CREATE,
+    Ensured,
+    NodeInfo,
+)
+from gpufleet.domain.faults import REBOOT_CLEARS, Fault, FaultError, parse_fault
+from gpufleet.errors import BackendError
+
+if TYPE_CHECKING:
+    from gpufleet.backends.sim.cloud import SimCloudBackend
+
+ACTIONS = ("repair", "reboot")
+
+
+def repair(cloud: SimCloudBackend, node: NodeInfo, dry_run: bool) -> Ensured:
+    """Move ``node``'s machine to a healthy host (see the module)."""
+    return _act(cloud, node, dry_run, "repair", lambda fault: True)
+
+
+def reboot(cloud: SimCloudBackend, node: NodeInfo, dry_run: bool) -> Ensured:
+    """Reboot ``node``'s machine, which resets every GPU (see the module)."""
+    return _act(cloud, node, dry_run, "reboot", lambda fault: fault.kind in REBOOT_CLEARS)
+
+
+def busy_until(cloud: SimCloudBackend) -> dict[str, float]:
+    """Node -> when the last repair or reboot of its machine ends (``ready_at``)."""
+    with cloud.state.read() as conn:
+        rows = conn.execute(
+            "SELECT name, body FROM cloud WHERE cluster=? AND kind IN (?, ?)",
+            (cloud.cluster.name, *ACTIONS),
+        ).fetchall()
+    out: dict[str, float] = {}
+    for row in rows:
+        ready_at = json.loads(row["body"])["ready_at"]
+        out[row["name"]] = max(ready_at, out.get(row["name"], ready_at))
+    return out
+
+
+def _act(
+    cloud: SimCloudBackend,
+    node: NodeInfo,
+    dry_run: bool,
+    kind: str,
+    clears: Callable[[Fault], bool],
+) -> Ensured:
+    cloud._api_call(f"{kind} node")
+    name = _machine(cloud, node, kind)
+    url = cloud._url(kind, name)
+    now = cloud.state.clock.time()
+    ready_at = _until(cloud, kind, name)
+    if ready_at is not None and now < ready_at:
+        return Ensured(kind, node.name, FOUND, UPDATING, (), url, {"ready_at": ready_at})
+    repaired_at = _until(cloud, "repair", name)
+    if kind == "reboot" and repaired_at is not None and now < repaired_at:
+        raise BackendError(
+            f"sim {cloud.cluster.name}: node {name!r} is being repaired (until {repaired_at:.0f} "
+            "on the sim's clock): the repair settles what a reboot would; retest it after"
+        )
+    if dry_run:
+        return Ensured(kind, node.name, WOULD_CREATE, ABSENT, console_url=url)
+    with cloud.state.tx() as conn:
+        named = [
+            (fault, scope, parsed)
+            for fault, scope in conn.execute(
+                "SELECT fault, scope FROM faults WHERE cluster=?", (cloud.cluster.name,)
+            )
+            if (parsed := _parsed(fault)) is not None and parsed.node == name
+        ]
+        cleared = {f for f, scope, parsed in named if scope != "sticky" and clears(parsed)}
+        kept = {f for f, scope, parsed in named if not (scope != "sticky" and clears(parsed))}
+        conn.executemany(
+            "DELETE FROM faults WHERE cluster=? AND scope!='sticky' AND fault=?",
+            [(cloud.cluster.name, fault) for fault in cleared],
+        )
+        conn.execute(
+            "DELETE FROM cloud WHERE cluster=? AND kind=? AND name=?",
+            (cloud.cluster.name, kind, name),
+        )
+        cloud._insert(conn, kind, name, {"node": name})
+        conn.execute(
+            "UPDATE nodes SET ready=0 WHERE cluster=? AND name=?", (cloud.cluster.name, name)
+        )
+    detail = {"cleared": sorted(cleared), "kept": sorted(kept)}
+    return Ensured(kind, node.name, CREATED, UPDATING, (), url, detail)
+
+
+def _machine(cloud: SimCloudBackend, node: NodeInfo, kind: str) -> str:
+    """The sim node behind ``node`` (``sim://CLUSTER/NODE``); a node of no machine of this
+    cluster is refused, one that does not exist is a clear error."""
+    prefix = f"sim://{cloud.cluster.name}/"
+    if not (node.provider_id or "").startswith(prefix) or node.provider_id == prefix:
+        raise BackendError(
+            f"node {node.name!r} has providerID {node.provider_id!r}, not a machine of sim "
+            f"cluster {cloud.cluster.name!r} ({prefix}NODE): refusing to {kind} it"
+        )
+    name = node.provider_id[len(prefix) :]
+    with cloud.state.read() as conn:
+        if not conn.execute(
+            "SELECT 1 FROM nodes WHERE cluster=? AND name=?", (cloud.cluster.name, name)
+        ).fetchone():
+            raise BackendError(
+                f"sim {cloud.cluster.name}: node {name!r} does not exist (list the nodes again)"
+            )
+    return name
+
+
+def _until(cloud: SimCloudBackend, kind: str, name: str) -> float | None:
+    """When the last ``kind`` action on node ``name`` ends, if there was one."""
+    body = cloud._row(kind, name)
+    return None if body is None else body["ready_at"]
+
+
+def _parsed(fault: str) -> Fault | None:
+    """The fault as stored, read (None for one the grammar cannot read: it names no node)."""
+    try:
+        return parse_fault(fault)
+    except FaultError:
+        return None
