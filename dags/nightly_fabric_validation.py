@@ -6,6 +6,11 @@ scheduled `nightly_fleet_validation` DAG starts one run of this DAG per cluster 
 whenever a region becomes ready); trigger it yourself for a few pools. One run validates at
 most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming the planner.
 
+- **GPU health** first: every idle node runs NVIDIA's tools (the kernel log's Xid events, row
+  remapping and ECC, NVLink, thermal slowdown, `dcgmi diag` at level 1; level 2 for a node
+  retested, level 3 once a week per node). A node whose signals call for an action is left out
+  of the pairs and quarantined with NVIDIA's action in its reason; its retest sends it to a
+  reboot, the cloud's repair or a person, as NVIDIA recommends (docs/health.md).
 - **Fabric**: 2-node NCCL all-reduce pairs covering every idle node, judged on large-message
   bus bandwidth against the baseline *and* on the transport NCCL actually used (a silent
   fallback to TCP sockets fails even when the bandwidth looks fine). Failed pairs are

@@ -172,11 +172,11 @@ def test_the_planners_report_covers_every_cluster_run_and_fails_with_any(fleet):
     assert (str(healthy.state), str(broken.state)) == ("success", "failed")
     ledger, catalog = Ledger(), load_catalog()
     both = nightly_report(ledger, catalog, "planner-1", runs=[healthy.run_id, broken.run_id])
-    assert both.checks == 2
+    assert both.checks == 4  # each pool's GPU health check and its fabric
     assert len(both.failed) == 1 and both.failed[0].startswith("a3u-sim/h200-b fabric")
     assert "p5-sim/h100-a" in both.markdown and "a3u-sim/h200-b" in both.markdown
     alone = nightly_report(ledger, catalog, "planner-2", runs=[healthy.run_id])
-    assert alone.checks == 1 and alone.failed == []
+    assert alone.checks == 2 and alone.failed == []
 
 
 def test_the_triggerers_polls_per_second_stay_bounded_as_the_fleet_grows():

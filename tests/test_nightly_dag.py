@@ -44,6 +44,9 @@ def test_healthy_fleet_passes_and_records_per_pair_figures(fleet):
         ("h200-a", "storage"),
         ("h200-b", "storage"),
         ("h100-a", "storage"),
+        ("h200-a", "health"),  # each pool's GPU health check, before its pairs
+        ("h200-b", "health"),
+        ("h100-a", "health"),
     }
     assert all(r["passed"] for r in rows)
     h100 = fabric_row(ledger, dr.run_id, "h100-a")
@@ -67,7 +70,7 @@ def test_healthy_fleet_passes_and_records_per_pair_figures(fleet):
     ]
     reports = state_dir() / "reports" / "latest"
     report = (reports / "report.md").read_text()
-    assert "6 of 6 checks passed" in report
+    assert "9 of 9 checks passed" in report
     assert "<svg" in (reports / "report.html").read_text()
     assert not (reports / "metrics.prom").exists()  # served live by /metrics instead
     assert 'gpufleet_fabric_busbw_gbps{cluster="p5-sim",pool="h100-a"}' in (

@@ -10,27 +10,19 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.backends import cluster_backend
-from gpufleet.backends.sim.cloud import CREATE_S
-from gpufleet.backends.sim.programs import speed
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.nodes import NodeState
-from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
+from gpufleet.services.nodes.remediation import RemediationSettings
 from gpufleet.store import Ledger
-from tests.support.fleet import frozen_sim_clock, validate
+from tests.support.fleet import lifecycle_night
 
 CLUSTER = "a3u-sim"
 
 
 def night(pool: str, n: int, settings: RemediationSettings | None = None) -> dict:
     """One night for ``pool``: validate (retests first), then the remediation pass."""
-    run_id = f"night-{n}"
-    clock = frozen_sim_clock()
-    summary = validate(CLUSTER, pool, run_id=run_id, storage=False)
-    ref = load_catalog().pool(CLUSTER, pool)
-    result = NodeRemediation(ref, Ledger(), settings).step(run_id)
-    clock.advance(CREATE_S["repair"] * speed())  # a sim repair finishes before the next night
-    return {"summary": summary, "remediation": result}
+    return lifecycle_night(CLUSTER, pool, n, settings)
 
 
 def state(node: str) -> str | None:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from gpufleet.backends.kube.cluster import KubeClusterBackend
 from gpufleet.backends.retry import RetryingClusterBackend, RetryPolicy
+from gpufleet.backends.sim.gpu_health import health_check_output
 from gpufleet.backends.sim.output import LinkModel, nccl_info_log, nccl_tests_text
 from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.faults import parse_fault
+from gpufleet.domain.health.tiers import diag_level
 from gpufleet.domain.workloads import (
     GKE_POOL_LABEL,
     POOL_LABEL,
@@ -67,11 +71,56 @@ def service(kube, fleet_state, sleeps):
     return FabricValidation(ref, Ledger(), backend)
 
 
-def run_jobset(kube: KubeEmulator, name: str, bad: set[str]) -> list[tuple[str, str]]:
+def completed(kube: KubeEmulator, name: str) -> None:
+    kube.patch_status(
+        JOBSETS,
+        NAMESPACE,
+        name,
+        {"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted"}]},
+    )
+
+
+def seed_pod(kube, name, group, index, node, template) -> str:
+    pod = f"{name}-{group}-0-{index}-x{index}"
+    kube.seed_pod(
+        pod,
+        NAMESPACE,
+        node=node,
+        phase="Succeeded",
+        labels={
+            **template["metadata"]["labels"],
+            "jobset.sigs.k8s.io/jobset-name": name,
+            "jobset.sigs.k8s.io/replicatedjob-name": group,
+            "batch.kubernetes.io/job-completion-index": str(index),
+        },
+    )
+    return pod
+
+
+def run_health(kube, name, jobset, gpu_faults) -> list[tuple[str, int]]:
+    """The GPU health check's pods: each prints its node's tools in the real shapes."""
+    checked = []
+    for group, count, template in workload_pod_templates(jobset):
+        node = template["metadata"]["annotations"]["gpufleet.io/health-node"]
+        command = template["spec"]["containers"][0]["command"][-1]
+        level = int(command.split("dcgmi diag -r ")[1].split()[0])
+        assert count == 1
+        pod = seed_pod(kube, name, group, 0, node, template)
+        faults = [parse_fault(f) for f in gpu_faults.get(node, ())]
+        text = health_check_output(node, faults, gpu_model="H200", gpus=8, diag_level=level)
+        kube.set_pod_log(pod, text, NAMESPACE, container="gpu-health")
+        checked.append((node, level))
+    completed(kube, name)
+    return checked
+
+
+def run_jobset(kube: KubeEmulator, name: str, bad: set[str], gpu_faults=None) -> list:
     """Act as the JobSet controller and the kubelets: pods, logs, then Completed."""
     jobset = kube.stored(JOBSETS, NAMESPACE, name)
     assert jobset is not None, f"JobSet {name} was not submitted"
     validate_manifest(jobset)
+    if name.startswith("health-"):
+        return run_health(kube, name, jobset, gpu_faults or {})
     pairs = []
     for group, count, template in workload_pod_templates(jobset):
         a, b = template["metadata"]["annotations"]["gpufleet.io/pair-nodes"].split(",")
@@ -84,19 +133,7 @@ def run_jobset(kube: KubeEmulator, name: str, bad: set[str]) -> list[tuple[str, 
         degraded = bool({a, b} & bad)
         link = LinkModel(355 * (0.42 if degraded else 1.0), 31.0)
         for index, node in enumerate((a, b)):
-            pod = f"{name}-{group}-0-{index}-x{index}"
-            kube.seed_pod(
-                pod,
-                NAMESPACE,
-                node=node,
-                phase="Succeeded",
-                labels={
-                    **template["metadata"]["labels"],
-                    "jobset.sigs.k8s.io/jobset-name": name,
-                    "jobset.sigs.k8s.io/replicatedjob-name": group,
-                    "batch.kubernetes.io/job-completion-index": str(index),
-                },
-            )
+            pod = seed_pod(kube, name, group, index, node, template)
             main = (
                 nccl_tests_text(
                     collective="all_reduce",
@@ -117,21 +154,17 @@ def run_jobset(kube: KubeEmulator, name: str, bad: set[str]) -> list[tuple[str, 
                 NAMESPACE,
                 container="nccl-log",
             )
-    kube.patch_status(
-        JOBSETS,
-        NAMESPACE,
-        name,
-        {"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted"}]},
-    )
+    completed(kube, name)
     return pairs
 
 
-def drive(kube, service, bad: set[str]) -> tuple[FabricSummary, list[list[tuple[str, str]]]]:
+def drive(kube, service, bad: set[str], gpu_faults=None) -> tuple[FabricSummary, list[list]]:
+    """The validation's rounds: the GPU health check (its nodes and levels), then the pairs."""
     state = service.begin("scheduled__2026-11-29T02:00:00+00:00")
     rounds = []
     while state.workload:
         wl = state.workload
-        rounds.append(run_jobset(kube, wl.name, bad))
+        rounds.append(run_jobset(kube, wl.name, bad, gpu_faults))
         assert service.backend.workload_status("JobSet", wl.name, NAMESPACE).phase == "Succeeded"
         # the state crosses the trigger as plain JSON and back, as in Airflow
         state = service.collect(FabricState.from_dict(json.loads(json.dumps(state.to_dict()))))
@@ -140,9 +173,13 @@ def drive(kube, service, bad: set[str]) -> tuple[FabricSummary, list[list[tuple[
 
 
 def test_healthy_pool_over_the_kubernetes_api(kube, service):
+    before = datetime.now(UTC).date()
     summary, rounds = drive(kube, service, bad=set())
+    nights = {before, datetime.now(UTC).date()}  # a real cluster's night is the system clock's
     assert summary.passed and summary.transport == "gib"
-    assert rounds == [[(NODES[0], NODES[1]), (NODES[2], NODES[3]), (NODES[4], NODES[5])]]
+    assert any(rounds[0] == [(n, diag_level(n, d, retest=False)) for n in NODES] for d in nights)
+    assert rounds[1:] == [[(NODES[0], NODES[1]), (NODES[2], NODES[3]), (NODES[4], NODES[5])]]
+    assert Ledger().latest_validation("train-usc1", POOL, "health")["passed"]
     assert kube.exists("v1/namespaces", None, NAMESPACE)
     assert kube.exists("v1/secrets", NAMESPACE, "gpufleet-nccl-ssh")
     row = Ledger().latest_validation("train-usc1", POOL, "fabric")
@@ -153,7 +190,7 @@ def test_healthy_pool_over_the_kubernetes_api(kube, service):
 def test_bad_node_is_localized_and_tainted_through_the_api(kube, service):
     summary, rounds = drive(kube, service, bad={BAD})
     assert summary.passed and summary.quarantined == [BAD]
-    assert len(rounds) == 3  # pass 1, then two rounds against known-good partners
+    assert len(rounds) == 4  # the health check, pass 1, two rounds against known-good partners
     node = kube.stored("v1/nodes", None, BAD)
     taints = {t["key"]: t for t in node["spec"]["taints"]}
     assert taints[QUARANTINE_KEY]["effect"] == "NoSchedule"
@@ -178,3 +215,18 @@ def test_a_throttled_api_server_does_not_fail_the_validation(kube, service, slee
     assert throttled.hits == 1 and failing.hits == 1
     assert summary.passed and summary.quarantined == [BAD]
     assert 3.0 in sleeps and len(sleeps) == 2
+
+
+def test_a_node_failing_its_gpu_health_check_is_tainted_through_the_api(kube, service):
+    """An Xid 79 in a node's kernel log, read over the Kubernetes API: the node is quarantined
+    with NVIDIA's action in its reason, left out of every pair, and the others validate."""
+    summary, rounds = drive(kube, service, bad=set(), gpu_faults={BAD: [f"xid:{BAD}:79"]})
+    assert summary.passed and summary.quarantined == [BAD]
+    assert all(BAD not in pair for pairs in rounds[1:] for pair in pairs)
+    taint = {t["key"]: t for t in kube.stored("v1/nodes", None, BAD)["spec"]["taints"]}
+    assert taint[QUARANTINE_KEY]["effect"] == "NoSchedule"
+    row = Ledger().latest_validation("train-usc1", POOL, "health")
+    assert row["passed"] and row["reasons"][0].startswith(f"{BAD}: reboot: ")
+    assert "Xid 79" in row["reasons"][0] and "RESTART_BM" in row["reasons"][0]
+    state = Ledger().node_state("train-usc1", BAD)
+    assert state["state"] == "quarantined" and state["evidence"]["health"]["action"] == "reboot"

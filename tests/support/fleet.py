@@ -126,6 +126,25 @@ def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True
     return summary
 
 
+def lifecycle_night(cluster: str, pool: str, n: int, settings=None) -> dict:
+    """One night of the node lifecycle for a sim ``pool``: validate (the GPU health check and
+    the retests first), then the remediation pass; the clock then passes a sim repair's time
+    (a repair or a reboot requested tonight is over by the next night)."""
+    from gpufleet.backends.sim.cloud import CREATE_S
+    from gpufleet.backends.sim.programs import speed
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.nodes.remediation import NodeRemediation
+    from gpufleet.store import Ledger
+
+    run_id = f"night-{n}"
+    clock = frozen_sim_clock()
+    summary = validate(cluster, pool, run_id=run_id, storage=False)
+    ref = load_catalog().pool(cluster, pool)
+    result = NodeRemediation(ref, Ledger(), settings).step(run_id)
+    clock.advance(CREATE_S["repair"] * speed())
+    return {"summary": summary, "remediation": result}
+
+
 def _wait(backend, wl, timeout: float = 600, step: float = 0.1) -> None:
     """Until the ``Workload`` is done, advancing the sim's clock ``step`` seconds at a time
     (``timeout``: in simulated seconds; no wall-clock wait)."""

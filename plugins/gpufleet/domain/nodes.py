@@ -207,17 +207,21 @@ def check_move(
     )
 
 
-def after_retest(passed: bool, failed_repairs: int, max_repairs: int) -> NodeState:
+def after_retest(
+    passed: bool, failed_repairs: int, max_repairs: int, *, needs_person: bool = False
+) -> NodeState:
     """Where a retest's result sends the node: ``released`` when it passed; else ``needs_human``
     once ``failed_repairs`` (repairs tried since the node left service, each followed by a
-    failed retest: ``count_repairs``) reached ``max_repairs``, else ``draining`` (to repair)."""
+    failed retest: ``count_repairs``) reached ``max_repairs``, or when what failed asks for a
+    person (``needs_person``: a GPU health signal NVIDIA sends to support or to a person, which
+    no drain, reboot or repair settles), else ``draining`` (to repair)."""
     if failed_repairs < 0 or max_repairs < 0:
         raise ValueError(
             f"failed_repairs ({failed_repairs}) and max_repairs ({max_repairs}) must be >= 0"
         )
     if passed:
         return N.RELEASED
-    return N.NEEDS_HUMAN if failed_repairs >= max_repairs else N.DRAINING
+    return N.NEEDS_HUMAN if needs_person or failed_repairs >= max_repairs else N.DRAINING
 
 
 def count_repairs(history: Sequence[NodeState | str]) -> int:

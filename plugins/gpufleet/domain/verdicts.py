@@ -248,12 +248,16 @@ def judge_pool(
     max_quarantine_share: float,
     expected_transport: str,
     already_out: Collection[str] = (),
+    unhealthy: dict[str, str] | None = None,
 ) -> PoolFabricVerdict:
-    """Combine pair verdicts into the pool's: localized bad nodes are quarantined, unless the
-    pool would then have more than ``max(1, floor(share x nodes))`` quarantined at once
-    (``already_out`` counts: nodes still quarantined), which is a fabric problem: nothing is
+    """Combine pair verdicts into the pool's: localized bad nodes, and the nodes whose GPU
+    health check failed (``unhealthy``: node -> why), are quarantined, unless the pool would
+    then have more than ``max(1, floor(share x nodes))`` quarantined at once (``already_out``
+    counts: nodes still quarantined), which is a fleet problem rather than a node's: nothing is
     quarantined, the pool is degraded and a human paged. One bad node is always allowed, so a
     small pool keeps its other nodes in service."""
+    unhealthy = dict(unhealthy or {})
+    bad = {**bad, **unhealthy}
     failed = [v for v in pass1 if not v.passed]
     reasons: list[str] = []
     if not tested:
@@ -277,6 +281,7 @@ def judge_pool(
     if bad and len(out_after) > limit:
         reasons.append(
             f"{len(bad)} of {pool_nodes} nodes failed with known-good partners"
+            + (f" or on their GPU health check ({len(unhealthy)})" if unhealthy else "")
             + (
                 f" ({len(set(already_out) - set(bad))} more already quarantined)"
                 if set(already_out) - set(bad)
@@ -295,7 +300,10 @@ def judge_pool(
         )
         return PoolFabricVerdict(False, "degraded", reasons, page=True)
     for node, why in sorted(bad.items()):
-        reasons.append(f"{node} quarantined: failed with two known-good partners ({why})")
+        if node in unhealthy:
+            reasons.append(f"{node} quarantined: GPU {why}")
+        else:
+            reasons.append(f"{node} quarantined: failed with two known-good partners ({why})")
     for v in failed:
         if not set(v.nodes) & set(bad):
             reasons.append(

@@ -260,7 +260,7 @@ class FabricValidationOperator(_WorkloadDeferring):
             svc = self._service()
             state = svc.collect(FabricState.from_dict(event["carry"]))
             if state.workload is not None:
-                self.log.info("localizing: round %d", state.round)
+                self.log.info("pass 1" if state.round == 0 else f"localizing: round {state.round}")
                 self._defer_on(state)
             summary = svc.finish(state)
         self._release(context)

@@ -35,6 +35,12 @@ SSH_WAIT_S = 2.5
 # connecting the network: an assumption of the simulator (seconds on real clusters), not a
 # measurement.
 NCCL_SETUP_S = 10.0
+# A GPU health check: the tools that read counters and logs (a few seconds, an assumption of the
+# simulator), then ``dcgmi diag -r N``: NVIDIA's guidance (DCGM user guide, run levels) is
+# "seconds" for level 1 (taken as 15 s), about 2 minutes for level 2, about 15 for level 3 and
+# 1.5 to 2 hours for level 4 (taken as 1.75 h).
+HEALTH_TOOLS_S = 3.0
+DIAG_S = {1: 15.0, 2: 120.0, 3: 900.0, 4: 6300.0}
 
 
 def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None]:
@@ -47,6 +53,7 @@ def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None
       prints for that size: ``-w`` warm-up operations at the largest and at the smallest size,
       then per size, out-of-place and in-place, one synchronising operation, ``-n`` timed ones
       and one more when ``-c`` checks the data. A pair that failed at NCCL's init ran the setup.
+    - the GPU health check: ``HEALTH_TOOLS_S`` then ``DIAG_S`` of its ``dcgmi diag`` level.
     - fio: each client writes then reads its ``--numjobs`` x ``--size`` at the throughput its
       own JSON output reports, each pass capped by ``--runtime``.
     """
@@ -69,6 +76,8 @@ def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None
         ops_us = program["warmup"] * (timed[-1].oop_time_us + timed[0].oop_time_us)
         ops_us += sum(per_size * (r.oop_time_us + r.ip_time_us) for r in timed)
         return [setup + ops_us / 1e6 for _ in runs]
+    if program["kind"] == "gpu-health":
+        return [HEALTH_TOOLS_S + DIAG_S[program["level"]] for _ in runs]
     if program["kind"] == "fio":
         out: list[float | None] = []
         mib = program["size_mib"] * program["numjobs"]

@@ -22,9 +22,10 @@ DEGRADED_BUSBW_FACTOR = 0.42  # a node with a flapping NIC drags its pairs down 
 DEGRADED_LATENCY_FACTOR = 1.6
 SLOW_LUSTRE_FACTOR = 0.3  # lustre-slow without a factor
 # The round suffix the fabric service adds to the run id it annotates a validation workload with
-# (``RUN_ID_ANNOTATION``; services/validation/fabric.py ``_submit``: ``<run id>-r<round>``):
-# every round of one run is one night.
-_ROUND = re.compile(r"-r[0-9]+$")
+# (``RUN_ID_ANNOTATION``; services/validation/fabric.py ``_submit``: ``<run id>-r<round>``,
+# and ``<run id>-health`` for the GPU health check before them): every round of one run is one
+# night.
+_ROUND = re.compile(r"-(?:r[0-9]+|health)$")
 
 
 def night_of(body: dict[str, Any]) -> str | None:

@@ -326,3 +326,23 @@ def gpu_health_outputs(
         diag_level=diag_level,
         throttling=any(f.kind == "thermal-throttle" for f in mine),
     )
+
+
+def health_check_output(
+    node: str, faults: Iterable[Fault], *, gpu_model: str, gpus: int, diag_level: int
+) -> str:
+    """What one node's pod of the GPU health check prints (``include/manifests/
+    gpu-health.yaml.j2``'s script): each tool's output under its section marker."""
+    from gpufleet.parsing.health.report import section_line
+
+    out = gpu_health_outputs(node, faults, gpu_model=gpu_model, gpus=gpus, diag_level=diag_level)
+    state = "Active" if out.throttling else "Not Active"
+    sections = (
+        ("node", f"node={node} level={diag_level}\n"),
+        ("dmesg", out.kernel_log),
+        ("nvidia-smi-remap-ecc", out.nvidia_smi),
+        ("nvidia-smi-nvlink", out.nvlink),
+        ("thermal", "".join(f"{i}, {state}, Not Active\n" for i in range(gpus))),
+        ("dcgmi-diag", out.dcgm_diag),
+    )
+    return "".join(f"{section_line(k)}\n{body}" for k, body in sections)

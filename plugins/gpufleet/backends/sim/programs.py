@@ -47,6 +47,7 @@ from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, inspect_pod
 START_DELAY_S = 0.5
 NCCL_RUN_S = 1.5
 FIO_RUN_S = 1.5
+HEALTH_RUN_S = 1.5  # one node's GPU health check, whatever its dcgmi diag level
 TRAINING_RUN_S = 45.0
 # How long a training job runs in the sim (seconds, before GPUFLEET_SIM_SPEED) when its pod
 # template says so: the sim cannot know a real job's length; tests and demos set it.
@@ -90,7 +91,7 @@ def _size(text: str) -> int:
 
 def program_of(template: dict[str, Any]) -> dict[str, Any]:
     """Which program the main container runs: nccl-tests (with its collective and message
-    sizes), fio, or a training job."""
+    sizes), the GPU health check (``dcgmi diag -r N``: its level), fio, or a training job."""
     containers = (template.get("spec") or {}).get("containers") or [{}]
     main = containers[0]
     words = " ".join([*(main.get("command") or ()), *(main.get("args") or ())])
@@ -112,6 +113,9 @@ def program_of(template: dict[str, Any]) -> dict[str, Any]:
             "warmup": _int_flag(tokens, "-w", 5),
             "check": _int_flag(tokens, "-c", 1),
         }
+    diag = re.search(r"\bdcgmi diag -r (\d)\b", words)
+    if diag:
+        return {"kind": "gpu-health", "level": int(diag.group(1))}
     if re.search(r"\bfio\b", words):
         return {
             "kind": "fio",
@@ -173,6 +177,8 @@ class GroupRun:
             return self._fio()
         if self.fabric.gpus < 1:
             return self._no_gpu(program["kind"])
+        if program["kind"] == "gpu-health":
+            return self._gpu_health(program["level"])
         outcome = nccl_outcome(
             self.cluster, self.pool, self.fabric, self.faults.rdma_lost(self.nodes)
         )
@@ -278,6 +284,32 @@ class GroupRun:
             f"step {i} loss {2.5 - i * 0.01:.3f} step_time {step_s:.2f}s\n" for i in range(1, 6)
         )
         return [PodRun("Succeeded", end, self._logs(steps, log)) for log in logs]
+
+    # --- the GPU health check -------------------------------------------------------------------
+
+    def _gpu_health(self, level: int) -> list[PodRun]:
+        """Each pod prints its node's health tools' output (``gpu_health``) under the check's
+        section markers, as ``include/manifests/gpu-health.yaml.j2``'s script does."""
+        from gpufleet.backends.sim.gpu_health import health_check_output  # it imports seed
+
+        end = self.start + HEALTH_RUN_S * self.speed
+        gpu = self.pool.gpu
+        return [
+            PodRun(
+                "Succeeded",
+                end,
+                {
+                    self.main: health_check_output(
+                        node,
+                        self.faults.gpu_faults_of(node),
+                        gpu_model=gpu.model,
+                        gpus=gpu.count,
+                        diag_level=level,
+                    )
+                },
+            )
+            for node in self.nodes
+        ]
 
     # --- fio --------------------------------------------------------------------------------
 

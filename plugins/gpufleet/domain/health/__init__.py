@@ -73,6 +73,7 @@ from gpufleet.domain.health.catalog import (
     HealthAction,
     HealthDecision,
     XidEntry,
+    repair_kind,
 )
 from gpufleet.domain.health.decide import decide_health
 
@@ -85,4 +86,5 @@ __all__ = [
     "HealthDecision",
     "XidEntry",
     "decide_health",
+    "repair_kind",
 ]

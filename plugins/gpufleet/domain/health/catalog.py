@@ -142,3 +142,13 @@ class HealthDecision:
     @property
     def notes(self) -> tuple[str, ...]:
         return tuple(f.reason for f in self.findings if f.action is A.HEALTHY)
+
+
+def repair_kind(health: dict | None) -> str:
+    """What the node lifecycle asks the cloud for, for a drained node whose retest failed:
+    ``reboot`` when its GPU health check (``health``: the check's record, with its ``action``)
+    asks for a GPU reset or a reboot (a reboot resets every GPU: gpufleet resets a GPU by
+    rebooting its drained node), else ``repair`` (hardware, or a fabric fault: no GPU health
+    check behind it)."""
+    action = (health or {}).get("action")
+    return "reboot" if action in (A.RESET_GPU.value, A.REBOOT.value) else "repair"

@@ -1,5 +1,6 @@
 """Parsers for GPU health output: ``dcgmi diag`` (JSON and text), kernel-log Xid events,
-``nvidia-smi -q -d ROW_REMAPPER,ECC`` and ``nvidia-smi nvlink -e``. Functions over the text
+``nvidia-smi -q -d ROW_REMAPPER,ECC``, ``nvidia-smi nvlink -e``, and a gpufleet health check's
+output holding them all (``parse_node_health``). Functions over the text
 handed in: no I/O."""
 
 from gpufleet.parsing.health.dcgm import (
@@ -22,6 +23,7 @@ from gpufleet.parsing.health.nvlink import (
     NvlinkLinkErrors,
     parse_nvlink_errors,
 )
+from gpufleet.parsing.health.report import NodeHealthReport, parse_node_health
 from gpufleet.parsing.health.xid import XidEvent, XidLog, parse_xid_lines
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "DcgmGpuResult",
     "DcgmTest",
     "GpuMemoryHealth",
+    "NodeHealthReport",
     "NvidiaSmiMemoryReport",
     "NvlinkErrorReport",
     "NvlinkGpuErrors",
@@ -40,6 +43,7 @@ __all__ = [
     "parse_dcgm_diag_json",
     "parse_dcgm_diag_text",
     "parse_nvidia_smi_remap_ecc",
+    "parse_node_health",
     "parse_nvlink_errors",
     "parse_xid_lines",
 ]

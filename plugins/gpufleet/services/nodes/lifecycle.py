@@ -154,17 +154,22 @@ class NodeLifecycle:
         failed_repairs = int(row.get("failed_repairs") or 0) + (
             1 if after_repair and not passed else 0
         )
-        target = after_retest(passed, failed_repairs, max_repairs)
+        health = evidence.get("health") or {}
+        needs_person = health.get("action") == "needs_human"
+        target = after_retest(passed, failed_repairs, max_repairs, needs_person=needs_person)
         if target is NodeState.RELEASED:
             self.release(
                 node, "passed its retest against known-good partners", evidence, run_id=run_id
             )
             return target
-        reason = (
-            f"failed its retest after {failed_repairs} repair(s): a person must look at it"
-            if target is NodeState.NEEDS_HUMAN
-            else "failed its retest: to be drained and repaired"
-        )
+        if needs_person:
+            reason = f"failed its retest: {evidence.get('reason')}: a person must look at it"
+        elif target is NodeState.NEEDS_HUMAN:
+            reason = f"failed its retest after {failed_repairs} repair(s): a person must look at it"
+        elif health.get("action") in ("reset_gpu", "reboot"):
+            reason = f"failed its retest: {evidence.get('reason')}: to be drained and rebooted"
+        else:
+            reason = "failed its retest: to be drained and repaired"
         self.move(
             node,
             target,
@@ -184,9 +189,13 @@ class NodeLifecycle:
         rows: list[dict[str, Any]],
         run_id: str,
         max_repairs: int,
+        health: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, str]:
         """Each retested node's outcome (passed | failed | unsure) from the validation's pair
-        rows and localization, recorded in its lifecycle with its pairs as evidence."""
+        rows and localization, recorded in its lifecycle with its pairs and its GPU health check
+        (``health``: node -> ``NodeHealth.to_dict()``) as evidence. A node whose check failed
+        has failed its retest (it is in ``bad``, with the check's reason)."""
+        health = health or {}
         out: dict[str, str] = {}
         for node in retest:
             pairs = [
@@ -200,9 +209,10 @@ class NodeLifecycle:
                 outcome = "unsure"
             else:
                 outcome = "passed"
-            self.record_retest(
-                node, outcome, {"pairs": pairs, "reason": bad.get(node)}, run_id, max_repairs
-            )
+            evidence: dict[str, Any] = {"pairs": pairs, "reason": bad.get(node)}
+            if node in health:
+                evidence["health"] = health[node]
+            self.record_retest(node, outcome, evidence, run_id, max_repairs)
             out[node] = outcome
         return out
 

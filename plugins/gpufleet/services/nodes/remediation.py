@@ -6,7 +6,9 @@ the pass that never blocks; DaemonSet pods stay); training jobs on it, and pods 
 PodDisruptionBudget keeps for now, are named in an alert with their launch run and waited for
 (the next pass looks again), or the training pods are evicted when the policy says ``evict``.
 A drained node is repaired through the cloud (``CloudBackend.repair_node``, keeping it in its
-reservation), at most ``repair_budget(pool nodes)`` at a time; the next nightly retests it.
+reservation), or rebooted (``CloudBackend.reboot_node``) when the GPU health check that failed
+its retest asks for a GPU reset or a reboot (``domain.health.repair_kind``), at most
+``repair_budget(pool nodes)`` at a time; the next nightly retests it.
 A node handed to a person (``needs_human``) is paged once.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import CloudBackend, ClusterBackend
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.health import repair_kind
 from gpufleet.domain.nodes import NodeState, may_start_repair
 from gpufleet.errors import GpufleetError
 from gpufleet.services.common.snapshots import snapshot_pool
@@ -85,9 +88,12 @@ class NodeRemediation:
     def step(self, run_id: str) -> RemediationResult:
         result = RemediationResult()
         infos = {n.name: n for n in self.backend.list_nodes(self.ref.pool.name)}
-        draining = [n for n in self.nodes.rows([NodeState.DRAINING.value]) if n in infos]
-        for emptying in self.drain.once(draining).values():
-            self._drained(emptying, run_id, result)
+        draining = {
+            n: r for n, r in self.nodes.rows([NodeState.DRAINING.value]).items() if n in infos
+        }
+        for emptying in self.drain.once(list(draining)).values():
+            health = (draining[emptying.node].get("evidence") or {}).get("health")
+            self._drained(emptying, run_id, result, health)
         for node, row in self.nodes.rows([NodeState.REPAIRING.value]).items():
             if node not in infos:  # EKS: the node group replaced the instance; the new node
                 # comes up tainted unvalidated and is validated as a new node
@@ -102,7 +108,7 @@ class NodeRemediation:
                 )
                 result.notes.append(f"{node}: replaced by the cloud")
         repairing = len(self.nodes.rows([NodeState.REPAIRING.value]))
-        for node in self.nodes.rows([NodeState.DRAINED.value]):
+        for node, row in self.nodes.rows([NodeState.DRAINED.value]).items():
             info = infos.get(node)
             if info is None:
                 continue
@@ -114,17 +120,20 @@ class NodeRemediation:
                 result.notes.append(f"{node}: pods came back on it; draining again")
                 self.nodes.move(node, NodeState.DRAINING, "pods came back", run_id=run_id)
                 continue
-            ensured = self.cloud.repair_node(info)
+            health = (row.get("evidence") or {}).get("health")
+            what = repair_kind(health)
+            ensured = (self.cloud.reboot_node if what == "reboot" else self.cloud.repair_node)(info)
+            because = f": {health['action']} (GPU health: {health['reason']})" if health else ""
             self.nodes.move(
                 node,
                 NodeState.REPAIRING,
-                f"repair requested from the cloud ({ensured.action})",
-                evidence={"console_url": ensured.console_url, **ensured.detail},
+                f"{what} requested from the cloud ({ensured.action}){because}",
+                evidence={"console_url": ensured.console_url, "kind": what, **ensured.detail},
                 run_id=run_id,
             )
             repairing += 1
             result.repairs_started.append(node)
-            result.notes.append(f"{node}: repair requested ({ensured.action})")
+            result.notes.append(f"{node}: {what} requested ({ensured.action})")
         for node, row in self.nodes.rows([NodeState.NEEDS_HUMAN.value]).items():
             if row.get("evidence", {}).get("paged") is None:
                 text = f"{self.ref.key}: {node} needs a person: {row['reason']}"
@@ -141,7 +150,13 @@ class NodeRemediation:
         snapshot_pool(self.ref, self.ledger, self.backend, source="remediation", run_id=run_id)
         return result
 
-    def _drained(self, emptying: NodeEmptying, run_id: str, result: RemediationResult) -> None:
+    def _drained(
+        self,
+        emptying: NodeEmptying,
+        run_id: str,
+        result: RemediationResult,
+        health: dict[str, Any] | None = None,
+    ) -> None:
         node = emptying.node
         for pod in emptying.refused:
             result.notes.append(f"{node}: eviction of {pod.name} refused for now (PDB)")
@@ -156,8 +171,12 @@ class NodeRemediation:
                 f" waiting for them (drain policy {self.settings.drain})"
             )
             return
-        self.nodes.move(
-            node, NodeState.DRAINED, "drained: nothing left on it but DaemonSets", run_id=run_id
+        self.nodes.move(  # the GPU health check that sent it here decides its repair
+            node,
+            NodeState.DRAINED,
+            "drained: nothing left on it but DaemonSets",
+            evidence={"health": health} if health else None,
+            run_id=run_id,
         )
         result.notes.append(f"{node}: drained")
 

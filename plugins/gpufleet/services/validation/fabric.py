@@ -1,4 +1,5 @@
-"""Validate one node pool's fabric: pass 1, localization rounds, quarantine, ledger.
+"""Validate one node pool's fabric: the GPU health check, pass 1, localization rounds,
+quarantine, ledger.
 
 A service: it orchestrates backends and domain code and holds no Airflow imports, so the
 operator stays a thin adapter that defers between rounds. Its state is a ``FabricState``,
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,64 +26,22 @@ from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
 from gpufleet.services.common.snapshots import snapshot_pool
+from gpufleet.services.nodes.drain import backend_clock
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.services.validation.fabric_state import FabricState, FabricSummary
+from gpufleet.services.validation.health import (
+    GpuHealthCheck,
+    NodeHealth,
+    health_reason,
+    plan_levels,
+    record_health,
+)
 from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
 COLLECTIVE = "all_reduce"
-
-
-@dataclass
-class FabricState:
-    """Where one pool's fabric validation stands between rounds. ``pass1``/``pass2``: pair
-    rows (``PairVerdict.as_row``) as the ledger stores them; ``workload``: the round in flight."""
-
-    cluster: str
-    pool: str
-    run_id: str
-    started_at: str  # ISO 8601, UTC
-    pool_nodes: int
-    idle: list[str]
-    busy: list[str]
-    quarantined_before: list[str]
-    odd: list[str]
-    round: int = 0
-    retest: list[str] = field(default_factory=list)  # out-of-service nodes retested this run
-    pass1: list[dict[str, Any]] = field(default_factory=list)
-    pass2: list[dict[str, Any]] = field(default_factory=list)
-    workload: Workload | None = None
-    gpu_seconds: float = 0.0  # what the rounds so far held, from their pods' container times
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON (a trigger's ``carry``)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FabricState:
-        return cls(**{**data, "workload": Workload.from_dict(data.get("workload"))})
-
-
-@dataclass
-class FabricSummary:
-    """One pool's fabric result. ``skipped``: nothing was judged (every pair of idle nodes was
-    busy) and the previous validation stands; ``state`` is then None."""
-
-    cluster: str
-    pool: str
-    passed: bool
-    state: str | None
-    page: bool
-    transport: str | None
-    busbw_gbps: float | None
-    quarantined: list[str]
-    reasons: list[str]
-    skipped: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON (an XCom)."""
-        return asdict(self)
 
 
 class FabricValidation:
@@ -100,7 +58,11 @@ class FabricValidation:
         max_repairs: int = 2,
         namespace: str = VALIDATION_NAMESPACE,
         image: str | None = None,
+        gpu_health: bool = True,
+        health_image: str | None = None,
     ):
+        """``gpu_health``: run the GPU health check before the pairs (``health_image``: the
+        DCGM image, else ``manifests.gpu_health.DEFAULT_DCGM_IMAGE``)."""
         self.ref = ref
         self.ledger = ledger
         self.backend = backend or cluster_backend(ref.cluster)
@@ -110,6 +72,11 @@ class FabricValidation:
         self.tolerance = tolerance if tolerance is not None else ref.pool.tolerance
         self.namespace = namespace
         self.image = image
+        self.health = (
+            GpuHealthCheck(ref, self.backend, namespace=namespace, image=health_image)
+            if gpu_health
+            else None
+        )
         self.baseline = find_baseline(
             ref.pool.gpu.model, ref.pool.gpu.count, 2, COLLECTIVE, ref.pool.transport
         )
@@ -117,14 +84,14 @@ class FabricValidation:
     # --- rounds --------------------------------------------------------------------------------
 
     def begin(self, run_id: str) -> FabricState:
-        """Plan pass 1 over the pool's idle nodes and submit it. Returns the state."""
+        """Check the GPU health of the pool's idle and retested nodes, or (no check) plan pass 1
+        over the idle nodes, and submit it. Returns the state."""
         nodes = self.backend.list_nodes(self.ref.pool.name)
         # out-of-service nodes are retested first, each against known-good partners
         retest = self.lifecycle.retest_candidates(nodes, run_id)
         idle = [n.name for n in nodes if n.testable and n.name not in retest]
         busy = [n.name for n in nodes if n.workloads]
         quarantined = [n.name for n in nodes if n.quarantined]
-        pairs, odd = plan_pass1(idle)
         state = FabricState(
             cluster=self.ref.cluster.name,
             pool=self.ref.pool.name,
@@ -134,7 +101,7 @@ class FabricValidation:
             idle=idle,
             busy=busy,
             quarantined_before=quarantined,
-            odd=odd + retest,
+            odd=list(retest),
             retest=retest,
         )
         log.info(
@@ -145,9 +112,28 @@ class FabricValidation:
             len(busy),
             len(quarantined),
         )
+        if self.health is not None and (idle or retest):
+            self._prepare_namespace()
+            state.phase = "health"
+            night = datetime.fromtimestamp(backend_clock(self.backend).time(), UTC).date()
+            state.health_levels = plan_levels(idle, retest, night)
+            state.workload = self.health.submit(state.health_levels, run_id)
+            return state
+        return self._start_pass1(state)
+
+    def _start_pass1(self, state: FabricState) -> FabricState:
+        """Pair the idle nodes (those whose GPU health failed tonight are left out, and so are
+        retested nodes that failed it) and submit pass 1."""
+        failed = {n for n, h in state.health.items() if NodeHealth.from_dict(h).failed}
+        state.phase = "fabric"
+        state.idle = [n for n in state.idle if n not in failed]
+        pairs, odd = plan_pass1(state.idle)
+        state.odd = odd + [n for n in state.retest if n not in failed]
         if pairs:
             self._prepare_namespace()
             state.workload = self._submit(state, pairs)
+        else:
+            state.workload = None
         return state
 
     def _prepare_namespace(self) -> None:
@@ -191,6 +177,11 @@ class FabricValidation:
         """Read and judge the finished round; submit the next one if localization needs it."""
         wl = state.workload
         assert wl is not None, "collect() needs a round in flight"
+        if state.phase == "health":
+            assert self.health is not None, "a health round needs the health check"
+            checks = self.health.collect(wl, state.health_levels)
+            state.health = {n: h.to_dict() for n, h in checks.items()}
+            return self._start_pass1(state)
         verdicts = [self._judge(wl, i, (pair[0], pair[1])) for i, pair in enumerate(wl.pairs)]
         pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))
         state.gpu_seconds += gpu_seconds(pods, self.ref.pool.gpu.count)
@@ -250,21 +241,34 @@ class FabricValidation:
         return summary
 
     def _judge_pool(self, state: FabricState) -> FabricSummary:
-        if len(state.idle) < 2:
+        health = {n: NodeHealth.from_dict(h) for n, h in state.health.items()}
+        started = datetime.fromisoformat(state.started_at)
+        unhealthy = {n: health_reason(h) for n, h in health.items() if h.failed}
+        if len(state.idle) < 2 and not unhealthy:
+            record_health(self.ledger, self.ref, state.run_id, started, health)
             return self._too_few_idle(state)
         pool = self.ref.pool
         bad, inconclusive, untested = self._localizer(state).outcome()
+        fabric_bad = dict(bad)
+        bad.update(unhealthy)  # the GPU health check's: out of the pairs, failed their retest
         pass1 = [PairVerdict.from_row(r) for r in state.pass1]
         rows = state.pass1 + state.pass2
-        tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])})
+        tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])} | set(unhealthy))
         retested = self.lifecycle.record_retests(
-            state.retest, bad, inconclusive + untested, rows, state.run_id, self.max_repairs
+            state.retest,
+            bad,
+            inconclusive + untested,
+            rows,
+            state.run_id,
+            self.max_repairs,
+            health={n: h.to_dict() for n, h in health.items()},
         )
         verdict = judge_pool(  # the pool is judged on the nodes in service
             pool_nodes=state.pool_nodes,
             tested=[n for n in tested if n not in state.retest],
             pass1=pass1,
-            bad={n: why for n, why in bad.items() if n not in state.retest},
+            bad={n: why for n, why in fabric_bad.items() if n not in state.retest},
+            unhealthy={n: why for n, why in unhealthy.items() if n not in state.retest},
             inconclusive=[n for n in inconclusive if n not in state.retest],
             untested=[n for n in untested if n not in state.retest],
             max_quarantine_share=self.max_quarantine_share,
@@ -272,7 +276,9 @@ class FabricValidation:
             already_out=[n for n in state.quarantined_before if retested.get(n) != "passed"],
         )
         for node, why in verdict.quarantine.items():
-            self.quarantine(node, why, state.run_id)
+            self.quarantine(node, why, state.run_id, state.health.get(node))
+        left = set(unhealthy) - set(verdict.quarantine) - set(state.retest)  # past the cap
+        record_health(self.ledger, self.ref, state.run_id, started, health, left)
         # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
         passed = set(tested) - set(bad) - set(inconclusive) - set(untested)
         transports = sorted({r["transport"] or "unknown" for r in rows})
@@ -377,7 +383,17 @@ class FabricValidation:
         summary.reasons = [reason]
         return summary
 
-    def quarantine(self, node: str, reason: str, run_id: str | None = None) -> None:
-        """Taint the node NoSchedule, label it and record it (idempotent)."""
-        self.lifecycle.quarantine(node, reason, {"reason": reason}, run_id=run_id)
+    def quarantine(
+        self,
+        node: str,
+        reason: str,
+        run_id: str | None = None,
+        health: dict[str, Any] | None = None,
+    ) -> None:
+        """Taint the node NoSchedule, label it and record it (idempotent), with its GPU health
+        check as evidence when it had one (the action NVIDIA recommends follows it)."""
+        evidence: dict[str, Any] = {"reason": reason}
+        if health is not None:
+            evidence["health"] = health
+        self.lifecycle.quarantine(node, reason, evidence, run_id=run_id)
         log.warning("%s: quarantined %s: %s", self.ref.key, node, reason)

@@ -1,0 +1,65 @@
+"""What one pool's fabric validation carries between rounds (``FabricState``, plain JSON for
+the trigger) and hands back (``FabricSummary``, an XCom)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpufleet.services.common.collect import Workload
+
+
+@dataclass
+class FabricState:
+    """Where one pool's fabric validation stands between rounds. ``pass1``/``pass2``: pair
+    rows (``PairVerdict.as_row``) as the ledger stores them; ``workload``: the round in flight;
+    ``phase``: ``health`` while the GPU health check runs, then ``fabric``; ``health``: each
+    checked node's ``NodeHealth.to_dict()``."""
+
+    cluster: str
+    pool: str
+    run_id: str
+    started_at: str  # ISO 8601, UTC
+    pool_nodes: int
+    idle: list[str]
+    busy: list[str]
+    quarantined_before: list[str]
+    odd: list[str]
+    round: int = 0
+    retest: list[str] = field(default_factory=list)  # out-of-service nodes retested this run
+    pass1: list[dict[str, Any]] = field(default_factory=list)
+    pass2: list[dict[str, Any]] = field(default_factory=list)
+    workload: Workload | None = None
+    gpu_seconds: float = 0.0  # what the rounds so far held, from their pods' container times
+    phase: str = "fabric"
+    health_levels: dict[str, int] = field(default_factory=dict)
+    health: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (a trigger's ``carry``)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FabricState:
+        return cls(**{**data, "workload": Workload.from_dict(data.get("workload"))})
+
+
+@dataclass
+class FabricSummary:
+    """One pool's fabric result. ``skipped``: nothing was judged (every pair of idle nodes was
+    busy) and the previous validation stands; ``state`` is then None."""
+
+    cluster: str
+    pool: str
+    passed: bool
+    state: str | None
+    page: bool
+    transport: str | None
+    busbw_gbps: float | None
+    quarantined: list[str]
+    reasons: list[str]
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (an XCom)."""
+        return asdict(self)
