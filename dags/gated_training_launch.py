@@ -14,12 +14,15 @@ confirmed on the intended transport.
    to the pool, with the provider's RDMA plumbing (GKE NIC attachments + gIB, or EFA devices +
    aws-ofi-nccl), the Lustre PVC at the catalog's mount path with `subPath` `<job>` (the
    namespace's volume is rooted at its own directory), `NCCL_NET` pinned so NCCL fails instead
-   of falling back, and NCCL INFO logs per rank. The namespace must be one of the cluster's
-   training namespaces (catalog `namespaces`).
+   of falling back, and NCCL INFO logs per rank. On a pool whose machines carry topology
+   labels it asks Kueue for one sub-block when the job fits the free nodes of one, else one
+   block. The namespace must be one of the cluster's training namespaces (catalog
+   `namespaces`).
 3. **confirm_transport** (deferred while the job starts): read every rank's NCCL log. On a
    mismatch, `transport_policy=fail` stops the job and marks the pool `suspect` (the next
-   nightly validation re-checks it); `warn` alerts and lets it run. Success emits a
-   `job-transport-confirmed` asset event.
+   nightly validation re-checks it); `warn` alerts and lets it run. Each rank's node, block and
+   sub-block are recorded with the launch. Success emits a `job-transport-confirmed` asset
+   event.
 
 Trigger it from the UI form, or from CI: `gpufleet trigger gated_training_launch --conf @job.json
 --wait` (see docs/ci-trigger.md).

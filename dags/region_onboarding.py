@@ -18,7 +18,8 @@ failure resumes where it stopped.
 5. **node_pools**: GPU pools pinned to their reservation (and block), tainted
    `gpufleet.io/unvalidated:NoSchedule` until validated.
 6. **addons**: NIC network objects, the NCCL plugin installer or EFA/NVIDIA device plugins and the
-   FSx CSI driver, Kueue and JobSet at pinned versions, a Kueue flavor and queues per pool,
+   FSx CSI driver, Kueue and JobSet at pinned versions, the provider's Kueue Topology and a
+   Kueue flavor (naming it) and queues per pool,
    Lustre volumes per training namespace, admission-time plumbing.
 7. **nodes_ready**: wait until the new nodes are Ready; one that never is stays tainted and is
    named.

@@ -9,7 +9,8 @@ the new reservation, `state: planned`).
 1. **lock**: one transition per cluster; a second is refused with the holder's run id. A rerun
    with the same pools resumes an unfinished transition at the right step.
 2. **preflight**: the new reservation exists, holds the machine type, has room for the pool.
-3. **create_new_pool** (tainted `gpufleet.io/unvalidated`, its Kueue queue held),
+3. **create_new_pool** (tainted `gpufleet.io/unvalidated`, its own new Kueue flavor, its
+   queue held),
    **new_pool_ready**, then the nightly validation's NCCL and Lustre checks on it. If it fails:
    rolled back (new pool deleted, the old one untouched and serving) and the run fails with the
    verdict.

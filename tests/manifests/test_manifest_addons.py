@@ -20,9 +20,10 @@ def test_kueue_objects_pin_the_pool_and_quota_its_gpus(ref: PoolRef) -> None:
     objs = render_kueue_objects(ref, namespace="ml-team")
     for obj in objs:
         validate_manifest(obj)
-    flavor, cq, lq = objs
-    assert [o["kind"] for o in objs] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
+    topology, flavor, cq, lq = objs  # every pool here is on machines with topology labels
+    assert [o["kind"] for o in objs] == ["Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
     assert flavor["spec"]["nodeLabels"] == {native_pool_label(ref): ref.pool.name}
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
     (group,) = cq["spec"]["resourceGroups"]
     (quota,) = group["flavors"]
     assert quota["name"] == flavor["metadata"]["name"]

@@ -142,17 +142,17 @@ def test_jobset_policy_targets_must_exist(jobset: dict) -> None:
 
 
 def test_kueue_and_gke_objects_are_checked_too(gke_ref: PoolRef) -> None:
-    flavor, cq, lq = render_kueue_objects(gke_ref)
+    topology, flavor, cq, lq = render_kueue_objects(gke_ref)
     cq = copy.deepcopy(cq)
     cq["spec"]["resourceGroup"] = cq["spec"].pop("resourceGroups")
     assert any("'resourceGroup' was unexpected" in p for p in manifest_problems(cq))
-    _, cq2, _ = render_kueue_objects(gke_ref)
+    _, _, cq2, _ = render_kueue_objects(gke_ref)
     cq2["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
     cq2["metadata"]["namespace"] = "default"
     problems = manifest_problems(cq2)
     assert any("nominalQuota: 'lots': expected resource.Quantity" in p for p in problems)
     assert "metadata.namespace: ClusterQueue is cluster-scoped and takes no namespace" in problems
-    cq3 = copy.deepcopy(render_kueue_objects(gke_ref)[1])
+    cq3 = copy.deepcopy(render_kueue_objects(gke_ref)[2])
     cq3["spec"]["resourceGroups"][0]["coveredResources"].reverse()
     assert any("must list the coveredResources in order" in p for p in manifest_problems(cq3))
     param, network = render_gke_networks(gke_ref.cluster)[:2]
@@ -166,7 +166,7 @@ def test_kueue_and_gke_objects_are_checked_too(gke_ref: PoolRef) -> None:
     assert any("'nmae' was unexpected" in p for p in problems)
     lq["spec"]["clusterQueue"] = "Not_A_Name"
     assert any(p.startswith("spec.clusterQueue: ") for p in manifest_problems(lq))
-    assert manifest_problems(flavor) == []
+    assert manifest_problems(flavor) == [] and manifest_problems(topology) == []
 
 
 def test_unknown_kinds_and_non_objects_are_refused() -> None:

@@ -57,6 +57,7 @@ CRDS: dict[str, dict[str, Any]] = {
     "kueue.x-k8s.io/v1beta1/resourceflavors": {"kind": "ResourceFlavor", "namespaced": False},
     "kueue.x-k8s.io/v1beta1/clusterqueues": {"kind": "ClusterQueue", "namespaced": False},
     "kueue.x-k8s.io/v1beta1/localqueues": {"kind": "LocalQueue", "namespaced": True},
+    "kueue.x-k8s.io/v1beta1/topologies": {"kind": "Topology", "namespaced": False},
     "kueue.x-k8s.io/v1beta1/workloads": {"kind": "Workload", "namespaced": True},
     "networking.gke.io/v1/networks": {"kind": "Network", "namespaced": False},
     "networking.gke.io/v1/gkenetworkparamsets": {

@@ -25,6 +25,7 @@ CLUSTER_SCOPED = frozenset(
         "StorageClass",
         "ResourceFlavor",
         "ClusterQueue",
+        "Topology",
         "Network",
         "GKENetworkParamSet",
         "CustomResourceDefinition",

@@ -15,7 +15,7 @@ How each kind is checked
   ``kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)`` (missing required and,
   strict, unknown fields); on failure every error is collected, not just the first.
 - CRD kinds with the JSON schemas in ``include/schemas/`` written from the published API types
-  (JobSet v1alpha2; Kueue v1beta1 ResourceFlavor, ClusterQueue, LocalQueue; GKE
+  (JobSet v1alpha2; Kueue v1beta1 ResourceFlavor, ClusterQueue, LocalQueue, Topology; GKE
   networking.gke.io/v1 Network, GKENetworkParamSet), closed (``additionalProperties: false``)
   where the real CRD is structural, so a misspelt field is caught. Each JobSet replicatedJob's
   template is also validated as a batch/v1 Job with kubernetes-validate.
@@ -57,6 +57,7 @@ CRD_SCHEMAS = {
     ("kueue.x-k8s.io/v1beta1", "ResourceFlavor"): "kueue.x-k8s.io_v1beta1_resourceflavor.json",
     ("kueue.x-k8s.io/v1beta1", "ClusterQueue"): "kueue.x-k8s.io_v1beta1_clusterqueue.json",
     ("kueue.x-k8s.io/v1beta1", "LocalQueue"): "kueue.x-k8s.io_v1beta1_localqueue.json",
+    ("kueue.x-k8s.io/v1beta1", "Topology"): "kueue.x-k8s.io_v1beta1_topology.json",
     ("networking.gke.io/v1", "Network"): "networking.gke.io_v1_network.json",
     ("networking.gke.io/v1", "GKENetworkParamSet"): "networking.gke.io_v1_gkenetworkparamset.json",
 }

@@ -9,18 +9,25 @@ that log). The JobSet carries ``kueue.x-k8s.io/queue-name`` and is created suspe
 unsuspends it on admission (without Kueue it never starts: fail-closed). The pool's Lustre is
 mounted at its mount path with ``subPath: <job>`` (each training namespace's volume is rooted at
 the namespace's own directory on the instance).
+
+On a pool whose machines carry topology labels (its flavor names a Kueue ``Topology``), the
+pod template asks Kueue for a topology by the job's size (``gpufleet.domain.kueue``): one
+sub-block when one holds enough of the pool's free nodes (``free_places``, read from the node
+labels at launch), else one block, else a preference for one block.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.kueue import TopologyRequest, pool_topology, topology_request
 from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
 from gpufleet.domain.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
+from gpufleet.domain.topology import Place
 from gpufleet.domain.workloads import pool_label_key, workload_pod_templates
 from gpufleet.manifests.labels import (
     CLUSTER_ANNOTATION,
@@ -149,15 +156,28 @@ def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbin
     return problems
 
 
-def render_training_job(ref: PoolRef, spec: TrainingJobSpec) -> dict[str, Any]:
+def training_topology(
+    ref: PoolRef, nodes: int, free_places: Iterable[Place | None] = ()
+) -> TopologyRequest | None:
+    """What a job of ``nodes`` nodes on ``ref``'s pool asks Kueue for (None: a pool without
+    topology labels asks for nothing), from the places of the pool's free nodes."""
+    topology = pool_topology(ref.cluster, ref.pool)
+    return topology_request(topology, nodes, free_places) if topology else None
+
+
+def render_training_job(
+    ref: PoolRef, spec: TrainingJobSpec, free_places: Iterable[Place | None] = ()
+) -> dict[str, Any]:
     """A Kueue-gang-admitted JobSet of ``spec.nodes`` workers on ``ref``'s pool.
 
     One replicatedJob ``workers`` (Indexed, one pod per node), NCCL_NET pinned to the pool's
     network, the nccl-log sidecar, the pool's Lustre PVC at its mount path with
     ``subPath: <name>`` (the namespace's volume is rooted at ``/<namespace>``), and
     ``MASTER_ADDR`` (pod 0's DNS name), ``MASTER_PORT``,
-    ``NNODES``, ``NODE_RANK`` (the completion index), ``GPUS_PER_NODE``. Raises ValueError
-    listing every problem with the request.
+    ``NNODES``, ``NODE_RANK`` (the completion index), ``GPUS_PER_NODE``. On a pool with a
+    topology, the topology annotation ``training_topology`` gives, from ``free_places`` (the
+    places of the pool's free nodes; none known: a preference for one block). Raises
+    ValueError listing every problem with the request.
     """
     cluster, pool = ref.cluster, ref.pool
     plumbing = pod_plumbing(cluster, pool, pin_network=True)
@@ -202,7 +222,10 @@ def render_training_job(ref: PoolRef, spec: TrainingJobSpec) -> dict[str, Any]:
         master_port=spec.master_port,
         lustre=lustre,
     )
+    ask = training_topology(ref, spec.nodes, free_places)
     for _, _, template in workload_pod_templates(obj):
+        if ask is not None:
+            template["metadata"]["annotations"].update(ask.annotations)
         apply_plumbing(template, plumbing, container=TRAINER_CONTAINER)
         resources = template["spec"]["containers"][0]["resources"]
         for kind in ("limits", "requests"):

@@ -144,6 +144,7 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("ClusterQueue", _KUEUE, "v1beta1", "clusterqueues", False, custom=True),
         KindInfo("LocalQueue", _KUEUE, "v1beta1", "localqueues", True, custom=True),
         KindInfo("Cohort", _KUEUE, "v1beta1", "cohorts", False, custom=True),
+        KindInfo("Topology", _KUEUE, "v1beta1", "topologies", False, custom=True),
         KindInfo(
             "WorkloadPriorityClass",
             _KUEUE,

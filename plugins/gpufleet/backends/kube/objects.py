@@ -11,6 +11,7 @@ from gpufleet.backends.kube.client import KubeApi, ref
 from gpufleet.backends.kube.converge import differences, patch_body
 from gpufleet.backends.kube.errors import KubeApiError, KubeConflict, KubeNotFound
 from gpufleet.backends.kube.kinds import KindInfo, kind_info
+from gpufleet.domain.kueue import refused_change
 from gpufleet.errors import BackendError, TransientBackendError
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,10 @@ class KubeObjects(KubeApi):
         (``converge.differences``: labels, annotations and every top-level section but status):
         ``unchanged``, nothing written, so a second run sends no write. Otherwise one JSON merge
         patch of the manifest's declared fields onto it: ``updated``. An object being deleted,
-        or deleted between the read and the patch, raises TransientBackendError (retry).
+        or deleted between the read and the patch, raises TransientBackendError (retry). An
+        object whose spec Kueue keeps immutable (a Topology, a ResourceFlavor naming one) and
+        that holds another spec raises BackendError naming it, and nothing is written
+        (``domain.kueue.refused_change``).
         """
         info, body, name, namespace = self._addressed(manifest)
         where = f"{info.kind} {ref(name, namespace)}"
@@ -71,6 +75,9 @@ class KubeObjects(KubeApi):
                 raise TransientBackendError(
                     f"{where} exists but is being deleted; retry once it is gone"
                 )
+        refusal = refused_change(stored, body)
+        if refusal:
+            raise BackendError(refusal)
         changed = differences(stored, body)
         if not changed:
             log.info("%s unchanged", where)

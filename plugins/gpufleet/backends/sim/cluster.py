@@ -47,6 +47,7 @@ from gpufleet.backends.sim.faults import night_of
 from gpufleet.backends.sim.nodes import SimNodes
 from gpufleet.backends.sim.placement import Placement, place, pod_phase, record_pods
 from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
+from gpufleet.domain.kueue import refused_change
 from gpufleet.domain.workloads import (
     POOL_LABEL,
     workload_selector,
@@ -87,7 +88,8 @@ class SimClusterBackend(SimNodes):
         return self.cluster.kubernetes_version or "1.34"
 
     def ensure_object(self, manifest: dict[str, Any]) -> str:
-        """Create, leave (every field already as asked) or merge-patch one object."""
+        """Create, leave (every field already as asked) or merge-patch one object; refuse
+        (BackendError) to edit a spec Kueue keeps immutable, as the kube backend does."""
         kind = manifest.get("kind")
         meta = manifest.get("metadata") or {}
         name, namespace = meta.get("name"), meta.get("namespace") or ""
@@ -96,6 +98,9 @@ class SimClusterBackend(SimNodes):
             self.apply(manifest)
             return CREATED
         self._api_call("read object")
+        refusal = refused_change(existing, manifest)
+        if refusal:
+            raise BackendError(refusal)
         if _contains(existing, manifest):
             return UNCHANGED
         self._api_call("patch object")

@@ -7,6 +7,11 @@ takes all of a node's GPUs). A pod that requests none (the fio clients of a stor
 placed beside a GPU pod, as the Kubernetes scheduler places it. A
 workload labelled for Kueue (``kueue.x-k8s.io/queue-name``) is admitted all or nothing: when
 one pod cannot be placed, none is, and the workload waits ("waiting for admission").
+A pod template asking for a topology (Kueue's ``podset-required-topology`` or
+``-preferred-topology``, a level of one of ``domain.kueue``'s Topologies) is placed as Kueue's
+Topology Aware Scheduling places it (``within_topology``): all its pods in one domain of that
+level, the domain that fits them most tightly; required and no domain fits: none is placed;
+preferred: the next level up is tried, and at the top the pods spread.
 Pods are labelled as the Job and JobSet controllers label them.
 """
 
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.sim.programs import PodRun, seed
+from gpufleet.domain.kueue import PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, topology_of_level
 from gpufleet.domain.plumbing import GPU_RESOURCE
 from gpufleet.domain.workloads import (
     COMPLETION_INDEX_LABEL,
@@ -76,6 +82,39 @@ def candidates(template: dict[str, Any], nodes: dict[str, Any], busy: set[str]) 
     return out
 
 
+def within_topology(
+    template: dict[str, Any], free: list[str], nodes: dict[str, Any], count: int
+) -> tuple[list[str], str | None]:
+    """``free`` narrowed to one domain of the topology level the pod template asks for (none
+    asked: all of it), and why nothing fits when a required level has no domain of ``count``
+    free nodes. Of the domains that fit, the one with the fewest free nodes (ties by name)."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    required = annotations.get(REQUIRED_TOPOLOGY)
+    level = required or annotations.get(PREFERRED_TOPOLOGY)
+    if not level:
+        return free, None
+    topology = topology_of_level(level)
+    if topology is None:
+        return [], f"topology level {level} is not a level of the flavor's Topology"
+    upward = topology.levels[: topology.levels.index(level) + 1][::-1]
+    for lvl in [level] if required else upward:
+        domains: dict[tuple[str, ...], list[str]] = {}
+        for name in free:
+            domain = topology.domain_of(lvl, json.loads(nodes[name]["labels"]))
+            if domain is not None:
+                domains.setdefault(domain, []).append(name)
+        fits = sorted((len(m), d, m) for d, m in domains.items() if len(m) >= count)
+        if fits:
+            return fits[0][2], None
+    if required:
+        largest = max((len(m) for m in domains.values()), default=0)
+        return [], (
+            f"no {level} domain has {count} free nodes (the largest has {largest}; "
+            f"{REQUIRED_TOPOLOGY})"
+        )
+    return free, None
+
+
 def place(
     conn: sqlite3.Connection, cluster: str, body: dict[str, Any], now: float
 ) -> tuple[list[Placement], str | None]:
@@ -94,9 +133,11 @@ def place(
     plan: list[Placement] = []
     taken: set[str] = set()
     unplaced = 0
+    why: list[str] = []
     for group, count, template in workload_pod_templates(body):
         held = occupied | taken if requests_gpu(template) else taken
-        free = candidates(template, nodes, held)
+        free, refusal = within_topology(template, candidates(template, nodes, held), nodes, count)
+        why += [refusal] if refusal else []
         for index in range(count):
             node = free.pop(0) if free else None
             if node:
@@ -106,9 +147,8 @@ def place(
             plan.append(Placement(group, index, template, node))
     if not unplaced:
         return plan, None
-    message = (
-        f"{unplaced} of {len(plan)} pods cannot be placed: not enough schedulable, free nodes "
-        "in the pool"
+    message = f"{unplaced} of {len(plan)} pods cannot be placed: " + (
+        "; ".join(why) or "not enough schedulable, free nodes in the pool"
     )
     if gang:  # Kueue admits all or nothing: the workload waits, nothing runs
         message = f"waiting for admission (gang of {len(plan)}): {message}"

@@ -10,8 +10,10 @@ group's objects in order), controllers and CRDs first:
 3. GKE: ``gke-networks`` (gVNIC + per-RDMA-NIC GKENetworkParamSet/Network) and
    ``nccl-gib-installer``; EKS: ``nvidia-device-plugin``, ``efa-device-plugin``,
    ``fsx-csi-driver``;
-4. ``kueue-queues``: per pool a ResourceFlavor, ClusterQueue and a LocalQueue in every training
-   namespace (needs the Kueue webhook up);
+4. ``kueue-queues``: the Kueue ``Topology`` of the cluster's provider when a pool's machines
+   carry topology labels (first: each flavor of such a pool names it), then per pool a
+   ResourceFlavor, ClusterQueue and a LocalQueue in every training namespace (needs the Kueue
+   webhook up);
 5. ``lustre-root`` (root PV/PVC in the validation namespace + the Job creating each namespace's
    directory; wait for it) and ``lustre-volumes`` (per namespace a PV at its directory, bound
    to its ReadWriteMany PVC);
@@ -176,9 +178,17 @@ def render_cluster_addons(
         )
         groups.append(AddonGroup("fsx-csi-driver", render_fsx_csi_driver(cluster)))
     region = region or Region(name="addons", clusters=(cluster,))
+    topologies: dict[str, dict[str, Any]] = {}  # one per provider, before any flavor names it
     queues: list[dict[str, Any]] = []
     for pool in cluster.node_pools:
-        queues += render_pool_queues(PoolRef(region=region, cluster=cluster, pool=pool), namespaces)
+        for obj in render_pool_queues(
+            PoolRef(region=region, cluster=cluster, pool=pool), namespaces
+        ):
+            if obj["kind"] == "Topology":
+                topologies.setdefault(obj["metadata"]["name"], obj)
+            else:
+                queues.append(obj)
+    queues = [*topologies.values(), *queues]
     groups.append(
         AddonGroup(
             "kueue-queues",

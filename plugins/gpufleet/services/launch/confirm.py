@@ -2,7 +2,10 @@
 transport and GPUDirect RDMA against the pool's (``confirm``), then record the outcome and apply
 the policy (``settle``): ``fail`` stops the job and marks the pool ``suspect``, ``warn`` alerts
 and lets it run; the nodes of ranks on the wrong transport become suspects either way.
-``TrainingLaunch`` (``gpufleet.services.launch.submit``) carries these steps."""
+Each rank's record says where it ran: its node and the node's block and sub-block (from its
+topology labels, ``domain.topology.place_of``; None on a node without them), so that a slow job
+can be traced to its racks. ``TrainingLaunch`` (``gpufleet.services.launch.submit``) carries
+these steps."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
+from gpufleet.domain.topology import Place, place_of
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import GpufleetError, ParseError
 from gpufleet.services.common.collect import pod_index
@@ -22,13 +26,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RankTransport:
-    """What one node rank's NCCL log says about the transport it runs on."""
+    """What one node rank's NCCL log says about the transport it runs on, and where it ran
+    (its node's block and sub-block; None when the node carries no topology labels)."""
 
     pod: str
     node: str | None
     transport: str
     gdrdma: bool | None
     ranks: int | None
+    block: str | None = None
+    subblock: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +87,9 @@ class LaunchConfirmation:
         pods = sorted(
             backend.list_pods(job.namespace, workload_selector(job.kind, job.name)), key=pod_index
         )
+        places: dict[str, Place | None] = {
+            n.name: place_of(n.labels) for n in backend.list_nodes(job.pool)
+        }
         ranks: dict[str, RankTransport] = {}
         problems: list[str] = []
         if len(pods) < job.nodes:
@@ -107,12 +117,15 @@ class LaunchConfirmation:
                 None,
             )
             problems += [f"{where}: the NCCL log cannot be trusted: {p}" for p in info.problems]
+            place = places.get(pod.node) if pod.node else None
             ranks[str(pod_index(pod))] = RankTransport(
                 pod=pod.name,
                 node=pod.node,
                 transport=info.transport,
                 gdrdma=info.gdrdma,
                 ranks=info.ranks,
+                block=place.block if place else None,
+                subblock=place.subblock if place else None,
             )
             if info.transport != job.expected_transport:
                 problems.append(

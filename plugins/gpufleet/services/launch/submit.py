@@ -3,7 +3,8 @@
 1. ``gate``: check the request (``gpufleet.services.launch.request``) and run the fail-closed
    launch gate (``gpufleet.domain.gate``); the decision is recorded in the ledger.
 2. ``submit``: render the JobSet (Kueue gang label, pinned to the pool, RDMA + Lustre + NCCL
-   plumbing injected, ``NCCL_NET`` pinned) and apply it; record the launch, linked to its gate
+   plumbing injected, ``NCCL_NET`` pinned, on a pool with a topology one sub-block or one
+   block asked for by the job's size) and apply it; record the launch, linked to its gate
    decision. A retried submit converges: one JobSet, one launch row (see ``submit``).
 3. ``confirm``: once the job runs, read every rank's NCCL INFO log and check the transport
    and GPUDirect RDMA. On a mismatch, policy ``fail`` stops the job and marks the pool
@@ -160,7 +161,14 @@ class TrainingLaunch(LaunchConfirmation):
         return row
 
     def _render(self, ref: PoolRef, req: LaunchRequest, run_id: str) -> dict[str, Any]:
-        from gpufleet.manifests.training import TrainingJobSpec, render_training_job
+        """The JobSet; on a pool with a topology it asks Kueue for one sub-block or one block
+        by the job's size, against the places of the pool's free nodes (their labels)."""
+        from gpufleet.domain.topology import place_of
+        from gpufleet.manifests.training import (
+            TrainingJobSpec,
+            render_training_job,
+            training_topology,
+        )
 
         spec = TrainingJobSpec(
             name=req.job_name,
@@ -173,10 +181,21 @@ class TrainingLaunch(LaunchConfirmation):
             env=req.env,
             run_id=run_id,
         )
+        free = [
+            place_of(n.labels)
+            for n in self.backend(req.cluster).list_nodes(ref.pool.name)
+            if n.free
+        ]
         try:
-            return render_training_job(ref, spec)
+            manifest = render_training_job(ref, spec, free)
         except ValueError as exc:  # the renderer lists every problem with the job
             raise InvalidLaunchRequest([str(exc)], req.job_name, message=str(exc)) from None
+        ask = training_topology(ref, req.nodes, free)
+        if ask is not None:
+            log.info(
+                "%s asks Kueue for %s=%s: %s", req.job_name, ask.annotation, ask.level, ask.reason
+            )
+        return manifest
 
     def submit(self, req: LaunchRequest, run_id: str, gate_decision_id: int | None) -> SubmittedJob:
         """Render and apply the JobSet and record the launch, linked to its gate decision.
