@@ -390,7 +390,8 @@ def test_the_scheduled_nightly_fans_out_per_cluster_on_celery_and_matches_an_in_
     reference = run_dag(NIGHTLY)  # fleet_state: a fresh fleet and SQLite ledger in this process
     assert str(reference.state) == "success"
     assert on_celery == _verdicts(Ledger().validations_for_run(reference.run_id))
-    assert len(on_celery) == 6 and all(v[0] == "pass" for v in on_celery.values()), on_celery
+    # fabric, storage and the GPU health check of each of the three pools
+    assert len(on_celery) == 9 and all(v[0] == "pass" for v in on_celery.values()), on_celery
     # one full Lustre test per filesystem that night: lustre-a3u (two pools) and fsx-p5
     full = sorted(
         (r["cluster"], r["details"]["filesystem"])
@@ -435,7 +436,10 @@ def test_the_triggerer_restarted_during_a_deferral_resumes_the_validation(airflo
 
     with live_fleet(airflow, live_fleet_dir):
         rows = Ledger().validations_for_run(run_id)
-    assert [(r["pool"], r["kind"], r["verdict"]) for r in rows] == [("h200-b", "fabric", "pass")]
+    assert [(r["pool"], r["kind"], r["verdict"]) for r in rows] == [
+        ("h200-b", "health", "pass"),  # the GPU health check's row, then the fabric's: once each
+        ("h200-b", "fabric", "pass"),
+    ]
 
 
 def test_a_worker_killed_in_the_middle_of_a_validation_is_retried_on_the_other_once(
@@ -496,4 +500,7 @@ def test_a_worker_killed_in_the_middle_of_a_validation_is_retried_on_the_other_o
 
     with live_fleet(airflow, live_fleet_dir):
         rows = Ledger().validations_for_run(run_id)
-    assert [(r["pool"], r["kind"], r["verdict"]) for r in rows] == [("h200-b", "fabric", "pass")]
+    assert [(r["pool"], r["kind"], r["verdict"]) for r in rows] == [
+        ("h200-b", "health", "pass"),  # the GPU health check's row, then the fabric's: once each
+        ("h200-b", "fabric", "pass"),
+    ]
