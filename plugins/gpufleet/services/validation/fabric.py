@@ -11,9 +11,7 @@ handed to the trigger and back between rounds as ``to_dict()`` (plain JSON); its
 from __future__ import annotations
 
 import logging
-import statistics
 from datetime import UTC, datetime
-from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
@@ -21,30 +19,29 @@ from gpufleet.config.baselines import find_baseline
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.pairing import Localizer, plan_pass1
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
-from gpufleet.domain.verdicts import PairVerdict, judge_pair, judge_pool
+from gpufleet.domain.verdicts import PairVerdict, judge_pair
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
-from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, read_nccl_pair
-from gpufleet.services.common.snapshots import snapshot_pool
+from gpufleet.services.common.collect import Workload, gpu_seconds, read_nccl_pair
 from gpufleet.services.nodes.drain import backend_clock
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.validation.fabric_state import FabricState, FabricSummary
+from gpufleet.services.validation.fabric_verdict import FabricVerdict
 from gpufleet.services.validation.health import (
     GpuHealthCheck,
     NodeHealth,
-    health_reason,
     plan_levels,
-    record_health,
 )
-from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger
+
+__all__ = ["FabricState", "FabricSummary", "FabricValidation"]
 
 log = logging.getLogger(__name__)
 
 COLLECTIVE = "all_reduce"
 
 
-class FabricValidation:
+class FabricValidation(FabricVerdict):
     """One pool's fabric validation as a sequence of rounds (pass 1, then pass-2 rounds)."""
 
     def __init__(
@@ -230,170 +227,3 @@ class FabricValidation:
                 row["reasons"][0] if row["reasons"] else "",
             )
         return loc
-
-    # --- the verdict ---------------------------------------------------------------------------
-
-    def finish(self, state: FabricState) -> FabricSummary:
-        """Judge the pool, quarantine localized nodes, record everything, then the pool's node
-        snapshot as the run leaves it. Returns a summary."""
-        summary = self._judge_pool(state)
-        snapshot_pool(self.ref, self.ledger, self.backend, source="fabric", run_id=state.run_id)
-        return summary
-
-    def _judge_pool(self, state: FabricState) -> FabricSummary:
-        health = {n: NodeHealth.from_dict(h) for n, h in state.health.items()}
-        started = datetime.fromisoformat(state.started_at)
-        unhealthy = {n: health_reason(h) for n, h in health.items() if h.failed}
-        if len(state.idle) < 2 and not unhealthy:
-            record_health(self.ledger, self.ref, state.run_id, started, health)
-            return self._too_few_idle(state)
-        pool = self.ref.pool
-        bad, inconclusive, untested = self._localizer(state).outcome()
-        fabric_bad = dict(bad)
-        bad.update(unhealthy)  # the GPU health check's: out of the pairs, failed their retest
-        pass1 = [PairVerdict.from_row(r) for r in state.pass1]
-        rows = state.pass1 + state.pass2
-        tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])} | set(unhealthy))
-        retested = self.lifecycle.record_retests(
-            state.retest,
-            bad,
-            inconclusive + untested,
-            rows,
-            state.run_id,
-            self.max_repairs,
-            health={n: h.to_dict() for n, h in health.items()},
-        )
-        verdict = judge_pool(  # the pool is judged on the nodes in service
-            pool_nodes=state.pool_nodes,
-            tested=[n for n in tested if n not in state.retest],
-            pass1=pass1,
-            bad={n: why for n, why in fabric_bad.items() if n not in state.retest},
-            unhealthy={n: why for n, why in unhealthy.items() if n not in state.retest},
-            inconclusive=[n for n in inconclusive if n not in state.retest],
-            untested=[n for n in untested if n not in state.retest],
-            max_quarantine_share=self.max_quarantine_share,
-            expected_transport=pool.transport,
-            already_out=[n for n in state.quarantined_before if retested.get(n) != "passed"],
-        )
-        for node, why in verdict.quarantine.items():
-            self.quarantine(node, why, state.run_id, state.health.get(node))
-        left = set(unhealthy) - set(verdict.quarantine) - set(state.retest)  # past the cap
-        record_health(self.ledger, self.ref, state.run_id, started, health, left)
-        # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
-        passed = set(tested) - set(bad) - set(inconclusive) - set(untested)
-        transports = sorted({r["transport"] or "unknown" for r in rows})
-        worst = next((t for t in transports if t != pool.transport), pool.transport)
-        good_busbw = [
-            r["busbw_gbps"]
-            for r in state.pass1
-            if r["busbw_gbps"] is not None and not {r["node_a"], r["node_b"]} & set(bad)
-        ]
-        lowest = min(good_busbw) if good_busbw else None
-        latencies = [  # the pool's small-message latency tonight: what drift watches
-            r["small_latency_us"]
-            for r in state.pass1
-            if r["passed"] and r["small_latency_us"] is not None
-        ]
-        self.ledger.record_validation(
-            run_id=state.run_id,
-            cluster=self.ref.cluster.name,
-            pool=pool.name,
-            kind="fabric",
-            passed=verdict.passed,
-            expected_transport=pool.transport,
-            transport=worst,
-            busbw_gbps=lowest,
-            baseline_gbps=self.baseline.busbw_gbps if self.baseline else None,
-            nodes_tested=len(tested),
-            reasons=verdict.reasons,
-            details={
-                "busy": state.busy,
-                "quarantined": sorted(verdict.quarantine),
-                "page": verdict.page,
-                "transports": transports,
-                "tolerance": self.tolerance,
-                "small_latency_us": statistics.median(latencies) if latencies else None,
-                **cost_details(state.gpu_seconds, len(tested)),
-                "passed_nodes": sorted(passed) if verdict.passed else [],
-            },
-            started_at=datetime.fromisoformat(state.started_at),
-            pairs=rows,
-        )
-        self.ledger.set_pool_state(
-            self.ref.cluster.name,
-            pool.name,
-            verdict.state,
-            "; ".join(verdict.reasons[:3]),
-            state.run_id,
-        )
-        release_new_nodes(self.ref, self.ledger, state.run_id, self.backend)
-        return FabricSummary(
-            cluster=self.ref.cluster.name,
-            pool=pool.name,
-            passed=verdict.passed,
-            state=verdict.state,
-            page=verdict.page,
-            transport=worst,
-            busbw_gbps=lowest,
-            quarantined=sorted(verdict.quarantine),
-            reasons=list(verdict.reasons),
-        )
-
-    def _too_few_idle(self, state: FabricState) -> FabricSummary:
-        """Fewer than two idle nodes: nothing to pair. Busy nodes are covered by their jobs'
-        own transport checks; a pool with no schedulable pair left is degraded."""
-        pool = self.ref.pool
-        summary = FabricSummary(
-            cluster=self.ref.cluster.name,
-            pool=pool.name,
-            passed=False,
-            state="degraded",
-            page=True,
-            transport=None,
-            busbw_gbps=None,
-            quarantined=[],
-            reasons=[],
-        )
-        if state.busy:
-            reason = (
-                f"only {len(state.idle)} idle node(s): {len(state.busy)} run jobs "
-                "(confirmed by their own transport checks); previous validation stands"
-            )
-            summary.passed, summary.skipped, summary.state, summary.page = True, True, None, False
-            summary.reasons = [reason]
-            return summary
-        reason = (
-            f"fewer than 2 schedulable nodes to pair ({len(state.idle)} idle, "
-            f"{len(state.quarantined_before)} quarantined)"
-        )
-        self.ledger.record_validation(
-            run_id=state.run_id,
-            cluster=self.ref.cluster.name,
-            pool=pool.name,
-            kind="fabric",
-            passed=False,
-            expected_transport=pool.transport,
-            nodes_tested=0,
-            reasons=[reason],
-            started_at=datetime.fromisoformat(state.started_at),
-        )
-        self.ledger.set_pool_state(
-            self.ref.cluster.name, pool.name, "degraded", reason, state.run_id
-        )
-        summary.reasons = [reason]
-        return summary
-
-    def quarantine(
-        self,
-        node: str,
-        reason: str,
-        run_id: str | None = None,
-        health: dict[str, Any] | None = None,
-    ) -> None:
-        """Taint the node NoSchedule, label it and record it (idempotent), with its GPU health
-        check as evidence when it had one (the action NVIDIA recommends follows it)."""
-        evidence: dict[str, Any] = {"reason": reason}
-        if health is not None:
-            evidence["health"] = health
-        self.lifecycle.quarantine(node, reason, evidence, run_id=run_id)
-        log.warning("%s: quarantined %s: %s", self.ref.key, node, reason)
