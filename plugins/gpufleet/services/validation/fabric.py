@@ -17,7 +17,7 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.config.baselines import find_baseline
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.domain.pairing import Localizer, plan_pass1
+from gpufleet.domain.pairing import Localizer
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair
 from gpufleet.domain.workloads import workload_selector
@@ -31,6 +31,13 @@ from gpufleet.services.validation.health import (
     GpuHealthCheck,
     NodeHealth,
     plan_levels,
+)
+from gpufleet.services.validation.topology import (
+    OUT_FOR_A_UNIT,
+    places_of,
+    plan,
+    read_pass1,
+    unit_retests,
 )
 from gpufleet.store import Ledger
 
@@ -84,7 +91,9 @@ class FabricValidation(FabricVerdict):
         """Check the GPU health of the pool's idle and retested nodes, or (no check) plan pass 1
         over the idle nodes, and submit it. Returns the state."""
         nodes = self.backend.list_nodes(self.ref.pool.name)
-        # out-of-service nodes are retested first, each against known-good partners
+        waiting = self.lifecycle.rows(OUT_FOR_A_UNIT)  # before the retest moves drop the evidence
+        # out-of-service nodes are retested first, each against known-good partners (a
+        # sub-block's nodes together, in pass 1's plan by scope)
         retest = self.lifecycle.retest_candidates(nodes, run_id)
         idle = [n.name for n in nodes if n.testable and n.name not in retest]
         busy = [n.name for n in nodes if n.workloads]
@@ -100,6 +109,8 @@ class FabricValidation(FabricVerdict):
             quarantined_before=quarantined,
             odd=list(retest),
             retest=retest,
+            places=places_of(nodes),
+            units=unit_retests(waiting, retest),
         )
         log.info(
             "%s: %d nodes, %d idle, %d running jobs (not disturbed), %d quarantined",
@@ -124,8 +135,13 @@ class FabricValidation(FabricVerdict):
         failed = {n for n, h in state.health.items() if NodeHealth.from_dict(h).failed}
         state.phase = "fabric"
         state.idle = [n for n in state.idle if n not in failed]
-        pairs, odd = plan_pass1(state.idle)
-        state.odd = odd + [n for n in state.retest if n not in failed]
+        state.units = [n for n in state.units if n not in failed]  # retested for their health
+        state.pass1_nodes = state.idle + [n for n in state.units if n not in failed]
+        scoped = plan(state.places, state.pass1_nodes)
+        pairs = list(scoped.pairs)
+        state.odd = list(scoped.odd) + [
+            n for n in state.retest if n not in failed and n not in state.units
+        ]
         if pairs:
             self._prepare_namespace()
             state.workload = self._submit(state, pairs)
@@ -216,10 +232,23 @@ class FabricValidation(FabricVerdict):
         )
 
     def _localizer(self, state: FabricState) -> Localizer:
-        """Rebuild the localizer from the recorded rows (the state stays plain JSON)."""
-        loc = Localizer(nodes=list(state.idle), odd=list(state.odd))
-        for row in state.pass1:
-            loc.record_pass1((row["node_a"], row["node_b"]), row["passed"])
+        """Rebuild the localizer from the recorded rows (the state stays plain JSON). Nodes of
+        a bad sub-block and a sub-block's retested unit are not localized one by one; a pass-1
+        pair a scope explains is not its nodes' to answer for."""
+        scope = read_pass1(state.places, state.pass1_nodes, state.pass1)
+        apart = set(scope.out) | set(state.units)
+        loc = Localizer(
+            nodes=[n for n in state.idle if n not in apart],
+            odd=[n for n in state.odd if n not in apart],
+        )
+        for i, row in enumerate(state.pass1):
+            pair = (row["node_a"], row["node_b"])
+            ok = bool(row["passed"]) or i in scope.explained
+            if not set(pair) & apart:
+                loc.record_pass1(pair, ok)
+                continue
+            for node in set(pair) - apart:  # its partner is judged apart
+                (loc.good if ok else loc.suspects).add(node)
         for row in state.pass2:
             loc.record(
                 (row["node_a"], row["node_b"]),

@@ -34,6 +34,11 @@ class FabricState:
     phase: str = "fabric"
     health_levels: dict[str, int] = field(default_factory=dict)
     health: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # topology (services.validation.topology): every node's "block/sub-block" key (None: no
+    # labels), the nodes out for their sub-block retested as a unit, pass 1's planned nodes
+    places: dict[str, str | None] = field(default_factory=dict)
+    units: list[str] = field(default_factory=list)
+    pass1_nodes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (a trigger's ``carry``)."""

@@ -16,6 +16,7 @@ from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.validation.fabric_state import FabricState, FabricSummary
 from gpufleet.services.validation.health import NodeHealth, health_reason, record_health
 from gpufleet.services.validation.new_nodes import release_new_nodes
+from gpufleet.services.validation.topology import apply_scopes, read_pass1
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,20 @@ class FabricVerdict:
             record_health(self.ledger, self.ref, state.run_id, started, health)
             return self._too_few_idle(state)
         pool = self.ref.pool
+        scope = read_pass1(state.places, state.pass1_nodes, state.pass1)
+        apart = set(scope.out) | set(state.units)  # judged by scope (topology.apply_scopes)
         bad, inconclusive, untested = self._localizer(state).outcome()
         fabric_bad = dict(bad)
         bad.update(unhealthy)  # the GPU health check's: out of the pairs, failed their retest
-        pass1 = [PairVerdict.from_row(r) for r in state.pass1]
+        pass1 = [  # the nodes' pairs: those a scope explains are the scope's
+            PairVerdict.from_row(r)
+            for i, r in enumerate(state.pass1)
+            if i not in scope.explained and not {r["node_a"], r["node_b"]} & apart
+        ]
         rows = state.pass1 + state.pass2
         tested = sorted({n for r in rows for n in (r["node_a"], r["node_b"])} | set(unhealthy))
         retested = self.lifecycle.record_retests(
-            state.retest,
+            [n for n in state.retest if n not in state.units],
             bad,
             inconclusive + untested,
             rows,
@@ -55,7 +62,7 @@ class FabricVerdict:
         )
         verdict = judge_pool(  # the pool is judged on the nodes in service
             pool_nodes=state.pool_nodes,
-            tested=[n for n in tested if n not in state.retest],
+            tested=[n for n in tested if n not in state.retest and n not in apart],
             pass1=pass1,
             bad={n: why for n, why in fabric_bad.items() if n not in state.retest},
             unhealthy={n: why for n, why in unhealthy.items() if n not in state.retest},
@@ -67,6 +74,7 @@ class FabricVerdict:
         )
         for node, why in verdict.quarantine.items():
             self.quarantine(node, why, state.run_id, state.health.get(node))
+        verdict = apply_scopes(self.lifecycle, state, scope, verdict)
         left = set(unhealthy) - set(verdict.quarantine) - set(state.retest)  # past the cap
         record_health(self.ledger, self.ref, state.run_id, started, health, left)
         # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
@@ -104,7 +112,8 @@ class FabricVerdict:
                 "tolerance": self.tolerance,
                 "small_latency_us": statistics.median(latencies) if latencies else None,
                 **cost_details(state.gpu_seconds, len(tested)),
-                "passed_nodes": sorted(passed) if verdict.passed else [],
+                "passed_nodes": sorted(passed - apart) if verdict.passed else [],
+                **scope.details(),
             },
             started_at=datetime.fromisoformat(state.started_at),
             pairs=rows,

@@ -1,0 +1,165 @@
+"""The fabric validation by scope (issue 19 item 2): pass 1 planned inside sub-blocks and across
+them (``domain.topology.plan_by_scope``), read by scope (``judge_scopes``), and a bad sub-block
+taken out of service as a unit.
+
+A service helper of ``fabric.FabricValidation``; no Airflow. What it keeps between rounds is in
+the ``FabricState``: ``places`` (every node's ``block/sub-block`` key, None without topology
+labels), ``units`` (nodes out of service for their sub-block, retested as a unit: they join
+pass 1's plan instead of being paired one by one against known-good partners).
+
+A sub-block whose uplink ``judge_scopes`` finds bad is the fault, not its nodes: every node of it
+is quarantined (taint value ``subblock-<sub-block>``, evidence ``{"subblock": key}``), as one unit
+past the per-node quarantine cap (a rack is one thing to fix), and the pool stays validated on
+its other nodes. Its nodes are retested together the next night, in the scope plan: released
+when the sub-block's crossings pass again, kept out (retesting, the reason saying why) while they
+fail; never drained or repaired for it (no node repair fixes an uplink). A slow block (every pair
+to other blocks failed) is reported and paged, not taken out: a block is too much capacity to
+take out on one night's evidence. Pairs a scope explains are not the nodes' to answer for: their
+nodes count as good for localization.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpufleet.backends.base import NodeInfo
+from gpufleet.domain.nodes import NodeState
+from gpufleet.domain.topology import Place, ScopedPlan, ScopeVerdict, judge_scopes, place_of
+from gpufleet.domain.topology import plan_by_scope as _plan
+from gpufleet.domain.verdicts import PoolFabricVerdict
+from gpufleet.services.nodes.lifecycle import NodeLifecycle
+
+SUBBLOCK_EVIDENCE = "subblock"
+OUT_FOR_A_UNIT = ["quarantined", "retesting"]  # the states a sub-block's nodes wait in
+
+
+def places_of(nodes: Iterable[NodeInfo]) -> dict[str, str | None]:
+    """Each node's ``block/sub-block`` key from its labels (None: no topology labels)."""
+    out: dict[str, str | None] = {}
+    for node in nodes:
+        place = place_of(node.labels)
+        out[node.name] = place.key if place else None
+    return out
+
+
+def _place(key: str | None) -> Place | None:
+    if not key:
+        return None
+    block, _, subblock = key.partition("/")
+    return Place(block, subblock)
+
+
+def plan(places: Mapping[str, str | None], nodes: Iterable[str]) -> ScopedPlan:
+    """Pass 1 over ``nodes`` by scope (flat when any node has no place, or one sub-block)."""
+    return _plan({n: _place(places.get(n)) for n in nodes})
+
+
+@dataclass(frozen=True)
+class ScopeOutcome:
+    """Pass 1 read by scope: the verdict, the nodes of bad sub-blocks, the pass-1 rows the
+    scopes explain (indexes), and per scope how many pairs ran and failed."""
+
+    verdict: ScopeVerdict
+    out: dict[str, str]  # node -> its bad sub-block's key
+    counts: dict[str, dict[str, int]]
+
+    @property
+    def explained(self) -> frozenset[int]:
+        return self.verdict.explained
+
+    def details(self) -> dict[str, Any]:
+        """What the fabric row records in ``details`` per scope."""
+        return {
+            "scopes": self.counts,
+            "bad_subblocks": dict(self.verdict.bad_subblocks),
+            "slow_blocks": dict(self.verdict.slow_blocks),
+        }
+
+
+def read_pass1(
+    places: Mapping[str, str | None], nodes: list[str], rows: list[dict[str, Any]]
+) -> ScopeOutcome:
+    """Judge pass 1's ``rows`` (in plan order) over ``nodes`` by scope."""
+    scoped = plan(places, nodes)
+    rows = [r for r in rows if r.get("pass_no", 1) == 1]
+    passed = [bool(r["passed"]) for r in rows]
+    if len(passed) != len(scoped.pairs):  # not the plan these rows ran: nothing to say
+        return ScopeOutcome(ScopeVerdict({}, {}, frozenset()), {}, {})
+    verdict = judge_scopes(scoped, passed)
+    counts: dict[str, dict[str, int]] = {}
+    ran, failed = (
+        Counter(scoped.scopes),
+        Counter(s for s, ok in zip(scoped.scopes, passed, strict=True) if not ok),
+    )
+    for scope in sorted(ran):
+        counts[scope] = {"pairs": ran[scope], "failed": failed[scope]}
+    out = {node: key for node, key in places.items() if key in verdict.bad_subblocks}
+    return ScopeOutcome(verdict, out, counts)
+
+
+def subblock_reason(key: str, why: str) -> str:
+    return f"sub-block {key} taken out as a unit: {why}"
+
+
+def unit_retests(rows: Mapping[str, Mapping[str, Any]], retest: list[str]) -> list[str]:
+    """The retested nodes that are out for their sub-block (``rows``: node -> ledger row)."""
+    return [n for n in retest if SUBBLOCK_EVIDENCE in ((rows.get(n) or {}).get("evidence") or {})]
+
+
+def apply_scopes(
+    lifecycle: NodeLifecycle,
+    state: Any,
+    scope: ScopeOutcome,
+    verdict: PoolFabricVerdict,
+) -> PoolFabricVerdict:
+    """Act on pass 1's scopes after the nodes' verdict: quarantine each bad sub-block's nodes
+    as a unit, release or keep out the sub-block units retested tonight, and fail (and page)
+    the pool for a slow block. Returns the pool's verdict with these reasons."""
+    reasons, passed, page, pool_state = (
+        list(verdict.reasons),
+        verdict.passed,
+        verdict.page,
+        verdict.state,
+    )
+    bad = scope.verdict.bad_subblocks
+    for key, why in sorted(bad.items()):
+        nodes = sorted(n for n, k in scope.out.items() if k == key and n not in state.units)
+        for node in nodes:
+            evidence = {SUBBLOCK_EVIDENCE: key, "reason": why}
+            lifecycle.quarantine(node, subblock_reason(key, why), evidence, run_id=state.run_id)
+        if nodes:
+            reasons.append(f"{subblock_reason(key, why)}: {', '.join(nodes)}")
+    for node in state.units:
+        key = state.places.get(node)
+        mine = [
+            bool(r["passed"]) or i in scope.explained
+            for i, r in enumerate(state.pass1)
+            if node in (r["node_a"], r["node_b"])
+        ]
+        evidence = {SUBBLOCK_EVIDENCE: key}
+        if key in bad or not mine or not all(mine):
+            why = bad.get(key) or "its pairs did not pass"
+            lifecycle.move(
+                node,
+                NodeState.RETESTING,
+                f"sub-block {key} retested with its rack: {why}; kept out, retested next night",
+                evidence=evidence,
+                run_id=state.run_id,
+                stay=True,
+            )
+            reasons.append(f"{node} kept out with sub-block {key}: {why}")
+        else:
+            lifecycle.release(
+                node,
+                f"sub-block {key} crossed fine again: released with its rack",
+                evidence,
+                run_id=state.run_id,
+            )
+            reasons.append(f"{node} released with sub-block {key}")
+    for _, why in sorted(scope.verdict.slow_blocks.items()):
+        reasons.append(f"{why}: a job across blocks would run slow (paging)")
+        passed, page, pool_state = False, True, "degraded"
+    return replace(verdict, passed=passed, page=page, state=pool_state, reasons=reasons)
