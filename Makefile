@@ -61,6 +61,7 @@ bench: setup  # each prints its figures and exits 1 when it misses its target; a
 	-$(BIN)/python bench/gate_latency.py
 	-$(BIN)/python bench/fault_campaign.py
 	-$(BIN)/python bench/health_campaign.py
+	-$(BIN)/python bench/topology_campaign.py
 	-$(BIN)/python bench/fleet_page.py
 	-$(BIN)/python bench/nightly_scale.py --pools 100  # needs PostgreSQL and Redis
 
