@@ -238,6 +238,21 @@ def test_unknown_field_is_a_typo(tmp_path):
     assert "node_pools[0].nodez" in msg and "unknown field" in msg
 
 
+def test_burn_in_is_off_unless_the_catalog_asks(tmp_path):
+    write(tmp_path, VALID)
+    assert load_catalog(tmp_path).pool("c1", "p1").pool.burn_in is False
+    doc = copy.deepcopy(VALID)
+    pool(doc)["burn_in"] = True
+    write(tmp_path, doc)
+    assert load_catalog(tmp_path).pool("c1", "p1").pool.burn_in is True
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "false", 1, 0, 4, None, [True]])
+def test_burn_in_is_true_or_false_nothing_a_lax_reading_would_take_for_one(tmp_path, value):
+    msg = load_error(tmp_path, lambda d: pool(d).update(burn_in=value))
+    assert f"node_pools[0].burn_in: true or false, not {value!r}" in msg
+
+
 def test_filesystem_kind_must_match_provider(tmp_path):
     msg = load_error(tmp_path, lambda d: cluster(d)["filesystems"][0].update(kind="fsx-lustre"))
     assert "filesystems[0].kind" in msg

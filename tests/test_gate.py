@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from gpufleet.domain.gate import (
     DEFAULT_MAX_AGE,
+    HealthFact,
     PoolFacts,
     PoolState,
     ValidationFact,
@@ -188,6 +189,17 @@ validation = st.one_of(
         verdict=st.sampled_from([None, PASS, FAIL, ERROR]),
     ),
 )
+NAMES = [f"n{i}" for i in range(6)]
+health = st.one_of(
+    st.none(),
+    st.builds(
+        HealthFact,
+        finished_at=maybe_time.filter(lambda t: t is not None),
+        verdict=st.sampled_from([PASS, FAIL, ERROR]),
+        failed=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(["reboot", "repair"])),
+        left_in_service=st.frozensets(st.sampled_from(NAMES)),
+    ),
+)
 facts = st.builds(
     PoolFacts,
     key=st.sampled_from(["c/a", "c/b", "c/c"]),
@@ -203,7 +215,18 @@ facts = st.builds(
     schedulable_nodes=st.one_of(st.none(), st.integers(0, 16)),
     error=st.one_of(st.none(), st.just("boom")),
     block_on_drift=st.one_of(st.none(), st.booleans()),
+    health=health,
+    free_nodes=st.one_of(st.none(), st.frozensets(st.sampled_from(NAMES))),
 )
+
+
+def usable(f: PoolFacts) -> int:
+    """The free nodes a job may use: not those whose latest GPU health check failed and that
+    are counted as free (by name; without names, those the check left in service)."""
+    if f.health is None:
+        return f.schedulable_nodes
+    named = f.free_nodes if f.free_nodes is not None else f.health.left_in_service
+    return max(0, f.schedulable_nodes - len(set(f.health.failed) & named))
 
 
 def fact_is_sound(f: PoolFacts) -> bool:
@@ -243,11 +266,7 @@ def test_launch_only_when_every_fact_is_known_fresh_and_passing(pools, nodes):
     first = {}
     for f in pools:
         first.setdefault(f.key, f)
-    able = [
-        f
-        for f in first.values()
-        if fact_is_sound(f) and nodes >= 1 and f.schedulable_nodes >= nodes
-    ]
+    able = [f for f in first.values() if fact_is_sound(f) and nodes >= 1 and usable(f) >= nodes]
     assert decision.launch == bool(able)
     assert decision.pool == (able[0].key.split("/")[1] if able else None)
     assert decision.reasons  # every decision says why

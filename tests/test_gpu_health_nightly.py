@@ -161,3 +161,38 @@ def test_too_many_failed_checks_quarantine_nothing_and_page(fleet_state):
     row = health_row("night-1")
     assert not row["passed"] and len(row["reasons"]) == 3
     assert all(r.endswith("(left in service: the quarantine cap)") for r in row["reasons"])
+
+
+def test_a_busy_nodes_fault_is_read_from_its_exporter_and_its_job_left_running(fleet_state):
+    """A node running a job is neither paired nor checked with pods, but its dcgm-exporter is
+    read: an Xid 79 on it quarantines it (NoSchedule: the job runs on), for the passive read's
+    reason; its retest waits until the job is gone."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.manifests.training import TrainingJobSpec, render_training_job
+
+    ref = load_catalog().pool(CLUSTER, POOL)
+    backend = cluster_backend(ref.cluster)
+    spec = TrainingJobSpec(
+        name="busy-job",
+        namespace="ml",
+        image="example/train:1",
+        command=["torchrun", "t.py"],
+        nodes=2,
+        gpus_per_node=GPUS,
+    )
+    backend.apply(render_training_job(ref, spec))
+    busy = sorted(n.name for n in backend.list_nodes(POOL) if n.workloads)
+    SimState().inject(CLUSTER, POOL, f"xid:{busy[0]}:79")
+    summary = validate(CLUSTER, POOL, run_id="night-1", storage=False)
+    assert summary["quarantined"] == [busy[0]]
+    row = health_row("night-1")
+    check = row["details"]["nodes"][busy[0]]
+    assert (check["level"], check["action"]) == (0, "reboot")
+    assert "dcgm-exporter" in check["reasons"][0]
+    assert row["details"]["nodes"][busy[1]]["action"] == "healthy"
+    active = [c for c in row["details"]["nodes"].values() if 0 < c["level"] < WEEKLY_LEVEL]
+    assert row["details"]["cost_nodes"] == len(active)  # the passive reads hold no GPU
+    assert not paired("night-1") & set(busy)
+    assert sorted(n.name for n in backend.list_nodes(POOL) if n.workloads) == busy  # job runs on
+    validate(CLUSTER, POOL, run_id="night-2", storage=False)
+    assert state(busy[0]) == NodeState.QUARANTINED  # not retested while its job runs

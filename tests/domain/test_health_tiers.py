@@ -1,5 +1,6 @@
 """Which dcgmi diag level a node gets tonight (domain.health.tiers): level 1 each night, level 2
-for a retest, level 3 on the node's own day of the week, spread over a pool's nodes."""
+for a retest, level 3 on the node's own day of the week, spread over a pool's nodes, and level 4
+at a new node's first check when its pool's catalog entry asks for burn-in."""
 
 from __future__ import annotations
 
@@ -42,3 +43,31 @@ def test_the_weekly_level_3_spreads_over_a_pools_nodes():
 def test_a_node_without_a_name_is_refused(node):
     with pytest.raises(ValueError, match="node name"):
         weekly_day(node)
+
+
+def test_a_new_node_gets_level_4_at_its_first_check_when_the_catalog_asks():
+    """Burn-in (``burn_in: true``): NVIDIA's level 4 on a node still tainted unvalidated, every
+    night of the week (its weekly level 3 included); without burn-in a new node is any idle
+    node; a retest is never a first check, and gets its retest's level."""
+    node = "a3u-sim-h200-a-0"
+    for night in WEEK:
+        weekly = weekly_day(node) == night.weekday()
+        assert diag_level(node, night, retest=False, new=True, burn_in=True) == 4
+        assert diag_level(node, night, retest=False, new=True) == (3 if weekly else 1)
+        assert diag_level(node, night, retest=False, burn_in=True) == (3 if weekly else 1)
+        assert diag_level(node, night, retest=True, new=True, burn_in=True) == (3 if weekly else 2)
+    with pytest.raises(ValueError, match="node name"):
+        diag_level("", MONDAY, retest=False, new=True, burn_in=True)
+
+
+def test_plan_levels_burns_in_only_the_new_idle_nodes_of_a_pool_that_asks():
+    from gpufleet.services.validation.health import plan_levels
+
+    idle = [f"n{i}" for i in range(4)]
+    retest = ["n9"]
+    night = next(d for d in WEEK if all(weekly_day(n) != d.weekday() for n in [*idle, *retest]))
+    plain = plan_levels(idle, retest, night)
+    assert plain == {"n0": 1, "n1": 1, "n2": 1, "n3": 1, "n9": 2}
+    assert plan_levels(idle, retest, night, new=["n1", "n2"]) == plain  # the catalog did not ask
+    burnt = plan_levels(idle, retest, night, new=["n1", "n2", "n9"], burn_in=True)
+    assert burnt == {"n0": 1, "n1": 4, "n2": 4, "n3": 1, "n9": 2}

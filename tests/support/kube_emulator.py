@@ -9,9 +9,11 @@ no auth) so ``KubernetesHook(conn_id=...)`` really goes through the provider.
 kmock has no controllers: a test creates what the cluster would (nodes, pods) with
 ``seed_node``/``seed_pod`` (pods are created, then given a phase through a ``/status`` patch)
 and reads back what the emulator stored with ``stored``/``exists`` - independent of the code
-under test. ``set_pod_log`` feeds the pod-log reaction, ``block_eviction`` makes the eviction
-reaction answer 429 as a PodDisruptionBudget would, ``fail`` injects API errors (optionally with
-a ``Retry-After`` header, as an API server sends with a 429 or 503).
+under test. ``set_pod_log`` feeds the pod-log reaction, ``set_pod_proxy`` what a pod's port
+serves through the API server's pod proxy (``pods/<name>:<port>/proxy/<path>``),
+``block_eviction`` makes the eviction reaction answer 429 as a PodDisruptionBudget would,
+``fail`` injects API errors (optionally with a ``Retry-After`` header, as an API server sends
+with a 429 or 503).
 
 Gaps of kmock 0.8 filled here (each checked against the released package):
 
@@ -19,8 +21,9 @@ Gaps of kmock 0.8 filled here (each checked against the released package):
   ``GpufleetKubeEmulator`` applies both, with the API server's syntax, to list responses;
 - ``/api/v1/namespaces`` (list, create) answers 500 and ``/api/v1/namespaces/NAME`` is read as
   "namespace NAME, no resource": the path parser is wrapped so Namespace objects work;
-- ``pods/eviction`` and ``pods/log`` have no default behaviour (404 "Endpoint Not Found"):
-  reactions provide them;
+- ``pods/eviction``, ``pods/log`` and ``pods/proxy`` have no default behaviour (404 "Endpoint
+  Not Found"): reactions provide them (kmock reads ``pods/exp-1:9400/proxy/metrics`` as pod
+  ``exp-1:9400``, subresource ``proxy/metrics``);
 - a create answers 200, not 201 (the typed ``create_*_custom_object`` then returns ``None``);
   nothing sets ``uid``, ``resourceVersion`` or ``status``.
 
@@ -269,6 +272,7 @@ class KubeEmulator:
         self._env_key = f"AIRFLOW_CONN_{conn_id.upper()}"
         self._env_before: str | None = None
         self.logs: dict[tuple[str, str, str | None], str] = {}
+        self.proxied: dict[tuple[str, str, int, str], str] = {}
         self.blocked_evictions: set[tuple[str, str]] = set()
         self._raw_client: Any = None
 
@@ -333,6 +337,7 @@ class KubeEmulator:
                 )
             handler[self._is_log_request] << self._serve_log
             handler[self._is_eviction_request] << self._serve_eviction
+            handler[self._is_proxy_request] << self._serve_proxy
             self.handler = handler
             self.url = str(server.url).rstrip("/")
             self._loop = loop
@@ -359,6 +364,7 @@ class KubeEmulator:
             self._forget_requests()
 
         self.logs.clear()
+        self.proxied.clear()
         self.blocked_evictions.clear()
         self.call(clear)
         self._request_offset = 0
@@ -557,6 +563,19 @@ class KubeEmulator:
     ) -> None:
         self.logs[(namespace or self.namespace, pod, container)] = text
 
+    def set_pod_proxy(
+        self,
+        pod: str,
+        text: str,
+        namespace: str | None = None,
+        *,
+        port: int = 9400,
+        path: str = "metrics",
+    ) -> None:
+        """What ``GET pods/<pod>:<port>/proxy/<path>`` answers (a port nothing listens on
+        answers 503, as the API server does when it cannot dial the pod)."""
+        self.proxied[(namespace or self.namespace, pod, port, path)] = text
+
     def block_eviction(self, pod: str, namespace: str | None = None) -> None:
         """Answer evictions of ``pod`` with 429, as the API does when a PDB forbids it."""
         self.blocked_evictions.add((namespace or self.namespace, pod))
@@ -615,6 +634,36 @@ class KubeEmulator:
         return kmock.Response(
             status=200,
             headers={"Content-Type": "text/plain; charset=utf-8"},
+            payload=text.encode("utf-8"),
+        )
+
+    @staticmethod
+    def _is_proxy_request(request: kmock.Request) -> bool:
+        return (
+            request.method == kmock.method.GET
+            and request.resource == PODS
+            and (request.subresource or "").split("/")[0] == "proxy"
+        )
+
+    def _serve_proxy(self, request: kmock.Request) -> kmock.Response:
+        namespace, name = request.namespace or "", request.name or ""
+        pod, _, port = name.partition(":")
+        if not self._pod_exists(namespace, pod):
+            raise kmock.KubernetesError(
+                status=404, reason="NotFound", message=f'pods "{pod}" not found'
+            )
+        path = (request.subresource or "").partition("/")[2]
+        text = self.proxied.get((namespace, pod, int(port or 80), path))
+        if text is None:
+            raise kmock.KubernetesError(
+                status=503,
+                reason="ServiceUnavailable",
+                message=f"error trying to reach service: dial tcp 10.0.0.1:{port or 80}: "
+                "connect: connection refused",
+            )
+        return kmock.Response(
+            status=200,
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
             payload=text.encode("utf-8"),
         )
 

@@ -196,6 +196,9 @@ class ClusterBackend(Protocol):
 
     def pod_logs(self, pod: str, namespace: str, container: str | None = None) -> str: ...
 
+    def gpu_metrics(self, node: str) -> str | None:
+        """dcgm-exporter's ``/metrics`` text from its pod on ``node``; None: no exporter there."""
+
 
 # A cloud resource's lifecycle, whatever the provider calls it (GKE RUNNING / PROVISIONING,
 # EKS ACTIVE / CREATING, FSx AVAILABLE, Lustre ACTIVE / CREATING ...): backends normalise to these.

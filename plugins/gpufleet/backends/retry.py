@@ -195,6 +195,9 @@ class RetryingClusterBackend:
     def pod_logs(self, pod: str, namespace: str, container: str | None = None) -> str:
         return self._retry(self.inner.pod_logs, pod, namespace, container)
 
+    def gpu_metrics(self, node: str) -> str | None:
+        return self._retry(self.inner.gpu_metrics, node)
+
 
 class RetryingCloudBackend:
     """A ``CloudBackend`` whose every call follows the retry rule."""

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpufleet.domain.inputs import shown
+from gpufleet.domain.inputs import Flag, shown
 from gpufleet.domain.names import DNS1123_LABEL
 from gpufleet.errors import CatalogError
 
@@ -155,6 +155,11 @@ class NodePool(_Model):
         description="true: the launch gate refuses the pool while it is drifting (its figures "
         "moving away from its own history while still passing); false: it launches and says so",
     )
+    burn_in: Flag = Field(
+        default=False,
+        description="true: dcgmi diag level 4 (NVIDIA's burn-in, 1.5 to 2 hours) at the first "
+        "GPU health check of a new node (one still tainted gpufleet.io/unvalidated)",
+    )
 
     @property
     def planned(self) -> bool:
@@ -187,10 +192,13 @@ class SimSettings(_Model):
     """How a ``provider: sim`` cluster behaves: whose plumbing it mimics and standing faults.
 
     ``preexisting``: the cluster and its pools exist from the start (true), or only once
-    ``region_onboarding`` created them (false), as with a real cloud."""
+    ``region_onboarding`` created them (false), as with a real cloud. ``dcgm_exporter``: its GPU
+    nodes run NVIDIA's dcgm-exporter (true), whose metrics gpufleet reads passively from busy
+    nodes, or no exporter (false), as on a cluster without the GPU operator's."""
 
     mimics: Literal["gke", "eks"]
     preexisting: bool = True
+    dcgm_exporter: bool = True
     faults: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
@@ -326,8 +334,32 @@ class Catalog:
                 f"unknown cluster {name!r} (clusters: {', '.join(sorted(self.clusters))})"
             ) from None
 
+    @cached_property
+    def _refs(self) -> tuple[PoolRef, ...]:
+        """Every pool resolved once, in catalog order (the models are frozen): a fleet-wide
+        read asks for thousands, several times."""
+        return tuple(
+            PoolRef(region=region, cluster=cluster, pool=pool)
+            for region in self.regions.values()
+            for cluster in region.clusters
+            for pool in cluster.node_pools
+        )
+
+    @cached_property
+    def _by_key(self) -> dict[tuple[str, str], PoolRef]:
+        out: dict[tuple[str, str], PoolRef] = {}
+        for name, (region, cluster) in self.clusters.items():
+            for pool in cluster.node_pools:  # the first of a name, as ``Cluster.pool``
+                out.setdefault(
+                    (name, pool.name), PoolRef(region=region, cluster=cluster, pool=pool)
+                )
+        return out
+
     def pool(self, cluster: str, pool: str) -> PoolRef:
-        cl = self.cluster(cluster)
+        ref = self._by_key.get((cluster, pool))
+        if ref is not None:
+            return ref
+        cl = self.cluster(cluster)  # CatalogError naming what is known
         return PoolRef(region=self.clusters[cluster][0], cluster=cl, pool=cl.pool(pool))
 
     def pools(
@@ -343,18 +375,17 @@ class Catalog:
             self.cluster(name)
         wanted = set(pools or ())
         seen: set[str] = set()
-        for region in self.regions.values():
-            if regions and region.name not in regions:
+        for ref in self._refs:
+            if regions and ref.region.name not in regions:
                 continue
-            for cluster in region.clusters:
-                if clusters and cluster.name not in clusters:
+            if clusters and ref.cluster.name not in clusters:
+                continue
+            if wanted:
+                key = f"{ref.cluster.name}/{ref.pool.name}"
+                if ref.pool.name not in wanted and key not in wanted:
                     continue
-                for pool in cluster.node_pools:
-                    key = f"{cluster.name}/{pool.name}"
-                    if wanted and pool.name not in wanted and key not in wanted:
-                        continue
-                    seen.update({pool.name, key})
-                    yield PoolRef(region=region, cluster=cluster, pool=pool)
+                seen.update({ref.pool.name, key})
+            yield ref
         missing = wanted - seen
         if missing:
             raise CatalogError(

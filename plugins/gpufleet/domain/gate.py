@@ -12,7 +12,10 @@ gate picks the first pool, in the order given (a repeated pool counts once), tha
 - has a fabric validation with verdict ``pass`` of its expected transport, younger than
   ``max_age`` and not dated more than ``MAX_SKEW`` in the future,
 - has its Lustre filesystem's latest storage validation passing likewise (when it has one),
-- has enough schedulable (not quarantined, not cordoned) nodes for the whole job,
+- has enough schedulable (not quarantined, not cordoned) nodes for the whole job, not counting
+  those its latest GPU health check failed and that are still in service
+  (:func:`unhealthy_in_service`: a check never run, or one that could not finish, refuses
+  nothing by itself),
 
 and records why each other pool was skipped. Anything unknown refuses; every decision carries
 its reasons.
@@ -20,10 +23,13 @@ its reasons.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
+
+from gpufleet.domain.health.catalog import HealthAction
 
 DEFAULT_MAX_AGE = timedelta(hours=26)
 MAX_SKEW = timedelta(minutes=5)  # a fact dated further ahead than this refuses
@@ -128,6 +134,55 @@ def read_validation(row: dict | None, what: str) -> ValidationFact | None:
     )
 
 
+# how a health row's reason (``services.validation.health.health_row``) ends for a node that failed
+# its check and was left in service because the pool's quarantine cap held
+LEFT_IN_SERVICE = "(left in service: the quarantine cap)"
+
+
+@dataclass(frozen=True)
+class HealthFact:
+    """The pool's latest GPU health check (its ``health`` row): when it finished, its verdict,
+    each node it found unhealthy with NVIDIA's action (node -> action; ``healthy`` and not
+    checked are left out), and those it says it left in service (the quarantine cap held)."""
+
+    finished_at: datetime
+    verdict: Verdict
+    failed: Mapping[str, str] = field(default_factory=dict)
+    left_in_service: frozenset[str] = frozenset()
+
+
+def read_health(row: dict | None, what: str) -> HealthFact | None:
+    """A ``health`` row as a strict fact: its verdict and time as any validation's, each node's
+    ``details.nodes[node].action`` a ``HealthAction`` or None (not checked); FactError else."""
+    fact = read_validation(row, what)
+    if fact is None or row is None:
+        return None
+    details = row.get("details") or {}
+    nodes = (details.get("nodes") or {}) if isinstance(details, dict) else None
+    if not isinstance(nodes, dict):
+        raise FactError(f"{what} details {details!r} hold no mapping of nodes")
+    failed: dict[str, str] = {}
+    for node, check in nodes.items():
+        if not isinstance(node, str) or not isinstance(check, dict):
+            raise FactError(f"{what} node {node!r}: {check!r} is not a node's check")
+        if check.get("action") is None:  # not checked
+            continue
+        action = read_enum(HealthAction, check.get("action"), f"{what} action of {node}")
+        if action is not HealthAction.HEALTHY:
+            failed[node] = action.value
+    listed = details.get("left_in_service")
+    if isinstance(listed, list):
+        left = {n for n in listed if isinstance(n, str)}
+    else:  # a row written before details.left_in_service: its reasons say it
+        reasons = row.get("reasons") if isinstance(row.get("reasons"), list) else []
+        left = {
+            r.split(": ", 1)[0]
+            for r in reasons
+            if isinstance(r, str) and r.endswith(LEFT_IN_SERVICE)
+        }
+    return HealthFact(fact.finished_at, fact.verdict, failed, frozenset(left & failed.keys()))
+
+
 @dataclass(frozen=True)
 class PoolFacts:
     """What the ledger, the catalog and the cluster say about one pool (None = unknown)."""
@@ -145,6 +200,8 @@ class PoolFacts:
     transition_reason: str | None = None  # why (domain.transition.gate_refusal)
     schedulable_nodes: int | None = None
     error: str | None = None  # why facts could not be read
+    health: HealthFact | None = None  # the latest GPU health check (None: never run)
+    free_nodes: frozenset[str] | None = None  # the schedulable nodes by name (None: a count)
 
     @property
     def name(self) -> str:
@@ -235,6 +292,27 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
     return out
 
 
+def unhealthy_in_service(f: PoolFacts) -> dict[str, str]:
+    """The nodes counted in ``schedulable_nodes`` whose latest GPU health check failed, each
+    with NVIDIA's action: the nodes no job may be placed on. By name when the cluster's nodes
+    were listed (``free_nodes``); from a count (a ledger snapshot), those the check says it left
+    in service. A quarantined node is not counted anyway; a check never run leaves out nothing,
+    and its age or an ``error`` verdict refuses nothing by itself: health informs when it ran."""
+    h = f.health
+    if h is None:
+        return {}
+    counted = f.free_nodes if f.free_nodes is not None else h.left_in_service
+    return {n: a for n, a in sorted(h.failed.items()) if n in counted}
+
+
+def _left_out(key: str, unhealthy: Mapping[str, str]) -> str:
+    listed = ", ".join(f"{n} (NVIDIA: {a})" for n, a in unhealthy.items())
+    return (
+        f"{key}: not counting {len(unhealthy)} node(s) that failed their latest GPU health "
+        f"check and are still in service: {listed}"
+    )
+
+
 def decide(
     pools: list[PoolFacts] | None, nodes: int, now: datetime, max_age: timedelta = DEFAULT_MAX_AGE
 ) -> GateDecision:
@@ -251,34 +329,39 @@ def decide(
         seen.setdefault(f.key, f)
     chosen: PoolFacts | None = None
     skipped: list[str] = []
-    most = 0
+    most = usable = 0
     for f in seen.values():
         if chosen is not None:
             skipped.append(f"{f.key}: not used: {chosen.key} comes first and can take the job")
             continue
         problems = pool_problems(f, now, max_age)
+        unhealthy = unhealthy_in_service(f)
         free = f.schedulable_nodes if type(f.schedulable_nodes) is int else 0
+        free = max(0, free - len(unhealthy))
         most = max(most, free)
         if not problems and free < nodes:
             problems = [
                 f"{f.key}: the job needs {nodes} nodes; the pool has {free} schedulable "
                 "(a job runs within one pool)"
             ]
+            if unhealthy:
+                problems.append(_left_out(f.key, unhealthy))
         if problems:
             skipped += problems
         else:
-            chosen = f
+            chosen, usable = f, free
     if chosen is None:
         return GateDecision(False, skipped, most)
     fab = chosen.fabric
     ok = (
         f"{chosen.key}: validated {fab.transport} {_age(now, fab.finished_at)} ago, "
-        f"{chosen.schedulable_nodes} schedulable nodes; chosen for {nodes} nodes"
+        f"{usable} schedulable nodes; chosen for {nodes} nodes"
     )
-    warnings = []
+    unhealthy = unhealthy_in_service(chosen)
+    warnings = [_left_out(chosen.key, unhealthy)] if unhealthy else []
     if chosen.state is PoolState.DRIFTING:
         warnings.append(
             f"{chosen.key}: warning: launching on a drifting pool: "
             f"{chosen.state_reason or 'no figures recorded'}"
         )
-    return GateDecision(True, [ok, *warnings, *skipped], chosen.schedulable_nodes, chosen.name)
+    return GateDecision(True, [ok, *warnings, *skipped], usable, chosen.name)

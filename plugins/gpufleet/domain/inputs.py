@@ -7,12 +7,16 @@ catalog, the CLI): numbers that must be finite, and refused values echoed cut sh
 - A value quoted back in a refusal, a log line or an alert is cut to a few dozen characters
   (``shown``) or a paragraph (``clipped``), saying how long it was: a pasted megabyte stays a
   one-line error.
+- A flag is YAML's or JSON's true or false (``Flag``): pydantic's lax reading would take
+  ``"yes"``, ``"false"`` or ``1`` for one.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from gpufleet.errors import GpufleetError
 
@@ -52,3 +56,13 @@ def finite(value: Any, what: str) -> float:
             f"{what} must be a finite number, not {shown(value)}: give a number within its bounds"
         )
     return number
+
+
+def flag(value: Any) -> bool:
+    """``value`` if it is true or false, else ValueError naming it (a catalog or Param flag)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"true or false, not {shown(value)}")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(flag)]  # a pydantic field that takes true or false only

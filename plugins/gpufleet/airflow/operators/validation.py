@@ -88,7 +88,8 @@ class _WorkloadDeferring(BaseOperator):
                 namespace=wl.namespace,
                 until="done",
                 poll_interval=poll_interval(ref.cluster, sum(1 for _ in fleet.pools())),
-                timeout=self.timeout_s,
+                # a GPU health round at a deep dcgmi diag level needs its own deadline
+                timeout=max(self.timeout_s, getattr(state, "min_timeout_s", lambda: 0.0)()),
                 carry=state.to_dict(),
             ),
             method_name="execute_complete",

@@ -4,7 +4,8 @@ It is the sum of the package's modules, one concept each: ``client`` (the connec
 the cncf provider's KubernetesHook, from an Airflow connection or a kube config dict, how calls
 are made, ``server_version``), ``errors`` (what a failed call becomes; transient or not),
 ``kinds`` (where each kind lives in the API), ``objects`` (apply, ensure_object, delete) with
-``converge`` (what counts as already converged), ``nodes``, ``pods`` and ``workloads``.
+``converge`` (what counts as already converged), ``nodes``, ``pods``, ``workloads`` and
+``gpu_metrics`` (a node's dcgm-exporter metrics, through the pod proxy).
 Callers get it from ``gpufleet.backends.cluster_backend``, wrapped in the retry rule of
 ``backends/retry.py``.
 """
@@ -21,6 +22,7 @@ from gpufleet.backends.kube.errors import (
     KubeTooManyRequests,
     TransientKubeApiError,
 )
+from gpufleet.backends.kube.gpu_metrics import KubeGpuMetrics
 from gpufleet.backends.kube.kinds import KINDS, KindInfo, kind_info
 from gpufleet.backends.kube.nodes import KubeNodes
 from gpufleet.backends.kube.objects import KubeObjects
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 
-class KubeClusterBackend(KubeObjects, KubeNodes, KubeWorkloads):
+class KubeClusterBackend(KubeObjects, KubeNodes, KubeWorkloads, KubeGpuMetrics):
     """One Kubernetes cluster, reached through the Airflow connection ``conn_id`` or, given
     ``kube_config``, through that kube config dict (``from_kube_config``); a node's pool is the
     value of the first of ``pool_label_keys`` it carries."""

@@ -22,5 +22,7 @@ print, so the same parsers and verdicts run on it. One module per concept:
   of ``gpufleet.backends.faults``);
 - ``output``: nccl-tests text, NCCL INFO lines and fio JSON in the real formats;
 - ``gpu_health``: what each node's GPU health tools print (kernel-log Xid lines, ``nvidia-smi``
-  row remapping, ECC and NVLink counters, ``dcgmi diag -j``) with the GPU faults in force.
+  row remapping, ECC and NVLink counters, ``dcgmi diag -j``) with the GPU faults in force;
+- ``dcgm_exporter``: what each node's dcgm-exporter serves on ``/metrics``, from the same GPU
+  faults (``SimGpuMetrics``, a base of ``SimClusterBackend``).
 """

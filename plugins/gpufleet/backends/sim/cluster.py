@@ -1,6 +1,7 @@
 """The simulated fleet's ``ClusterBackend``: one Kubernetes cluster, as a fabric model.
 
-Nodes (labels, taints, cordons: ``nodes``), objects (create-if-absent ``apply``, ``get``,
+Nodes (labels, taints, cordons: ``nodes``), each node's dcgm-exporter metrics
+(``dcgm_exporter``), objects (create-if-absent ``apply``, ``get``,
 ``delete``), pods (by selector or by node) and their logs, workload status and eviction
 (PodDisruptionBudgets and the workload failing: ``disruption``), all kept in the state file.
 Applying a Job or JobSet places its pods (``placement``: selectors, hostname affinity, taints,
@@ -36,6 +37,7 @@ from gpufleet.backends.sim.clock import (
     forget_run_times,
     record_run_times,
 )
+from gpufleet.backends.sim.dcgm_exporter import SimGpuMetrics
 from gpufleet.backends.sim.disruption import (
     UNFINISHED,
     eviction_refusal,
@@ -75,7 +77,7 @@ def _merge(have: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SimClusterBackend(SimNodes):
+class SimClusterBackend(SimNodes, SimGpuMetrics):
     """The ``ClusterBackend`` of a simulated cluster (refusing every call, as an unreachable
     API server would, until a ``preexisting: false`` cluster was created by onboarding)."""
 

@@ -10,7 +10,8 @@
 - ``dcgmi diag -r N -j`` in DCGM 4.x's JSON (``DCGM Diagnostic`` -> ``test_categories``, one
   result per GPU entity, ``test_summary``, ``entity_groups``, ``metadata``), running the tests
   of levels 1 to N (:data:`DIAG_TESTS`);
-- whether the node's GPUs throttle for heat.
+- whether the node's GPUs throttle for heat;
+- what the node's dcgm-exporter serves (``dcgm_exporter``, from the same state: :func:`gpu_states`).
 
 A healthy node prints healthy outputs. A GPU fault (``gpufleet.domain.faults.GPU_FAULT_KINDS``)
 hits one GPU of its node, :func:`faulty_gpu` (the same one for every fault of the node), and
@@ -313,19 +314,26 @@ def gpu_health_outputs(
     """What ``node``'s health tools print with ``faults`` (its GPU faults) in force."""
     if diag_level not in (1, 2, 3, 4):
         raise ValueError(f"dcgmi diag runs at level 1, 2, 3 or 4, not {diag_level!r}")
-    state = [_Gpu(i) for i in range(gpus)]
-    hit = state[faulty_gpu(node, gpus)]
-    mine = [f for f in faults if f.node == node]
-    for fault in mine:
-        _apply(hit, fault)
+    state, throttling = gpu_states(node, faults, gpus)
     return GpuHealthOutputs(
         kernel_log=kernel_log(node, state),
         nvidia_smi=nvidia_smi_remap_ecc(state),
         nvlink=nvlink_errors(node, state, gpu_model),
         dcgm_diag=dcgm_diag_json(node, state, diag_level),
         diag_level=diag_level,
-        throttling=any(f.kind == "thermal-throttle" for f in mine),
+        throttling=throttling,
     )
+
+
+def gpu_states(node: str, faults: Iterable[Fault], gpus: int) -> tuple[list[_Gpu], bool]:
+    """What ``faults`` (those naming ``node`` count) did to each of its ``gpus`` GPUs, and
+    whether they throttle for heat: the one fault model every tool's output is written from."""
+    state = [_Gpu(i) for i in range(gpus)]
+    hit = state[faulty_gpu(node, gpus)]
+    mine = [f for f in faults if f.node == node]
+    for fault in mine:
+        _apply(hit, fault)
+    return state, any(f.kind == "thermal-throttle" for f in mine)
 
 
 def health_check_output(

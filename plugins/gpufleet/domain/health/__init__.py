@@ -59,6 +59,10 @@ The rules and their sources:
   provider's repair; meanwhile the node is slow, and a slow node slows every collective it is
   in.
 
+The same rules decide on what a busy node's dcgm-exporter serves (:func:`decide_passive`,
+``passive``: the last Xid, row remaps, volatile ECC, NVLink state, thermal slowdown), read
+passively while a job holds the GPUs.
+
 Left out of the catalog: none of the codes asked for (13, 31, 43, 45, 48, 61, 62, 63, 64, 74,
 79, 92, 94, 95, 119, 120, 140, 154) lacked a bucket in NVIDIA's catalog; 46 is added. Xid 61
 (``PMU_BREAKPOINT``) is "Unused" on A100, H100, B100 and GB200: the catalog's bucket for unused
@@ -76,9 +80,11 @@ from gpufleet.domain.health.catalog import (
     repair_kind,
 )
 from gpufleet.domain.health.decide import decide_health
+from gpufleet.domain.health.passive import PASSIVE, decide_passive
 
 __all__ = [
     "DCGM_ERROR_ACTIONS",
+    "PASSIVE",
     "RECOVERY_ACTIONS",
     "XID_CATALOG",
     "Finding",
@@ -86,5 +92,6 @@ __all__ = [
     "HealthDecision",
     "XidEntry",
     "decide_health",
+    "decide_passive",
     "repair_kind",
 ]

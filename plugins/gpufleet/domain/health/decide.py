@@ -1,5 +1,8 @@
 """One action per node from its parsed signals: :func:`decide_health` (the rules are in the
-package's docstring). Pure: no I/O."""
+package's docstring). Pure: no I/O. The findings of one signal (:func:`xid_finding`,
+:func:`memory_finding`, :func:`nvlink_down_finding`, :data:`THROTTLE_ADVICE`) and the decision
+over a node's findings (:func:`decision_of`) are shared with ``passive`` (the same rules, read
+from dcgm-exporter's metrics)."""
 
 from __future__ import annotations
 
@@ -44,7 +47,10 @@ def _gpu_name(bus: str, indexes: dict[tuple[int, int, int] | None, int]) -> str:
 # --- Xid events ------------------------------------------------------------------------------
 
 
-def _xid_finding(event: Any, gpu: str, others: set[int]) -> Finding | None:
+def xid_finding(event: Any, gpu: str, others: set[int]) -> Finding | None:
+    """What one Xid ``event`` (its ``code``, and its ``message`` for Xid 154) on ``gpu`` asks
+    for, ``others`` being the other Xid codes of the same GPU (Xid 45 follows them); None when
+    it asks for nothing of its own."""
     entry = XID_CATALOG.get(event.code)
     if entry is None:
         return Finding(
@@ -80,7 +86,7 @@ def _xid_findings(xid: Any, indexes: dict[tuple[int, int, int] | None, int]) -> 
     findings = []
     for bus, events in codes.items():
         for code, event in events.items():
-            found = _xid_finding(event, _gpu_name(bus, indexes), set(events) - {code})
+            found = xid_finding(event, _gpu_name(bus, indexes), set(events) - {code})
             if found is not None:
                 findings.append(found)
     return findings
@@ -98,7 +104,9 @@ def _uncorrectable(counters: dict[str, int | None]) -> dict[str, int]:
     }
 
 
-def _memory_finding(gpu: Any, name: str) -> Finding | None:
+def memory_finding(gpu: Any, name: str) -> Finding | None:
+    """What one GPU's row remapper (``remap_failure``, ``remap_pending``) and volatile ECC
+    counters (``ecc_volatile``: name -> count) ask for; None when nothing."""
     errors = _uncorrectable(gpu.ecc_volatile)
     shown = ", ".join(f"{k} {v}" for k, v in errors.items())
     if gpu.remap_failure:
@@ -124,11 +132,20 @@ def _memory_finding(gpu: Any, name: str) -> Finding | None:
 
 
 def _memory_findings(memory: Any) -> list[Finding]:
-    findings = (_memory_finding(g, f"GPU {i} (PCI {g.pci_bus})") for i, g in enumerate(memory.gpus))
+    findings = (memory_finding(g, f"GPU {i} (PCI {g.pci_bus})") for i, g in enumerate(memory.gpus))
     return [f for f in findings if f is not None]
 
 
 # --- NVLink ------------------------------------------------------------------------------------
+
+
+def nvlink_down_finding(gpu: str, link: int) -> Finding:
+    """NVLink ``link`` of ``gpu`` is down."""
+    return Finding(
+        A.REPAIR,
+        f"{gpu}: NVLink {link} is down: repair the machine (NVLink is its hardware; NVIDIA: "
+        "contact the vendor when a reset does not clear it)",
+    )
 
 
 def _nvlink_findings(nvlink: Any) -> list[Finding]:
@@ -136,14 +153,7 @@ def _nvlink_findings(nvlink: Any) -> list[Finding]:
     for gpu in nvlink.gpus:
         for link in gpu.links:
             if link.inactive:
-                findings.append(
-                    Finding(
-                        A.REPAIR,
-                        f"GPU {gpu.index}: NVLink {link.link} is down: repair the machine "
-                        "(NVLink is its hardware; NVIDIA: contact the vendor when a reset "
-                        "does not clear it)",
-                    )
-                )
+                findings.append(nvlink_down_finding(f"GPU {gpu.index}", link.link))
             elif errors := {k: v for k, v in link.counters.items() if v}:
                 counts = ", ".join(f"{k} {v}" for k, v in errors.items())
                 findings.append(
@@ -185,11 +195,11 @@ def _diag_findings(diag: Any, level: int | None) -> list[Finding]:
 
 # --- the decision ------------------------------------------------------------------------------
 
-_THROTTLING = Finding(
-    A.REPAIR,
-    "the node's GPUs throttle for heat: repair the machine (NVIDIA/DCGM: verify the machine's "
-    "cooling; NVSentinel: HW thermal slowdown is fatal, CONTACT_SUPPORT)",
+THROTTLE_ADVICE = (
+    "repair the machine (NVIDIA/DCGM: verify the machine's cooling; NVSentinel: HW thermal "
+    "slowdown is fatal, CONTACT_SUPPORT)"
 )
+_THROTTLING = Finding(A.REPAIR, f"the node's GPUs throttle for heat: {THROTTLE_ADVICE}")
 
 
 def decide_health(
@@ -220,6 +230,12 @@ def decide_health(
         findings += _xid_findings(xid, _gpu_indexes(memory))
     if throttling:
         findings.append(_THROTTLING)
+    return decision_of(findings)
+
+
+def decision_of(findings: Iterable[Finding]) -> HealthDecision:
+    """The decision over a node's findings: the most severe wins (among equals the first), its
+    reason counting the others of the same action; none, or only notes, is healthy."""
     ordered = tuple(sorted(findings, key=lambda f: -SEVERITY[f.action]))
     if not ordered or ordered[0].action is A.HEALTHY:
         notes = f" ({len(ordered)} note(s))" if ordered else ""

@@ -11,9 +11,12 @@ hours (burn-in). gpufleet runs:
 - level 3 once a week per node, on the node's own day of the week (:func:`weekly_day`, a
   stable hash of its name), so that a pool's level-3 cost spreads over the week instead of
   landing on one night; a node whose day it is and that is retested gets level 3 (it includes
-  level 2's tests).
-
-Level 4 (burn-in at onboarding) is not run by the nightly.
+  level 2's tests);
+- level 4 (burn-in) on a new node, one still tainted ``gpufleet.io/unvalidated`` (onboarding, a
+  transition's new pool), when the pool's catalog entry sets ``burn_in: true`` (default false:
+  a new node gets level 1, or its weekly level 3): at its first check, and at each one while it
+  stays new (its pool's verdict has not released it yet). A retested node gets its retest's
+  level: it has had its first check.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import hashlib
 from datetime import date
 
 __all__ = [
+    "BURN_IN_LEVEL",
     "DIAG_LEVELS",
     "NIGHTLY_LEVEL",
     "RETEST_LEVEL",
@@ -34,6 +38,7 @@ DIAG_LEVELS = (1, 2, 3, 4)
 NIGHTLY_LEVEL = 1
 RETEST_LEVEL = 2
 WEEKLY_LEVEL = 3
+BURN_IN_LEVEL = 4
 
 
 def weekly_day(node: str) -> int:
@@ -44,9 +49,14 @@ def weekly_day(node: str) -> int:
     return int(hashlib.sha256(node.encode()).hexdigest()[:8], 16) % 7
 
 
-def diag_level(node: str, night: date, *, retest: bool) -> int:
-    """The ``dcgmi diag`` run level ``node`` gets on ``night`` (a date: the night's UTC day)."""
+def diag_level(
+    node: str, night: date, *, retest: bool, new: bool = False, burn_in: bool = False
+) -> int:
+    """The ``dcgmi diag`` run level ``node`` gets on ``night`` (a date: the night's UTC day).
+    ``new``: the node still carries the ``unvalidated`` taint; ``burn_in``: its pool's catalog
+    asks for level 4 at a new node's first check (a retest is never a first check)."""
+    weekly = weekly_day(node) == night.weekday()
+    if new and burn_in and not retest:
+        return BURN_IN_LEVEL
     level = RETEST_LEVEL if retest else NIGHTLY_LEVEL
-    if weekly_day(node) == night.weekday():
-        level = max(level, WEEKLY_LEVEL)
-    return level
+    return max(level, WEEKLY_LEVEL) if weekly else level

@@ -1,6 +1,7 @@
 """Parsers for GPU health output: ``dcgmi diag`` (JSON and text), kernel-log Xid events,
-``nvidia-smi -q -d ROW_REMAPPER,ECC``, ``nvidia-smi nvlink -e``, and a gpufleet health check's
-output holding them all (``parse_node_health``). Functions over the text
+``nvidia-smi -q -d ROW_REMAPPER,ECC``, ``nvidia-smi nvlink -e``, a gpufleet health check's
+output holding them all (``parse_node_health``), and dcgm-exporter's ``/metrics`` text, read
+passively while a job holds the GPUs (``parse_dcgm_exporter``). Functions over the text
 handed in: no I/O."""
 
 from gpufleet.parsing.health.dcgm import (
@@ -10,6 +11,12 @@ from gpufleet.parsing.health.dcgm import (
     DcgmTest,
     parse_dcgm_diag,
     parse_dcgm_diag_json,
+)
+from gpufleet.parsing.health.dcgm_exporter import (
+    DcgmExporterReport,
+    ExporterGpu,
+    ExporterLink,
+    parse_dcgm_exporter,
 )
 from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
 from gpufleet.parsing.health.nvidia_smi import (
@@ -29,8 +36,11 @@ from gpufleet.parsing.health.xid import XidEvent, XidLog, parse_xid_lines
 __all__ = [
     "DIAG_STATUSES",
     "DcgmDiagResult",
+    "DcgmExporterReport",
     "DcgmGpuResult",
     "DcgmTest",
+    "ExporterGpu",
+    "ExporterLink",
     "GpuMemoryHealth",
     "NodeHealthReport",
     "NvidiaSmiMemoryReport",
@@ -42,6 +52,7 @@ __all__ = [
     "parse_dcgm_diag",
     "parse_dcgm_diag_json",
     "parse_dcgm_diag_text",
+    "parse_dcgm_exporter",
     "parse_nvidia_smi_remap_ecc",
     "parse_node_health",
     "parse_nvlink_errors",

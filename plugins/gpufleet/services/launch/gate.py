@@ -22,6 +22,7 @@ from gpufleet.domain.gate import (
     TransitionState,
     decide,
     read_enum,
+    read_health,
     read_text,
     read_validation,
 )
@@ -29,6 +30,10 @@ from gpufleet.errors import GpufleetError
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
+
+# the latest rows the gate reads per pool, in one statement: a pool's GPU health check too,
+# whose failed nodes still in service it does not count (``domain.gate.unhealthy_in_service``)
+GATE_KINDS = ("fabric", "storage", "health")
 
 
 @dataclass
@@ -77,7 +82,7 @@ def _transition_refusal(name: str, transitions: list[dict]) -> str | None:
 class LedgerReads:
     """What the gate's facts read from the ledger for several clusters, read once for all of
     them (a fleet-wide page): transitions in flight by cluster, every pool state, and the
-    latest validations by cluster, then (pool, kind)."""
+    latest validations (``GATE_KINDS``) by cluster, then (pool, kind)."""
 
     transitions: dict[str, list[dict]]
     states: dict[tuple[str, str], dict]
@@ -91,7 +96,10 @@ class LedgerReads:
         return cls(
             transitions=transitions,
             states=ledger.pool_states(),
-            latest={c: ledger.latest_validations(c, names) for c, names in by_cluster.items()},
+            latest={
+                c: ledger.latest_validations(c, names, GATE_KINDS)
+                for c, names in by_cluster.items()
+            },
         )
 
 
@@ -112,7 +120,12 @@ def gather_facts(
     (``nodes_error``), and the cluster is not asked again. A reader that must not touch a
     cluster (the pages, ``/metrics``) passes ``free`` instead: each pool's free nodes as its
     ledger snapshot counted them (None: no snapshot yet: the count is unknown), and nothing is
-    listed. ``reads``: the ledger rows, already read for many clusters (``LedgerReads``)."""
+    listed. ``reads``: the ledger rows, already read for many clusters (``LedgerReads``).
+
+    Each pool's latest fabric, storage and GPU health rows come from one statement
+    (``GATE_KINDS``). Listed nodes give each pool's free nodes by name too (``free_nodes``), so
+    the gate leaves out those the latest health check failed; a snapshot's count cannot, and
+    the gate leaves out the nodes the check says it left in service."""
     out: list[PoolFacts] = []
     try:
         cl = catalog.cluster(cluster)
@@ -144,7 +157,7 @@ def gather_facts(
         try:
             transitions = ledger.transitions_in_flight(cluster)
             states = ledger.pool_states(cluster)
-            latest = ledger.latest_validations(cluster, pools)
+            latest = ledger.latest_validations(cluster, pools, GATE_KINDS)
         except Exception as exc:  # noqa: BLE001 - an unreadable ledger refuses
             ledger_error = f"ledger: {exc}"
     for name in pools:
@@ -166,16 +179,19 @@ def gather_facts(
             state_reason = read_text(row.get("reason"), "pool state reason") if row else None
             fabric = read_validation(latest.get((name, "fabric")), "fabric validation")
             storage = read_validation(latest.get((name, "storage")), "storage validation")
+            health = read_health(latest.get((name, "health")), "GPU health check")
             transition_reason = _transition_refusal(name, transitions)
         except Exception as exc:  # noqa: BLE001 - an unreadable or unknown fact refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
+        named = None  # the free nodes by name, when the cluster's nodes were listed
         if free is not None:
             free_nodes = free.get(name)
+        elif by_pool is None:
+            free_nodes = None
         else:
-            free_nodes = (
-                None if by_pool is None else sum(1 for n in by_pool.get(name, ()) if n.free)
-            )
+            named = frozenset(n.name for n in by_pool.get(name, ()) if n.free)
+            free_nodes = len(named)
         out.append(
             PoolFacts(
                 key=key,
@@ -190,6 +206,8 @@ def gather_facts(
                 transition_in_flight=transition_reason is not None,
                 transition_reason=transition_reason,
                 schedulable_nodes=free_nodes,
+                health=health,
+                free_nodes=named,
                 # from snapshots, a pool never seen has no count: "unknown", not unreadable
                 error=None
                 if free_nodes is not None or free is not None

@@ -1,2 +1,3 @@
 """Validation: the fabric and storage checks, the nightly scope, drift, run-scoped faults and
-the release of new nodes (see ``gpufleet.services``)."""
+the release of new nodes, and GPU health (the nightly's own check, and busy nodes read
+passively from their dcgm-exporter: ``passive``) (see ``gpufleet.services``)."""

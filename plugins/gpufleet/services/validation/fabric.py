@@ -32,6 +32,7 @@ from gpufleet.services.validation.health import (
     NodeHealth,
     plan_levels,
 )
+from gpufleet.services.validation.passive import passive_checks
 from gpufleet.services.validation.topology import (
     OUT_FOR_A_UNIT,
     places_of,
@@ -120,11 +121,20 @@ class FabricValidation(FabricVerdict):
             len(busy),
             len(quarantined),
         )
+        if self.health is not None:  # busy nodes: what their dcgm-exporter serves
+            passive = passive_checks(self.backend, self.ref, busy)
+            state.health = {n: h.to_dict() for n, h in passive.items()}
         if self.health is not None and (idle or retest):
             self._prepare_namespace()
             state.phase = "health"
             night = datetime.fromtimestamp(backend_clock(self.backend).time(), UTC).date()
-            state.health_levels = plan_levels(idle, retest, night)
+            state.health_levels = plan_levels(
+                idle,
+                retest,
+                night,
+                new=[n.name for n in nodes if n.unvalidated],
+                burn_in=self.ref.pool.burn_in,
+            )
             state.workload = self.health.submit(state.health_levels, run_id)
             return state
         return self._start_pass1(state)
@@ -193,7 +203,7 @@ class FabricValidation(FabricVerdict):
         if state.phase == "health":
             assert self.health is not None, "a health round needs the health check"
             checks = self.health.collect(wl, state.health_levels)
-            state.health = {n: h.to_dict() for n, h in checks.items()}
+            state.health.update({n: h.to_dict() for n, h in checks.items()})
             return self._start_pass1(state)
         verdicts = [self._judge(wl, i, (pair[0], pair[1])) for i, pair in enumerate(wl.pairs)]
         pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))

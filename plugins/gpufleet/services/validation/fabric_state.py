@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpufleet.manifests.gpu_health import DEADLINE_SECONDS
 from gpufleet.services.common.collect import Workload
 
 
@@ -43,6 +44,14 @@ class FabricState:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (a trigger's ``carry``)."""
         return asdict(self)
+
+    def min_timeout_s(self) -> float:
+        """The least time the round in flight may be waited for: the GPU health check's
+        deadline at its highest ``dcgmi diag`` level (a level-4 burn-in runs up to 2 hours), with
+        ten minutes to spare; 0 for a round of pairs."""
+        if self.phase != "health" or not self.health_levels:
+            return 0.0
+        return DEADLINE_SECONDS[max(self.health_levels.values())] + 600.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FabricState:

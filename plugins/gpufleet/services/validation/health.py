@@ -24,6 +24,7 @@ from typing import Any
 
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.gate import LEFT_IN_SERVICE
 from gpufleet.domain.health import HealthAction, decide_health
 from gpufleet.domain.health.tiers import WEEKLY_LEVEL, diag_level
 from gpufleet.domain.workloads import workload_selector
@@ -63,10 +64,22 @@ class NodeHealth:
         return cls(**data)
 
 
-def plan_levels(idle: Iterable[str], retest: Iterable[str], night: date) -> dict[str, int]:
+def plan_levels(
+    idle: Iterable[str],
+    retest: Iterable[str],
+    night: date,
+    *,
+    new: Iterable[str] = (),
+    burn_in: bool = False,
+) -> dict[str, int]:
     """Each node's ``dcgmi diag`` level tonight: idle nodes level 1, retested nodes level 2,
-    either level 3 on its weekly day (``tiers.diag_level``)."""
-    levels = {node: diag_level(node, night, retest=False) for node in idle}
+    either level 3 on its weekly day, and with ``burn_in`` (the pool's catalog asks) an idle
+    node that is ``new`` (still tainted ``unvalidated``) level 4 (``tiers.diag_level``)."""
+    fresh = set(new)
+    levels = {
+        node: diag_level(node, night, retest=False, new=node in fresh, burn_in=burn_in)
+        for node in idle
+    }
     levels.update({node: diag_level(node, night, retest=True) for node in retest})
     return levels
 
@@ -189,19 +202,20 @@ def health_row(
     service (``left_in_service``: the quarantine cap held, a person is paged) or when no node
     could be checked at all; the reasons name each failed node and what became of it. Its cost
     (``cost_details``) is the night's tier, the level-1 and level-2 checks, over the nodes that
-    ran them; the weekly level 3 is counted apart (``weekly_gpu_minutes``), as it runs on a
+    ran them (a busy node read passively, level 0, holds nothing); the weekly level 3 is counted
+    apart (``weekly_gpu_minutes``), as it runs on a
     seventh of the nodes a night."""
     levels: dict[str, int] = {}
     for h in checks.values():
         levels[str(h.level)] = levels.get(str(h.level), 0) + 1
     weekly = sum(h.gpu_seconds for h in checks.values() if h.level >= WEEKLY_LEVEL)
-    nightly = sum(h.gpu_seconds for h in checks.values() if h.level < WEEKLY_LEVEL)
+    active = [h for h in checks.values() if 0 < h.level < WEEKLY_LEVEL]  # level 0: passive
+    nightly = sum(h.gpu_seconds for h in active)
     failed = {n: h for n, h in checks.items() if h.failed}
     left = set(left_in_service)
     checked = sum(1 for h in checks.values() if h.action is not None)
     reasons = [
-        f"{n}: {h.action}: {h.reason}"
-        + (" (left in service: the quarantine cap)" if n in left else "")
+        f"{n}: {h.action}: {h.reason}" + (f" {LEFT_IN_SERVICE}" if n in left else "")
         for n, h in sorted(failed.items())
     ]
     if not checked:
@@ -213,11 +227,12 @@ def health_row(
         "reasons": reasons,
         "details": {
             "levels": levels,
+            "left_in_service": sorted(left & set(failed)),
             "nodes": {
                 n: {"level": h.level, "action": h.action, "reasons": [h.reason], "notes": h.notes}
                 for n, h in sorted(checks.items())
             },
-            **cost_details(nightly, sum(1 for h in checks.values() if h.level < WEEKLY_LEVEL)),
+            **cost_details(nightly, len(active)),
             "weekly_gpu_minutes": round(weekly / 60, 3),
         },
     }

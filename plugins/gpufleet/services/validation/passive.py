@@ -1,0 +1,78 @@
+"""Passive GPU health of busy nodes (issue 20): what each node's dcgm-exporter serves, read while
+a job holds its GPUs, decided by the rules of the nightly's own check.
+
+A service: no Airflow imports. The nightly checks idle nodes with its own pods
+(``services.validation.health``); a node running a job is neither paired nor checked, but its
+dcgm-exporter (the GPU operator's DaemonSet) keeps serving the GPUs' last Xid, row remapper, ECC,
+NVLink and clock-event fields. :func:`passive_checks` reads them through the cluster backend
+(``ClusterBackend.gpu_metrics``: the API server's pod proxy on Kubernetes, the fault model on
+the sim), parses them (``parsing.health.parse_dcgm_exporter``) and decides one action per node
+(``domain.health.decide_passive``), as a :class:`~gpufleet.services.validation.health.NodeHealth`
+at level :data:`PASSIVE_LEVEL` (0: no ``dcgmi diag`` ran) that held no GPU (``gpu_seconds`` 0).
+
+A node without an exporter is not in the result. A node whose exporter could not be read, served
+something that is not its metrics, or serves none of the health fields is *not checked*
+(``action`` None, the reason says why): nothing is done to it on this check's account.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from gpufleet.backends.base import ClusterBackend
+from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.health import HealthAction, decide_passive
+from gpufleet.domain.health.passive import PASSIVE_SIGNALS
+from gpufleet.errors import BackendError, ParseError
+from gpufleet.parsing.health import parse_dcgm_exporter
+from gpufleet.services.validation.health import NodeHealth
+
+log = logging.getLogger(__name__)
+
+PASSIVE_LEVEL = 0  # a NodeHealth's level when read passively: no dcgmi diag ran
+
+
+def read_exporter(text: str, node: str) -> NodeHealth:
+    """One node's passive check from the text its dcgm-exporter served."""
+    try:
+        report = parse_dcgm_exporter(text)
+    except ParseError as e:
+        why = f"not checked: what {node}'s dcgm-exporter served is not its metrics ({e})"
+        return NodeHealth(PASSIVE_LEVEL, None, why)
+    decision = decide_passive(report)
+    if decision is None:
+        served = ", ".join(PASSIVE_SIGNALS.values())
+        return NodeHealth(
+            PASSIVE_LEVEL, None, f"not checked: {node}'s dcgm-exporter serves none of {served}"
+        )
+    notes = list(decision.notes) + [f"not read: {p}" for p in report.problems]
+    return NodeHealth(PASSIVE_LEVEL, decision.action.value, decision.reason, notes)
+
+
+def passive_checks(
+    backend: ClusterBackend, ref: PoolRef, nodes: Iterable[str]
+) -> dict[str, NodeHealth]:
+    """Each of ``nodes`` (the pool's busy nodes) read passively from its dcgm-exporter; a node
+    with no exporter is left out."""
+    out: dict[str, NodeHealth] = {}
+    for node in nodes:
+        try:
+            text = backend.gpu_metrics(node)
+        except BackendError as e:
+            why = f"not checked: {node}'s dcgm-exporter could not be read ({e})"
+            out[node] = NodeHealth(PASSIVE_LEVEL, None, why)
+            continue
+        if text is None:
+            continue
+        out[node] = read_exporter(text, node)
+    for node, health in out.items():
+        if health.action != HealthAction.HEALTHY.value:
+            log.warning(
+                "%s: %s GPU health (passive): %s - %s",
+                ref.key,
+                node,
+                health.action or "not checked",
+                health.reason,
+            )
+    return out
