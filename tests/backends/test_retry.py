@@ -201,8 +201,18 @@ def test_parse_retry_after() -> None:
     [(RetryingClusterBackend, ClusterBackend), (RetryingCloudBackend, CloudBackend)],
 )
 def test_the_wrappers_cover_every_protocol_method(wrapper, protocol) -> None:
-    methods = {n for n in vars(protocol) if not n.startswith("_") and callable(vars(protocol)[n])}
+    # the protocol's own methods and those of the protocols it extends (CloudBackend extends
+    # topology_api.ProviderTopology)
+    methods = {
+        n
+        for cls in protocol.__mro__
+        if getattr(cls, "_is_protocol", False) and cls.__module__.startswith("gpufleet.")
+        for n, v in vars(cls).items()
+        if not n.startswith("_") and callable(v)
+    }
     assert methods and methods <= set(vars(wrapper))
+    if protocol is CloudBackend:
+        assert {"subblock_health", "report_faulty_subblock"} <= methods
 
 
 def test_cluster_backend_wraps_the_kube_backend() -> None:

@@ -1,11 +1,10 @@
 """One local AWS endpoint for boto3: moto in server mode, fronted by a small HTTP fake that
 answers what moto 5.2.5 lacks and records every request.
 
-boto3 points at ``AwsFake.url`` through the standard ``AWS_ENDPOINT_URL`` (``environ()``).
-The front:
+boto3 reaches ``AwsFake.url`` through the standard ``AWS_ENDPOINT_URL`` (``environ()``); the front:
 
-- answers EC2 ``DescribeCapacityReservations`` (moto: NotImplemented, 500) from seeded
-  reservations, as EC2 query-protocol XML serialised from botocore's own output shape;
+- answers EC2 ``DescribeCapacityReservations`` and the topology calls (moto: NotImplemented,
+  500) from seeded reservations and ``topology`` (``aws_fake_topology``), as EC2 XML;
 - keeps EKS access entries and their access policies (moto: 404), and adds the
   ``accessConfig`` of CreateCluster to moto's cluster responses (moto drops it);
 - reports new clusters and node groups CREATING for their first
@@ -17,9 +16,8 @@ The front:
 - calls ``on_nodegroup_created`` callbacks when a CreateNodegroup succeeded (the integration
   test registers the group's nodes in its Kubernetes emulator), and ``on_instances_terminated``
   callbacks when a TerminateInstances succeeded (``aws_fake_nodegroup`` replaces them);
-- injects errors (``fail``/``throttle``) in each protocol's real error shape;
-- logs ``(service, action, params)`` of every request (``requests``, ``actions()``,
-  ``writes()``).
+- injects errors (``fail``/``throttle``) in each protocol's real error shape; logs
+  ``(service, action, params)`` of every request (``requests``, ``actions()``, ``writes()``).
 
 Everything else is forwarded to moto unchanged. Handlers live in ``aws_fake_handlers``.
 """
@@ -42,6 +40,7 @@ import botocore.session
 from moto.server import ThreadedMotoServer
 
 from tests.support import aws_fake_handlers as handlers
+from tests.support.aws_fake_topology import Ec2Topology
 
 READ_PREFIXES = ("Describe", "List", "Get")
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
@@ -127,6 +126,7 @@ class AwsFake:
         self.region = region
         self.requests: list[Request] = []
         self.reservations: dict[str, CapacityReservation] = {}
+        self.topology = Ec2Topology()  # network nodes and impaired hosts (aws_fake_topology)
         self.access_entries: dict[tuple[str, str], dict[str, Any]] = {}
         self.access_policies: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.cluster_access: dict[str, dict[str, Any]] = {}
@@ -203,6 +203,7 @@ class AwsFake:
         with self.lock:
             self.requests.clear()
             self.reservations.clear()
+            self.topology.clear()
             self.access_entries.clear()
             self.access_policies.clear()
             self.cluster_access.clear()

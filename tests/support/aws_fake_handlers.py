@@ -269,6 +269,11 @@ def answer(fake: AwsFake, service: str, action: str, params: dict[str, Any]):
     """The fake's own answer, or None to forward to moto."""
     if service == "ec2" and action == "DescribeCapacityReservations":
         return describe_capacity_reservations(fake, params)
+    if service == "ec2" and action.endswith("Topology"):
+        from tests.support import aws_fake_topology as topology
+
+        if action in topology.ACTIONS:
+            return topology.answer(fake, action, params)
     if service == "eks" and action in ACCESS_ACTIONS:
         return access_entries(fake, action, params)
     return None
@@ -342,6 +347,10 @@ def _pending_status(
 def patch(fake: AwsFake, service, action, params, status, headers, data):
     if status != 200:
         return status, headers, data
+    if service == "ec2" and action == "DescribeInstanceStatus":
+        from tests.support.aws_fake_topology import patch_instance_status
+
+        return status, headers, patch_instance_status(fake, data)
     if service == "ec2" and action == "TerminateInstances":
         ids = [v for k, v in sorted(params.items()) if k.startswith("InstanceId.")]
         for callback in list(fake.termination_callbacks):

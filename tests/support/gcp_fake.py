@@ -5,7 +5,8 @@ One threaded HTTP server serves, over plain HTTP, the paths the generated REST c
 - container v1: ``/v1/projects/P/locations/L/clusters[/C[/nodePools[/NP]]]`` and
   ``/v1/projects/P/locations/L/operations/OP``;
 - compute v1: ``/compute/v1/projects/P/global/networks[/N]``,
-  ``.../regions/R/subnetworks[/S]``, ``.../zones/Z/reservations/R[/reservationBlocks]``,
+  ``.../regions/R/subnetworks[/S]``, ``.../zones/Z/reservations/R``, its
+  ``reservationBlocks[/B[/reservationSubBlocks[/S[/reportFaulty]]]]`` (``gcp_fake_blocks``),
   ``.../zones/Z/instances/I[/reportHostAsFaulty|/reset]`` (``gcp_fake_instances``), the zone's
   operations list and the global / region / zone ``operations/OP``;
 - lustre v1: ``/v1/projects/P/locations/L/instances[/I]`` and its operations.
@@ -15,7 +16,8 @@ enum value is a 400. Creates answer with running operations that complete after
 ``operation_polls`` reads (``gcp_fake_state``). Point the backend at it with
 ``GPUFLEET_GCP_ENDPOINT=fake.url`` (or ``GkeCloudBackend(..., endpoint=fake.url)``).
 
-Test helpers: ``add_reservation``, ``add_network``/``add_subnet``/``add_cluster``/
+Test helpers: ``add_reservation``, ``add_subblock``, ``begin_subblock_report``,
+``subblock_reports``/``subblock_fault_reports``, ``add_network``/``add_subnet``/``add_cluster``/
 ``add_node_pool``/``add_instance`` (seed existing resources), ``begin_host_report``,
 ``host_reports``/``host_moves``, ``begin_reset``/``reset_requests``/``resets``,
 ``set_cluster_endpoint``,
@@ -153,6 +155,36 @@ class GcpFake:
                 }
                 for b in blocks or ()
             ]
+
+    def add_subblock(
+        self, project: str, zone: str, reservation: str, block: str, name: str, **fields: Any
+    ) -> dict[str, Any]:
+        """Seed a sub-block of a seeded reservation block (``gcp_fake_blocks.add_subblock``:
+        ``physical=(block, sub-block)`` as the nodes' labels carry them, ``hosts``,
+        ``degraded``, ``health_status``); the sub-block as the API serves it."""
+        with self._lock:
+            return self._router.blocks.add_subblock(
+                project, zone, reservation, block, name, **fields
+            )
+
+    def begin_subblock_report(
+        self, project: str, zone: str, reservation: str, block: str, name: str
+    ) -> str:
+        """Start a faulty report of a seeded sub-block without a request (as one an earlier
+        task left running); it stays RUNNING until its operation is polled. Its name."""
+        with self._lock:
+            return self._router.blocks.begin_report(project, zone, reservation, block, name).name
+
+    def subblock_reports(self) -> list[dict[str, Any]]:
+        """The accepted ``reservationSubBlocks.reportFaulty`` requests: ``{project, zone,
+        reservation, block, subblock, body}``."""
+        return list(self._router.blocks.reports)
+
+    def subblock_fault_reports(
+        self, project: str, zone: str, reservation: str, block: str, name: str
+    ) -> int:
+        """How many faulty reports of this sub-block completed."""
+        return self._router.blocks.fault_reports(project, zone, reservation, block, name)
 
     def add_network(self, project: str, name: str, **fields: Any) -> None:
         """Seed an existing VPC (camelCase fields: ``mtu``, ``networkProfile`` ...)."""

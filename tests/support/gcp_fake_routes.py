@@ -1,5 +1,6 @@
 """The GCP fake's URL table: which handler serves which REST path of container v1, compute v1
-(VMs in ``gcp_fake_instances``) and lustre v1, with each request body checked
+(VMs in ``gcp_fake_instances``, reservation blocks and sub-blocks in ``gcp_fake_blocks``) and
+lustre v1, with each request body checked
 (``gcp_fake_schema``) before the state sees it. ``checked`` keeps the last body as read (enum
 names), for the fake's request log."""
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.support import gcp_fake_schema as schema
+from tests.support.gcp_fake_blocks import ReservationBlocks
 from tests.support.gcp_fake_instances import ComputeInstances
 from tests.support.gcp_fake_schema import ApiError
 from tests.support.gcp_fake_state import GcpState, not_found
@@ -23,6 +25,7 @@ class Router:
         self.state = state
         self.checked: Any = None
         self.vms = ComputeInstances(state)
+        self.blocks = ReservationBlocks(state)
         self._routes = self._table()
 
     def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Any:
@@ -37,6 +40,7 @@ class Router:
     def _table(self) -> list[tuple[str, re.Pattern[str], Callable[..., Any]]]:
         s = self.state
         c = rf"/compute/v1/{_P}"
+        rb = rf"{c}/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)/reservationBlocks"
         routes: list[tuple[str, str, Callable[..., Any]]] = [
             # compute
             (
@@ -77,10 +81,18 @@ class Router:
                     s.reservations, (project, zone, name), f"reservation {name}"
                 ),
             ),
+            ("GET", rf"{rb}", self.blocks.list_blocks),
+            ("GET", rf"{rb}/(?P<block>[^/]+)", self.blocks.get_block),
+            ("GET", rf"{rb}/(?P<block>[^/]+)/reservationSubBlocks", self.blocks.list_subblocks),
             (
                 "GET",
-                rf"{c}/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)/reservationBlocks",
-                self._list_blocks,
+                rf"{rb}/(?P<block>[^/]+)/reservationSubBlocks/(?P<sub>[^/]+)",
+                self.blocks.get_subblock,
+            ),
+            (
+                "POST",
+                rf"{rb}/(?P<block>[^/]+)/reservationSubBlocks/(?P<sub>[^/]+)/reportFaulty",
+                self._report_subblock,
             ),
             ("GET", rf"{c}/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", self.vms.get),
             (
@@ -180,11 +192,12 @@ class Router:
         self.checked = self.vms.reports[-1]["body"]
         return self.state.compute_operation(op, project)
 
-    def _list_blocks(self, project: str, zone: str, name: str, **_: Any) -> dict[str, Any]:
-        if (project, zone, name) not in self.state.reservations:
-            raise not_found(f"The resource 'reservation {name}'")
-        items = self.state.blocks.get((project, zone, name), [])
-        return {"kind": "compute#reservationBlocksListResponse", "items": items}
+    def _report_subblock(
+        self, project: str, zone: str, name: str, block: str, sub: str, body: Any, **_: Any
+    ) -> Any:
+        op = self.blocks.report_faulty(project, zone, name, block, sub, body)
+        self.checked = self.blocks.reports[-1]["body"]
+        return self.state.compute_operation(op, project)
 
     def _tick(self, name: str, api: str) -> Any:
         op = self.state.operations.get(name)

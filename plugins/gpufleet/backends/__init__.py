@@ -8,12 +8,13 @@ else with credentials the cloud backend obtains (a cluster onboarding has just c
 comes wrapped in the retry rule of ``backends/retry.py`` (tenacity: 429, 5xx and dropped
 connections retried with backoff, Retry-After honoured; anything else surfaces at once).
 
-Here: ``base.py`` (the protocols and the data they exchange), ``retry.py`` (the retry rule),
-``faults.py`` (fault injection, which only the simulated fleet takes), ``sim/`` (the simulated
-fleet), ``kube/`` (a real cluster through the official client), ``gke/`` and ``eks/`` (the
-clouds' control planes). Backends may import ``domain``, ``config`` and ``errors``, and the
-providers' hooks for connections; never ``services``, ``manifests``, ``store`` or the Airflow
-layer.
+Here: ``base.py`` (the protocols and the data they exchange), ``topology_api.py`` (the
+provider's view of a pool's sub-blocks, which ``CloudBackend`` includes), ``retry.py`` (the
+retry rule), ``faults.py`` (fault injection, which only the simulated fleet takes), ``sim/``
+(the simulated fleet), ``kube/`` (a real cluster through the official client), ``gke/`` and
+``eks/`` (the clouds' control planes). Backends may import ``domain``, ``config`` and
+``errors``, and the providers' hooks for connections; never ``services``, ``manifests``,
+``store`` or the Airflow layer.
 """
 
 from __future__ import annotations

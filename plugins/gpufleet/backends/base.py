@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from gpufleet.backends.topology_api import ProviderTopology
 from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY, UNVALIDATED_KEY
 
 
@@ -340,8 +341,9 @@ class ClusterCredentials:
 
 
 @runtime_checkable
-class CloudBackend(Protocol):
-    """A cloud control plane, scoped to one cluster of the catalog.
+class CloudBackend(ProviderTopology, Protocol):
+    """A cloud control plane, scoped to one cluster of the catalog (with its provider's view
+    of the pools' sub-blocks, ``topology_api.ProviderTopology``).
 
     Every ``ensure_*`` reads first and creates only what is missing; with ``dry_run`` it creates
     nothing and reports ``would_create``. It never changes an existing resource: differences

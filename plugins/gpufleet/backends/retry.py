@@ -47,6 +47,7 @@ from gpufleet.backends.base import (
     Taint,
     WorkloadStatus,
 )
+from gpufleet.backends.topology_api import SubBlockHealth
 from gpufleet.errors import TransientBackendError
 
 log = logging.getLogger(__name__)
@@ -249,3 +250,11 @@ class RetryingCloudBackend:
 
     def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
         return self._retry(self.inner.reboot_node, node, dry_run)
+
+    def subblock_health(self, pool: str) -> list[SubBlockHealth]:
+        return self._retry(self.inner.subblock_health, pool)
+
+    def report_faulty_subblock(
+        self, pool: str, key: str, reason: str, dry_run: bool = False
+    ) -> Ensured:
+        return self._retry(self.inner.report_faulty_subblock, pool, key, reason, dry_run)

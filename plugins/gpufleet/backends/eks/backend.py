@@ -3,9 +3,10 @@
 Reservations (EC2 capacity reservations and Capacity Blocks), the network (VPC, subnets, EFA
 security group), the EKS cluster and Airflow's access entry, GPU node groups on EFA launch
 templates, FSx for Lustre, node repair (``repair.py``: terminate the instance, the node
-group replaces it) and node reboot (``reboot.py``: reboot the instance). Each ``ensure_*``
-reads first, creates only what is missing, reports differences from the catalog and never
-changes what exists.
+group replaces it), node reboot (``reboot.py``: reboot the instance) and the provider's view of
+the pools' racks (``topology.py``: EC2 topology; EC2 has no call to report a faulty one). Each
+``ensure_*`` reads first, creates only what is missing, reports differences from the catalog
+and never changes what exists.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ from gpufleet.backends.eks.network import EksNetwork, check_network
 from gpufleet.backends.eks.nodegroups import EksNodeGroups
 from gpufleet.backends.eks.reboot import reboot_node
 from gpufleet.backends.eks.repair import repair_node
+from gpufleet.backends.eks.topology import ReservationTopology
+from gpufleet.backends.eks.topology import report_faulty_subblock as _report_unsupported
+from gpufleet.backends.eks.topology import reservation_topology as _reservation_topology
+from gpufleet.backends.eks.topology import subblock_health as _subblock_health
+from gpufleet.backends.topology_api import SubBlockHealth
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import BackendError, CatalogError
 
@@ -135,6 +141,27 @@ class EksCloudBackend:
         """Reboot the node's instance (``ec2:RebootInstances``), which resets every GPU; the
         instance stays in its node group and reservation (``reboot.py``)."""
         return reboot_node(self.clients, self.cluster, node, dry_run)
+
+    # -- the provider's view of the racks (topology.py) -------------------------------------
+
+    def reservation_topology(self, pool: str) -> ReservationTopology:
+        """Where the pool's capacity reservation sits before launch
+        (``ec2:DescribeCapacityReservationTopology``): 1 to 3 network nodes."""
+        return _reservation_topology(self.clients, self.cluster.pool(pool).reservation.name)
+
+    def subblock_health(self, pool: str) -> list[SubBlockHealth]:
+        """Hosts per network node of the pool's running instances
+        (``ec2:DescribeInstanceTopology``), degraded where EC2's system status check of the
+        host is impaired (``ec2:DescribeInstanceStatus``)."""
+        return _subblock_health(self.clients, self.cluster, pool)
+
+    def report_faulty_subblock(
+        self, pool: str, key: str, reason: str, dry_run: bool = False
+    ) -> Ensured:
+        """``unsupported``: EC2 and EKS have no call to report a faulty rack; nothing is
+        sent, whatever ``dry_run`` says."""
+        self.cluster.pool(pool)
+        return _report_unsupported(pool, key, reason)
 
     # -- filesystems -----------------------------------------------------------------------
 

@@ -6,7 +6,9 @@ credentials, clients, error translation, compute operation waits), ``network.py`
 gVNIC VPCs and subnets), ``cluster.py`` (the cluster and its credentials), ``pools.py``
 (reservations and GPU node pools), ``lustre.py`` (Managed Lustre), ``repair.py`` (a faulty
 node's host reported through ``instances.reportHostAsFaulty``), ``reboot.py`` (a node's VM
-reset through ``instances.reset``). Google libraries and the provider hook are imported
+reset through ``instances.reset``), ``subblocks.py`` (the reservation's blocks and
+sub-blocks, their health, and a faulty sub-block reported through
+``reservationSubBlocks.reportFaulty``). Google libraries and the provider hook are imported
 lazily, so importing this package stays cheap.
 """
 

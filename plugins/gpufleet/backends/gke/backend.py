@@ -1,7 +1,7 @@
 """``GkeCloudBackend``: the ``CloudBackend`` protocol on Google Cloud, one catalog cluster.
 
 Each method delegates to the module of its concept (``network``, ``cluster``, ``pools``,
-``lustre``, ``repair``, ``reboot``); ``clients`` builds the REST clients (endpoint,
+``lustre``, ``repair``, ``reboot``, ``subblocks``); ``clients`` builds the REST clients (endpoint,
 credentials) and turns Google API errors into gpufleet's. The retry rule is applied by the
 caller's wrapper (``RetryingCloudBackend``), not here.
 """
@@ -25,7 +25,9 @@ from gpufleet.backends.gke import network as _network
 from gpufleet.backends.gke import pools as _pools
 from gpufleet.backends.gke import reboot as _reboot
 from gpufleet.backends.gke import repair as _repair
+from gpufleet.backends.gke import subblocks as _subblocks
 from gpufleet.backends.gke.clients import DEFAULT_CONN_ID, Endpoint, GcpClients, Scope
+from gpufleet.backends.topology_api import SubBlockHealth
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import CatalogError
 
@@ -104,3 +106,15 @@ class GkeCloudBackend:
     def reboot_node(self, node: NodeInfo, dry_run: bool = False) -> Ensured:
         """Reset the node's VM (``instances.reset``): a reboot, which resets every GPU."""
         return _reboot.reboot_node(self.scope, node, dry_run)
+
+    def subblock_health(self, pool: str) -> list[SubBlockHealth]:
+        """The sub-blocks of the pool's reservation (its block) with their ``healthInfo``
+        (``reservationBlocks``/``reservationSubBlocks``), keyed by ``physicalTopology``."""
+        return _subblocks.subblock_health(self.scope, pool)
+
+    def report_faulty_subblock(
+        self, pool: str, key: str, reason: str, dry_run: bool = False
+    ) -> Ensured:
+        """Report a sub-block of the pool's reservation as faulty
+        (``reservationSubBlocks.reportFaulty``; its VMs are disrupted at once)."""
+        return _subblocks.report_faulty_subblock(self.scope, pool, key, reason, dry_run)

@@ -60,8 +60,9 @@ _BUSY_CLUSTER = re.compile(
 # The IAM role that grants each service's permissions, named in a 403's advice.
 _ROLE_FOR_SERVICE = {
     "container": "roles/container.admin",
-    "compute": "roles/compute.networkAdmin (networks), roles/compute.viewer (reservations) "
-    "or roles/compute.instanceAdmin.v1 (host-fault reports)",
+    "compute": "roles/compute.networkAdmin (networks), roles/compute.viewer (reservations, "
+    "their blocks and sub-blocks), roles/compute.instanceAdmin.v1 (host-fault reports) or "
+    "roles/compute.admin (sub-block fault reports)",
     "lustre": "roles/lustre.admin",
 }
 
@@ -237,8 +238,8 @@ class GcpClients:
 
     def compute(self, name: str) -> Any:
         """A compute_v1 client by service name: ``networks``, ``subnetworks``,
-        ``reservations``, ``reservation_blocks``, ``instances``, ``global_operations``,
-        ``region_operations``, ``zone_operations``."""
+        ``reservations``, ``reservation_blocks``, ``reservation_sub_blocks``, ``instances``,
+        ``global_operations``, ``region_operations``, ``zone_operations``."""
         cache = self.__dict__.setdefault("_compute", {})
         if name not in cache:
             import importlib

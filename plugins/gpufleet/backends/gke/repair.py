@@ -140,6 +140,13 @@ def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None 
 def operation_under_way(scope: Scope, zone: str, instance: str, kind: str) -> str | None:
     """The name of a zone operation on this VM that is not DONE and whose type contains
     ``kind`` (lower case; compared case-insensitively), if any."""
+    return operation_on(scope, zone, f"/zones/{zone}/instances/{instance}", kind)
+
+
+def operation_on(scope: Scope, zone: str, suffix: str, kind: str) -> str | None:
+    """The name of a zone operation not DONE whose target link ends with ``suffix``
+    (``/zones/Z/instances/I``) and whose type contains ``kind`` (lower case; compared
+    case-insensitively), if any."""
     from google.cloud import compute_v1
 
     what = f"list the running operations of zone {zone}"
@@ -155,7 +162,6 @@ def operation_under_way(scope: Scope, zone: str, instance: str, kind: str) -> st
         operations = list(pager)  # further pages are fetched here
     except Exception as exc:  # noqa: BLE001 - translated like every other call
         raise translate(exc, what, "compute.zoneOperations.list") from exc
-    suffix = f"/zones/{zone}/instances/{instance}"
     for op in operations:
         status = getattr(op.status, "name", op.status)
         if (

@@ -14,7 +14,9 @@ shrinks a reservation; ``api-errors`` fails calls with a 503 as a throttled cont
 ``repair_node`` moves a node to a healthy host: its non-sticky host faults go, and it reads
 NotReady for the repair's simulated duration (a ``repair`` row of the cloud table);
 ``reboot_node`` keeps the machine and clears its faults a reboot clears (``REBOOT_CLEARS``),
-NotReady for a shorter while (a ``reboot`` row). Both live in ``machines``.
+NotReady for a shorter while (a ``reboot`` row). Both live in ``machines``. The provider's
+view of the racks (``subblock_health``, degraded by a ``subblock-down`` fault) and a faulty
+sub-block's report (a ``subblock_report`` row) live in ``provider_topology``.
 """
 
 from __future__ import annotations
@@ -40,11 +42,20 @@ from gpufleet.backends.base import (
     Taint,
 )
 from gpufleet.backends.sim import machines
+from gpufleet.backends.sim import provider_topology as _topology
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.programs import speed
+from gpufleet.backends.topology_api import SubBlockHealth
 from gpufleet.errors import BackendError
 
-CREATE_S = {"cluster": 2.0, "node_pool": 2.0, "filesystem": 2.0, "repair": 2.0, "reboot": 1.0}
+CREATE_S = {
+    "cluster": 2.0,
+    "node_pool": 2.0,
+    "filesystem": 2.0,
+    "repair": 2.0,
+    "reboot": 1.0,
+    "subblock_report": 2.0,
+}
 SIM_CONSOLE = "sim://"
 
 
@@ -313,6 +324,22 @@ class SimCloudBackend(SimBackendBase):
         seconds, then Ready. A reboot still under way is ``found``; one during a repair is
         refused (``machines``)."""
         return machines.reboot(self, node, dry_run)
+
+    # --- the provider's view of the racks (``provider_topology``) -----------------------------
+
+    def subblock_health(self, pool: str) -> list[SubBlockHealth]:
+        """The pool's sub-blocks; every host of one under ``subblock-down`` reads degraded."""
+        return _topology.subblock_health(self, pool)
+
+    def report_faulty_subblock(
+        self, pool: str, key: str, reason: str, dry_run: bool = False
+    ) -> Ensured:
+        """Record a report of the sub-block in the sim state (``subblock_reports``)."""
+        return _topology.report_faulty_subblock(self, pool, key, reason, dry_run)
+
+    def subblock_reports(self, pool: str | None = None) -> list[dict[str, Any]]:
+        """The sub-block reports recorded (latest per sub-block, ``reports`` counting them)."""
+        return _topology.subblock_reports(self, pool)
 
     # --- filesystems ---------------------------------------------------------------------------
 

@@ -1,0 +1,126 @@
+"""The simulated fleet's provider view of its racks (``topology_api``; ``SimCloudBackend.
+subblock_health`` / ``report_faulty_subblock`` delegate here).
+
+- **Health**: each sub-block holding nodes of the pool (``topology.sim_place``: the sim's racks
+  of ``SIM_HOSTS_PER_SUBBLOCK`` hosts), keyed as its nodes' labels key it. The provider sees a
+  ``subblock-down:<sub-block>`` fault in force on the pool: every host of that sub-block reads
+  degraded and the sub-block DEGRADED; otherwise its hosts are healthy. Other faults (a bad
+  node, a slow block) are not the provider's to see: they show only in gpufleet's own pairs.
+- **Report**: a sub-block of the pool reported faulty is recorded in the sim state (a
+  ``subblock_report`` row of the cloud table, named ``<pool>/<key>``, with the reason and how
+  many reports it has had; ``subblock_reports``), under way for ``CREATE_S["subblock_report"]``
+  x ``GPUFLEET_SIM_SPEED`` seconds of the sim's clock, during which another report of it is
+  ``found``. The sim's provider fixes nothing: the fault stays until it is cleared. A key that
+  is not a sub-block of the pool is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.backends.base import ABSENT, CREATED, FOUND, UPDATING, WOULD_CREATE, Ensured
+from gpufleet.backends.sim.topology import sim_place
+from gpufleet.backends.topology_api import (
+    DEGRADED,
+    HEALTHY,
+    REPORT_KIND,
+    SubBlockHealth,
+    split_key,
+)
+from gpufleet.domain.topology import Place
+from gpufleet.errors import BackendError
+
+if TYPE_CHECKING:
+    from gpufleet.backends.sim.cloud import SimCloudBackend
+
+
+def _places(cloud: SimCloudBackend, pool: str) -> dict[Place, list[str]]:
+    spec = cloud.cluster.pool(pool)
+    with cloud.state.read() as conn:
+        nodes = [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM nodes WHERE cluster=? AND pool=? ORDER BY name",
+                (cloud.cluster.name, pool),
+            )
+        ]
+    places: dict[Place, list[str]] = {}
+    for node in nodes:
+        places.setdefault(sim_place(spec, node), []).append(node)
+    return places
+
+
+def subblock_health(cloud: SimCloudBackend, pool: str) -> list[SubBlockHealth]:
+    """The pool's sub-blocks, degraded where a ``subblock-down`` fault is in force."""
+    cloud._api_call("list sub-block health")
+    down = cloud.faults(pool).down_subblocks
+    reports = {r["key"]: r["reports"] for r in subblock_reports(cloud, pool)}
+    out = []
+    for place, nodes in sorted(_places(cloud, pool).items()):
+        degraded = len(nodes) if place.subblock in down else 0
+        out.append(
+            SubBlockHealth(
+                block=place.block,
+                subblock=place.subblock,
+                status=DEGRADED if degraded else HEALTHY,
+                healthy_hosts=len(nodes) - degraded,
+                degraded_hosts=degraded,
+                hosts=len(nodes),
+                detail={"nodes": nodes, "reports": reports.get(place.key, 0)},
+            )
+        )
+    return out
+
+
+def report_faulty_subblock(
+    cloud: SimCloudBackend, pool: str, key: str, reason: str, dry_run: bool
+) -> Ensured:
+    """Record a report of sub-block ``key`` of ``pool`` (see the module)."""
+    cloud._api_call("report a faulty sub-block")
+    split_key(key)
+    known = sorted(p.key for p in _places(cloud, pool))
+    if key not in known:
+        raise BackendError(
+            f"sim {cloud.cluster.name}: sub-block {key!r} is not a sub-block of pool {pool!r} "
+            f"(its sub-blocks: {', '.join(known) or 'none'}): refusing to report it"
+        )
+    name = f"{pool}/{key}"
+    url = cloud._url(REPORT_KIND, name)
+    had = cloud._row(REPORT_KIND, name)
+    now = cloud.state.clock.time()
+    if had is not None and now < had["ready_at"]:
+        return Ensured(REPORT_KIND, key, FOUND, UPDATING, (), url, _detail(had))
+    if dry_run:
+        return Ensured(REPORT_KIND, key, WOULD_CREATE, ABSENT, console_url=url)
+    body = {
+        "pool": pool,
+        "key": key,
+        "reason": reason,
+        "reported_at": now,
+        "reports": (had or {}).get("reports", 0) + 1,
+    }
+    with cloud.state.tx() as conn:
+        conn.execute(
+            "DELETE FROM cloud WHERE cluster=? AND kind=? AND name=?",
+            (cloud.cluster.name, REPORT_KIND, name),
+        )
+        cloud._insert(conn, REPORT_KIND, name, body)
+    return Ensured(
+        REPORT_KIND, key, CREATED, UPDATING, (), url, _detail(cloud._row(REPORT_KIND, name))
+    )
+
+
+def _detail(body: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (body or {}).items() if k != "key"}
+
+
+def subblock_reports(cloud: SimCloudBackend, pool: str | None = None) -> list[dict[str, Any]]:
+    """The sub-block reports recorded (the latest per sub-block, with how many it had)."""
+    with cloud.state.read() as conn:
+        rows = conn.execute(
+            "SELECT body FROM cloud WHERE cluster=? AND kind=? ORDER BY name",
+            (cloud.cluster.name, REPORT_KIND),
+        ).fetchall()
+    bodies = [json.loads(row["body"]) for row in rows]
+    return [b for b in bodies if pool is None or b["pool"] == pool]
