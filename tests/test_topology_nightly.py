@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from gpufleet.backends.sim.cloud import SimCloudBackend
 from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.topology import ACROSS, ACROSS_BLOCKS, INSIDE
 from gpufleet.store import Ledger
 from tests.support.fleet import ROOT, lifecycle_night
@@ -74,6 +76,16 @@ def test_a_bad_uplink_takes_its_sub_block_out_as_a_unit_and_back_when_it_heals(
     )
     evidence = Ledger().node_state(CLUSTER, SB2[0])["evidence"]
     assert evidence["subblock"] == "block-1/block-1-sb2"
+    # reported to the provider (no job runs on the rack), whose own view reads it degraded
+    assert "sub-block block-1/block-1-sb2 reported to the provider (created)" in row["reasons"]
+    reports = SimCloudBackend(load_catalog().cluster(CLUSTER)).subblock_reports(RACKED)
+    assert [r["key"] for r in reports] == ["block-1/block-1-sb2"]
+    view = {h["key"]: h["status"] for h in row["details"]["provider_subblocks"]}
+    assert view == {
+        "block-1/block-1-sb1": "HEALTHY",
+        "block-1/block-1-sb2": "DEGRADED",
+        "block-1/block-1-sb3": "HEALTHY",
+    }
 
     second = lifecycle_night(CLUSTER, RACKED, 2)  # still down: kept out, never drained
     assert states(RACKED) == {n: "retesting" for n in SB2}
@@ -148,3 +160,37 @@ def test_a_retested_node_is_never_partnered_across_a_bad_uplink(twelve_node_pool
     assert partners and all(not pair & set(sb1) for pair in partners)
     assert states(RACKED)[bad] == "released"
     assert {n: s for n, s in states(RACKED).items() if n != bad} == {n: "quarantined" for n in sb1}
+
+
+def test_a_bad_rack_a_job_runs_on_is_not_reported_until_the_job_is_gone(twelve_node_pools):
+    """GKE's reportFaulty disrupts every VM of the sub-block at once: a rack with a job on it
+    is taken out (NoSchedule: the job runs on) but not reported yet."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.manifests.training import TrainingJobSpec, render_training_job
+
+    ref = load_catalog().pool(CLUSTER, RACKED)
+    backend = cluster_backend(ref.cluster)
+    spec = TrainingJobSpec(
+        name="busy-job",
+        namespace="ml",
+        image="example/train:1",
+        command=["torchrun", "t.py"],
+        nodes=2,
+        gpus_per_node=8,
+    )
+    backend.apply(render_training_job(ref, spec))
+    busy = sorted(n.name for n in backend.list_nodes(RACKED) if n.workloads)
+    rack = {
+        n.labels["cloud.google.com/gce-topology-subblock"]
+        for n in backend.list_nodes(RACKED)
+        if n.name == busy[0]
+    }.pop()
+    SimState().inject(CLUSTER, RACKED, f"subblock-down:{rack}", scope="rack")
+    lifecycle_night(CLUSTER, RACKED, 1)
+    row = fabric(RACKED, "night-1")
+    assert list(row["details"]["bad_subblocks"]) == [f"block-1/{rack}"]
+    assert any(
+        r.startswith(f"sub-block block-1/{rack} not reported to the provider yet: jobs run on")
+        for r in row["reasons"]
+    )
+    assert SimCloudBackend(ref.cluster).subblock_reports(RACKED) == []

@@ -10,13 +10,14 @@ import statistics
 from datetime import datetime
 from typing import Any
 
+from gpufleet.backends import cloud_backend
 from gpufleet.domain.verdicts import PairVerdict, judge_pool
 from gpufleet.services.common.collect import cost_details
 from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.validation.fabric_state import FabricState, FabricSummary
 from gpufleet.services.validation.health import NodeHealth, health_reason, record_health
 from gpufleet.services.validation.new_nodes import release_new_nodes
-from gpufleet.services.validation.topology import apply_scopes, read_pass1
+from gpufleet.services.validation.topology import apply_scopes, provider_view, read_pass1
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,9 @@ class FabricVerdict:
         )
         for node, why in verdict.quarantine.items():
             self.quarantine(node, why, state.run_id, state.health.get(node))
-        verdict = apply_scopes(self.lifecycle, state, scope, verdict)
+        placed = any(state.places.values())  # the provider's view: pools with topology labels
+        cloud = cloud_backend(self.ref.cluster) if placed else None
+        verdict = apply_scopes(self.lifecycle, state, scope, verdict, cloud)
         left = set(unhealthy) - set(verdict.quarantine) - set(state.retest)  # past the cap
         record_health(self.ledger, self.ref, state.run_id, started, health, left)
         # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
@@ -114,6 +117,7 @@ class FabricVerdict:
                 **cost_details(state.gpu_seconds, len(tested)),
                 "passed_nodes": sorted(passed - apart) if verdict.passed else [],
                 **scope.details(),
+                "provider_subblocks": provider_view(cloud, pool.name) if cloud else None,
             },
             started_at=datetime.fromisoformat(state.started_at),
             pairs=rows,

@@ -30,6 +30,7 @@ from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.topology import Place, ScopedPlan, ScopeVerdict, judge_scopes, place_of
 from gpufleet.domain.topology import plan_by_scope as _plan
 from gpufleet.domain.verdicts import PoolFabricVerdict
+from gpufleet.errors import GpufleetError
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 
 SUBBLOCK_EVIDENCE = "subblock"
@@ -109,21 +110,46 @@ def unit_retests(rows: Mapping[str, Mapping[str, Any]], retest: list[str]) -> li
     return [n for n in retest if SUBBLOCK_EVIDENCE in ((rows.get(n) or {}).get("evidence") or {})]
 
 
+def provider_view(cloud: Any, pool: str) -> list[dict[str, Any]] | dict[str, str]:
+    """The provider's health of the pool's sub-blocks (``CloudBackend.subblock_health``), as
+    the fabric row records it beside our verdicts; what stopped the read, else."""
+    try:
+        return [h.to_dict() for h in cloud.subblock_health(pool)]
+    except GpufleetError as e:
+        return {"error": str(e)}
+
+
+def report_subblock(
+    cloud: Any, pool: str, key: str, why: str, nodes: list[str], busy: Iterable[str]
+) -> str:
+    """Report a bad sub-block to the provider (``report_faulty_subblock``: GKE's reportFaulty
+    disrupts every VM of the sub-block at once, so only a rack no job runs on is reported; a
+    later night reports it once its jobs are gone); the sentence for the verdict's reasons."""
+    running = sorted(set(nodes) & set(busy))
+    if running:
+        return f"not reported to the provider yet: jobs run on {', '.join(running)}"
+    try:
+        ensured = cloud.report_faulty_subblock(pool, key, f"gpufleet: {why}")
+    except GpufleetError as e:
+        return f"could not be reported to the provider: {e}"
+    if ensured.action == "unsupported":
+        return f"not reported: {ensured.detail.get('why', 'the provider has no such call')}"
+    return f"reported to the provider ({ensured.action})"
+
+
 def apply_scopes(
     lifecycle: NodeLifecycle,
     state: Any,
     scope: ScopeOutcome,
     verdict: PoolFabricVerdict,
+    cloud: Any = None,
 ) -> PoolFabricVerdict:
     """Act on pass 1's scopes after the nodes' verdict: quarantine each bad sub-block's nodes
-    as a unit, release or keep out the sub-block units retested tonight, and fail (and page)
-    the pool for a slow block. Returns the pool's verdict with these reasons."""
-    reasons, passed, page, pool_state = (
-        list(verdict.reasons),
-        verdict.passed,
-        verdict.page,
-        verdict.state,
-    )
+    as a unit (and report it through ``cloud``, a ``CloudBackend``, when given), release or keep
+    out the sub-block units retested tonight, and fail (and page) the pool for a slow block.
+    Returns the pool's verdict with these reasons."""
+    reasons, passed, page = list(verdict.reasons), verdict.passed, verdict.page
+    pool_state = verdict.state
     bad = scope.verdict.bad_subblocks
     for key, why in sorted(bad.items()):
         nodes = sorted(n for n, k in scope.out.items() if k == key and n not in state.units)
@@ -132,6 +158,10 @@ def apply_scopes(
             lifecycle.quarantine(node, subblock_reason(key, why), evidence, run_id=state.run_id)
         if nodes:
             reasons.append(f"{subblock_reason(key, why)}: {', '.join(nodes)}")
+        if cloud is not None:
+            members = sorted(n for n, k in scope.out.items() if k == key)
+            told = report_subblock(cloud, state.pool, key, why, members, state.busy)
+            reasons.append(f"sub-block {key} {told}")
     for node in state.units:
         key = state.places.get(node)
         mine = [
