@@ -8,12 +8,14 @@ configured auth manager, so each request pays for authentication as in productio
 catalog is 2,000 sim pools (``fleetgen``: 100 clusters of 20); the ledgers are filled by
 ``gate_latency.fill`` (365 nights x 2,000 pools x fabric + storage = 1.46 M validation rows
 and 730,000 pool events for the year) plus each pool's node snapshot, as the nights' validations
-leave it (the reads never list a cluster). Requests to the two ledgers alternate, so machine
-noise hits both alike. The year ledger is cached under /tmp (keyed by size and date) so a
-re-run skips its ~1 min fill.
+leave it (the reads never list a cluster); with ``--health``, also each pool's GPU health row
+of tonight (8 healthy nodes at level 1, as the nightly's health tier records it), in both
+ledgers. Requests to the two ledgers alternate, so machine noise hits both alike. The year
+ledger is cached under /tmp (keyed by size, date and ``--health``) so a re-run skips its
+~1 min fill.
 
     python bench/fleet_page.py [--fleet-requests 3] [--pool-requests 120] [--metrics-requests 20]
-                               [--pools 2000]
+                               [--pools 2000] [--health]
                                [--nights 365] [--limit 3.0] [--fresh]
 
 Needs a migrated Airflow metadata DB (``make setup``: token revocation is checked there).
@@ -29,7 +31,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,19 +73,61 @@ def fill_snapshots(ledger, catalog, now: datetime) -> None:
         conn.execute(s.node_snapshots.insert(), rows)
 
 
-def ledger_url(label: str, pools: int, nights: int, now: datetime, fresh: bool) -> str:
+def fill_health(ledger, catalog, now: datetime) -> int:
+    """Each pool's GPU health row of tonight: 8 nodes healthy at ``dcgmi diag`` level 1."""
+    from gpufleet.store import schema as s
+
+    at = now - timedelta(minutes=30)  # tonight's run, as ``fill`` names it
+    rows = []
+    for ref in catalog.pools():
+        nodes = {
+            f"{ref.pool.name}-{i}": {"level": 1, "action": "healthy", "reasons": [], "notes": []}
+            for i in range(8)
+        }
+        rows.append(
+            {
+                "run_id": f"scheduled__{at:%Y-%m-%d}",
+                "cluster": ref.cluster.name,
+                "pool": ref.pool.name,
+                "kind": "health",
+                "passed": True,
+                "verdict": "pass",
+                "nodes_tested": 8,
+                "reasons": [],
+                "details": {
+                    "levels": {"1": 8},
+                    "nodes": nodes,
+                    "gpu_minutes": 19.2,
+                    "cost_nodes": 8,
+                    "gpu_minutes_per_node": 2.4,
+                },
+                "started_at": at - timedelta(minutes=20),
+                "finished_at": at,
+            }
+        )
+    with ledger.engine.begin() as conn:
+        conn.execute(s.validations.insert(), rows)
+    return len(rows)
+
+
+def ledger_url(
+    label: str, pools: int, nights: int, now: datetime, fresh: bool, health: bool = False
+) -> str:
     """A filled SQLite ledger; the year's is reused from an earlier run of the same day."""
     from gpufleet.config.catalog import load_catalog
     from gpufleet.store import Ledger
 
-    path = CACHE / f"{label}-{pools}p-{nights}n-{now:%Y%m%d}.db"
+    name = f"{label}{'-health' if health else ''}-{pools}p-{nights}n"
+    path = CACHE / f"{name}-{now:%Y%m%d}.db"
     done = path.with_suffix(".done")
     if fresh or label == "tonight" or not done.exists():
-        for old in CACHE.glob(f"{label}-{pools}p-{nights}n-*"):
+        for old in CACHE.glob(f"{name}-*"):
             old.unlink()
         began = time.perf_counter()
         ledger = Ledger(f"sqlite:///{path}")
         rows = fill(ledger, load_catalog(), nights, now)
+        if health:
+            rows += fill_health(ledger, load_catalog(), now)
         fill_snapshots(ledger, load_catalog(), now)
         with ledger.engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE")
@@ -138,6 +182,9 @@ def main() -> int:
     parser.add_argument("--nights", type=int, default=365)
     parser.add_argument("--limit", type=float, default=3.0)
     parser.add_argument("--fresh", action="store_true", help="refill the cached year ledger")
+    parser.add_argument(
+        "--health", action="store_true", help="tonight's GPU health row for every pool too"
+    )
     args = parser.parse_args()
     from gpufleet.airflow.ui.app import DEFAULT_NIGHTS
 
@@ -148,8 +195,8 @@ def main() -> int:
         generate_catalog(CACHE / f"fleet-{args.pools}", args.pools, per_cluster=20)
     now = datetime.now(UTC)
     urls = {
-        "tonight": ledger_url("tonight", args.pools, 1, now, args.fresh),
-        "year": ledger_url("year", args.pools, args.nights, now, args.fresh),
+        "tonight": ledger_url("tonight", args.pools, 1, now, args.fresh, args.health),
+        "year": ledger_url("year", args.pools, args.nights, now, args.fresh, args.health),
     }
     try:
         headers = {"Authorization": f"Bearer {mint_token()}"}

@@ -163,6 +163,74 @@ def test_latest_validations_of_many_pools_agree_with_one_at_a_time(ledger_url):
     assert ledger.latest_validations("c", []) == {}
 
 
+def test_the_latest_validations_follow_every_write_to_the_validations(ledger_url, monkeypatch):
+    """v16: the table the fleet-wide reads join (``gf_latest_validations``) is kept by the
+    database: rows written by hand with ids out of order, deleted, moved to another pool or
+    renumbered still leave it naming each (cluster, pool, kind)'s highest id, as
+    ``latest_validation`` reads it from the validations themselves; whatever the clusters to
+    a statement and however the driver binds parameters."""
+    from gpufleet.store import validations
+
+    ledger = Ledger(ledger_url)
+    at = NOW.replace(tzinfo=None) if ledger_url.startswith("sqlite") else NOW
+    asked = {"c": ["p", "q", "r"], "d": ["p"], "e": []}
+    kinds = ("fabric", "storage")
+
+    def run(sql: str, **params) -> None:
+        with ledger.engine.begin() as conn:
+            conn.execute(text(sql), params)
+
+    def add(vid: int, pool: str, kind: str = "fabric", cluster: str = "c") -> None:
+        run(
+            "INSERT INTO gf_validations (id, run_id, cluster, pool, kind, passed, verdict, "
+            "reasons, details, started_at, finished_at) VALUES (:id, :run, :c, :p, :k, true, "
+            "'pass', '[]', '{}', :at, :at)",
+            id=vid, run=f"r{vid}", c=cluster, p=pool, k=kind, at=at,
+        )  # fmt: skip
+
+    def agree() -> dict:
+        got = ledger.latest_validations_by_cluster(asked, kinds)
+        assert set(got) == set(asked)
+        for cluster, pools in asked.items():
+            for pool in pools:
+                for kind in kinds:
+                    assert got[cluster].get((pool, kind)) == ledger.latest_validation(
+                        cluster, pool, kind
+                    )
+        with ledger.engine.connect() as conn:
+            kept = conn.execute(text("SELECT count(*) FROM gf_latest_validations")).scalar()
+            distinct = "SELECT DISTINCT cluster, pool, kind FROM gf_validations"
+            keys = conn.execute(text(f"SELECT count(*) FROM ({distinct}) k")).scalar()
+        assert kept == keys
+        return {c: {k: r["id"] for k, r in rows.items()} for c, rows in got.items()}
+
+    add(10, "p"), add(5, "p"), add(12, "p", "storage"), add(7, "q"), add(3, "p", cluster="d")
+    add(4, "p", "health")  # a kind not asked for
+    assert agree() == {
+        "c": {("p", "fabric"): 10, ("p", "storage"): 12, ("q", "fabric"): 7},
+        "d": {("p", "fabric"): 3},
+        "e": {},
+    }
+    monkeypatch.setattr(validations, "_CLUSTERS", 1)  # a statement per cluster
+    assert agree()["c"] == {("p", "fabric"): 10, ("p", "storage"): 12, ("q", "fabric"): 7}
+    monkeypatch.setattr(validations, "_MARKS", {})  # parameters bound by name
+    assert agree()["d"] == {("p", "fabric"): 3}
+    run("DELETE FROM gf_validations WHERE id = 10")
+    assert agree()["c"][("p", "fabric")] == 5
+    run("UPDATE gf_validations SET pool = 'r' WHERE id = 5")
+    assert agree()["c"] == {("p", "storage"): 12, ("q", "fabric"): 7, ("r", "fabric"): 5}
+    run("UPDATE gf_validations SET id = 20 WHERE id = 7")
+    run("UPDATE gf_validations SET details = '{\"x\": 1}' WHERE id = 20")  # not the key
+    assert agree()["c"][("q", "fabric")] == 20
+    vid = ledger.record_validation(
+        run_id="n", cluster="c", pool="q", kind="fabric", passed=False, started_at=NOW
+    )
+    # the highest id: PostgreSQL's sequence never saw the ids written by hand
+    assert agree()["c"][("q", "fabric")] == max(vid, 20)
+    run("DELETE FROM gf_validations")
+    assert agree() == {"c": {}, "d": {}, "e": {}}
+
+
 def test_naive_datetimes_are_refused(ledger_url):
     ledger = Ledger(ledger_url)
     with pytest.raises(Exception, match="aware datetimes"):

@@ -154,7 +154,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0015"
+        assert migrations.current_revision(conn) == migrations.head() == "0016"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -175,6 +175,9 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     if version >= 6:
         assert ledger.region_state("r")["state"] == "ready"
     assert ledger.hold_region_lock("r", "region_onboarding", "r1", NOW)["run_id"] == "r1"
+    latest = ledger.latest_validations("c", ["p"], ("fabric",))  # v16: filled from the rows
+    assert latest[("p", "fabric")] == ledger.latest_validation("c", "p", "fabric")
+    assert latest[("p", "fabric")]["run_id"] == "v-fail"
     assert ledger.node_snapshots() == {}  # v12: no snapshot until a task lists the pool
     assert ledger.validation_lock("c", "p", "fabric").hold("d", "r1", NOW)["run_id"] == "r1"  # v13
     lock = ledger.validation_lock("c", "fs", "filesystem")  # v14: a holder inside the run
@@ -235,7 +238,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 15
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 16
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)
@@ -262,11 +265,12 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
 
 def test_a_new_ledger_is_created_at_head_and_matches_one_upgraded_from_the_start(ledger_url):  # noqa: F811
     """``metadata.create_all`` + stamp (a new ledger) and revision 0001..head give the same
-    tables, columns and indexes: schema.py and the revisions agree."""
+    tables, columns, indexes and triggers: schema.py and the revisions agree."""
     ledger = Ledger(ledger_url)
     with ledger.engine.connect() as conn:
         assert migrations.current_revision(conn) == migrations.head()
     fresh = _shape(ledger.engine)
+    assert {"gf_latest_validations_insert", "gf_latest_validations_keep"} & set(fresh["triggers"])
     other = ledger_url.replace("ledger.db", "other.db") if "sqlite" in ledger_url else None
     if other is None:  # PostgreSQL: a second schema-less database is the fixture's; reuse it
         with ledger.engine.begin() as conn:
@@ -289,6 +293,14 @@ def _shape(engine) -> dict:
         indexes = {(i["name"], tuple(i["column_names"]), bool(i["unique"]))
                    for i in insp.get_indexes(table)}  # fmt: skip
         shape[table] = (sorted(columns), indexes)
+    with engine.connect() as conn:  # v16: the triggers keeping gf_latest_validations (not
+        # version 4's CHECKs, which an upgraded SQLite ledger holds as triggers)
+        if engine.dialect.name == "sqlite":
+            sql = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        else:
+            sql = "SELECT trigger_name FROM information_schema.triggers"
+        names = set(conn.execute(text(sql)).scalars())
+        shape["triggers"] = sorted(n for n in names if n.startswith("gf_latest_validations"))
     return shape
 
 

@@ -4,6 +4,7 @@ bearer token from the ``gpufleet_metrics`` connection (open only when configured
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -226,3 +227,53 @@ def test_each_scrape_reads_afresh_and_nothing_leaks_into_the_global_registry(
     app.include_router(make_router(ledger_factory=lambda: other))
     fresh = samples(TestClient(app).get("/metrics", headers=auth).text)
     assert ("gpufleet_fabric_busbw_gbps", at("h200-a")) not in fresh
+
+
+def test_the_exposition_is_prometheus_clients_own_byte_for_byte(airflow_db, fleet_state):
+    """``/metrics`` writes the text format itself (2,000 pools make 30,000 samples): what it
+    writes, parsed by prometheus_client and written again by ``generate_latest``, comes back
+    byte for byte, hostile label values (a drift metric's name is ledger text) and figures of
+    every size included."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpufleet.airflow.ui.metrics import exposition
+
+    ledger = Ledger()
+    record_night(ledger)
+    now = datetime.now(UTC)
+    names = ['a"b', "back\\slash", "new\nline", "ünï", "", 'x=1,y="2"}']
+    figures = [1e-7, 123456789.0, -0.0, 1e22, 0.1, 7, 1.5e-300, 12345678.9, -3]
+    latest = [
+        (pool, kind) for pool in ("h200-a", "h200-b") for kind in ("fabric", "storage", "health")
+    ]
+    for i, ((pool, kind), name) in enumerate(zip(latest, names, strict=True)):
+        ledger.record_validation(
+            run_id=f"w{i}", cluster="a3u-sim", pool=pool, kind=kind, passed=True,
+            started_at=now, finished_at=now - timedelta(seconds=i * 1e7),
+            busbw_gbps=figures[i], read_mb_s=figures[i + 1], expected_mb_s=figures[-1],
+            details={"drift": [{"metric": name, **dict(zip(("latest", "median", "noise",
+                     "limit"), figures[i : i + 4], strict=True))}], "gpu_minutes": 10**8,
+                     "nodes": {}, "levels": {"1": 3}},
+        )  # fmt: skip
+    text = exposition(load_catalog(), ledger, now)
+    families = list(text_string_to_metric_families(text.decode()))
+
+    class Again:
+        def collect(self):
+            yield from families
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Again())
+    assert generate_latest(registry) == text
+    drift = {
+        (s.name, s.labels["metric"]): s.value
+        for f in families
+        for s in f.samples
+        if f.name.startswith("gpufleet_drift_")
+    }
+    assert {metric for _, metric in drift} == {*names, "busbw_gbps"}
+    for i, name in enumerate(names):  # each figure as the ledger holds it, -0.0 included
+        four = zip(("latest", "median", "noise", "limit"), figures[i : i + 4], strict=True)
+        for figure, value in four:
+            got = drift[(f"gpufleet_drift_{figure}", name)]
+            assert (got, math.copysign(1, got)) == (value, math.copysign(1, value))

@@ -20,6 +20,7 @@ from gpufleet.store.database import (
 )
 from gpufleet.store.nodes import NodeRecords
 from gpufleet.store.regions import RegionRecords
+from gpufleet.store.rows import select_dicts
 from gpufleet.store.snapshots import SnapshotRecords
 from gpufleet.store.transitions import TransitionRecords
 from gpufleet.store.validations import ValidationRecords
@@ -113,8 +114,8 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
         if cluster is not None:
             q = q.where(s.pool_state.c.cluster == cluster)
         with self.engine.connect() as conn:
-            rows = conn.execute(q).mappings().all()
-        return {(r["cluster"], r["pool"]): dict(r) for r in rows}
+            rows = select_dicts(conn, q)
+        return {(r["cluster"], r["pool"]): r for r in rows}
 
     # --- quarantine: read from the node lifecycle (gf_node_states, gf_node_events) -----------
 

@@ -24,9 +24,12 @@ over into ``gf_node_states`` and ``gf_node_events``); 12 node snapshots (``gf_no
 each pool's nodes as the last task that listed them saw them; the read paths read these); 13
 a pool's validation lock (``gf_validation_locks``: one run validates a pool's fabric, or its
 filesystem, at a time); 14 the lock's holder within its run (``gf_validation_locks.holder``); 15
-the validation kind ``health`` (a pool's GPU health check, issue 20) joins the kind CHECK.
+the validation kind ``health`` (a pool's GPU health check, issue 20) joins the kind CHECK; 16
+each (cluster, pool, kind)'s latest validation (``gf_latest_validations``, kept by triggers:
+what the fleet-wide reads join).
 The region tables live in ``store/schema_regions.py``, the snapshots in
-``store/schema_snapshots.py`` (the same ``metadata``).
+``store/schema_snapshots.py``, the latest validations in ``store/schema_latest.py`` (the same
+``metadata``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
 change here is a new revision there, and ``SCHEMA_VERSION`` its number.
 
@@ -58,7 +61,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 15  # the head revision, ``store/alembic/versions/0015_health_kind.py``
+SCHEMA_VERSION = 16  # the head revision, ``store/alembic/versions/0016_latest_validations.py``
 
 metadata = MetaData()
 
@@ -359,6 +362,7 @@ node_events = Table(
 Index("ix_gf_node_events_node", node_events.c.cluster, node_events.c.node, node_events.c.id)
 
 # The region tables share ``metadata``: imported here so ``schema.regions`` etc. keep working.
+from gpufleet.store.schema_latest import latest_validations  # noqa: E402, F401
 from gpufleet.store.schema_regions import (  # noqa: E402, F401
     onboarding_actions,
     region_locks,

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gpufleet.store import schema as s
 from gpufleet.store.locks import LeaseLock
+from gpufleet.store.rows import select_dicts
 
 COUNTS = ("nodes", "ready", "free", "quarantined", "busy")
 
@@ -75,4 +76,4 @@ class SnapshotRecords:
         if cluster is not None:
             query = query.where(t.c.cluster == cluster)
         with self.engine.connect() as conn:
-            return {(r.cluster, r.pool): dict(r._mapping) for r in conn.execute(query).all()}
+            return {(r["cluster"], r["pool"]): r for r in select_dicts(conn, query)}

@@ -9,36 +9,37 @@ Order is the ledger's insertion order (row ids), never a row's own timestamp.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import TextClause, insert, select, text, update
+from sqlalchemy import insert, select, update
 
 from gpufleet.errors import LedgerError
 from gpufleet.store import schema as s
+from gpufleet.store.rows import typed_rows
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-_PROBES = 200  # (pool, kind) probes per statement: SQLite allows 500 terms in a compound
+_CLUSTERS = 400  # cluster names bound per statement
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}  # positional, by DB-API paramstyle
 
 
 @lru_cache(maxsize=16)
-def _latest_of(n: int) -> TextClause:
-    """The rows with the highest id of ``n`` (cluster, pool, kind) prefixes: ``n`` index probes
-    (``ix_gf_validations_latest``), typed like ``gf_validations`` (timestamps, JSON)."""
-    probes = " UNION ALL ".join(
-        f"SELECT max(id) FROM gf_validations WHERE cluster = :cluster AND pool = :p{i} "
-        f"AND kind = :k{i}"
-        for i in range(n)
-    )
-    columns = ", ".join(c.name for c in s.validations.c)  # by name: upgraded tables differ
-    return text(f"SELECT {columns} FROM gf_validations WHERE id IN ({probes})").columns(
-        *s.validations.c
+def _latest_of(clusters: int, kinds: int, mark: str) -> str:
+    """The latest row of every pool of ``clusters`` clusters in ``kinds`` kinds: the latest
+    validations (v16, ``store.schema_latest``) joined to their rows; parameters positional
+    (``mark``), the clusters then the kinds."""
+    columns = ", ".join(f"v.{c.name}" for c in s.validations.c)  # by name: upgraded tables differ
+    return (
+        f"SELECT {columns} FROM gf_latest_validations l "
+        "JOIN gf_validations v ON v.id = l.validation_id "
+        f"WHERE l.cluster IN ({', '.join([mark] * clusters)}) "
+        f"AND l.kind IN ({', '.join([mark] * kinds)})"
     )
 
 
@@ -125,18 +126,45 @@ class ValidationRecords:
         self, cluster: str, pools: Iterable[str], kinds: Iterable[str] = ("fabric", "storage")
     ) -> dict[tuple[str, str], dict[str, Any]]:
         """``latest_validation`` of every (pool, kind) of one cluster, keyed by (pool, kind), in
-        one statement: one index probe per pair (the highest id under its (cluster, pool, kind)
-        prefix), so a page over many pools costs no more with a year of history."""
-        pairs = [(pool, kind) for pool in dict.fromkeys(pools) for kind in dict.fromkeys(kinds)]
-        out: dict[tuple[str, str], dict[str, Any]] = {}
+        one statement (``latest_validations_by_cluster``), so a page over many pools costs no
+        more with a year of history."""
+        return self.latest_validations_by_cluster({cluster: pools}, kinds)[cluster]
+
+    def latest_validations_by_cluster(
+        self, by_cluster: Mapping[str, Iterable[str]], kinds: Iterable[str] = ("fabric", "storage")
+    ) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
+        """``latest_validation`` of every (pool, kind) of many clusters (a fleet-wide read):
+        cluster -> (pool, kind) -> row, every cluster asked present. The ledger's latest
+        validations (``gf_latest_validations``, kept by the database) joined to their rows,
+        ``_CLUSTERS`` clusters to a statement: no index probe into the history, whatever its
+        length. Rows are typed as ``select`` types them (``store.rows.typed_rows``)."""
+        pools = {cluster: set(names) for cluster, names in by_cluster.items()}
+        kinds = list(dict.fromkeys(kinds))
+        out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {c: {} for c in pools}
+        clusters = [c for c, names in pools.items() if names]
+        if not clusters or not kinds:
+            return out
+        dialect = self.engine.dialect
+        mark = _MARKS.get(dialect.paramstyle)
         with self.engine.connect() as conn:
-            for start in range(0, len(pairs), _PROBES):
-                chunk = pairs[start : start + _PROBES]
-                params: dict[str, Any] = {"cluster": cluster}
-                for i, (pool, kind) in enumerate(chunk):
-                    params[f"p{i}"], params[f"k{i}"] = pool, kind
-                for row in conn.execute(_latest_of(len(chunk)), params).mappings().all():
-                    out[(row["pool"], row["kind"])] = dict(row)
+            for start in range(0, len(clusters), _CLUSTERS):
+                chunk = clusters[start : start + _CLUSTERS]
+                if mark is None:  # a driver without positional parameters: SQLAlchemy binds
+                    v, latest = s.validations, s.latest_validations
+                    query = (
+                        select(v)
+                        .join(latest, latest.c.validation_id == v.c.id)
+                        .where(latest.c.cluster.in_(chunk), latest.c.kind.in_(kinds))
+                    )
+                    rows = [dict(r._mapping) for r in conn.execute(query)]
+                else:
+                    sql = _latest_of(len(chunk), len(kinds), mark)
+                    rows = typed_rows(
+                        conn.exec_driver_sql(sql, (*chunk, *kinds)), s.validations.c, dialect
+                    )
+                for row in rows:
+                    if row["pool"] in pools.get(row["cluster"], ()):
+                        out[row["cluster"]][(row["pool"], row["kind"])] = row
         return out
 
     def validation_history(

@@ -30,6 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 
 from gpufleet.airflow.ui import metrics, pages
+from gpufleet.airflow.ui.heap import cycle_collector_paused
 from gpufleet.services.views.render import STYLESHEET
 
 STATIC = Path(__file__).parent / "static"
@@ -152,8 +153,9 @@ def create_app(
     def fleet_data(region: str | None, state: str | None) -> dict[str, Any]:
         catalog = catalog_of()
         now = datetime.now(UTC)
+        known = sorted({r.region.name for r in catalog.pools()})
         regions = [region] if region else None
-        if region and region not in {r.region.name for r in catalog.pools()}:
+        if region and region not in known:
             raise HTTPException(404, f"region {region!r} is not in the fleet catalog")
         pools = fleet_view.pool_readiness(catalog, ledger_of(), now, regions)
         states = sorted({p["state"] for p in pools})
@@ -164,7 +166,7 @@ def create_app(
             "pools": pools,
             "cost": fleet_view.fleet_cost(pools),
             "states": states,
-            "regions": sorted({r.region.name for r in catalog.pools()}),
+            "regions": known,
         }
 
     def pool_data(cluster: str, pool: str, nights: int) -> dict[str, Any]:
@@ -177,29 +179,31 @@ def create_app(
     def index() -> RedirectResponse:
         return RedirectResponse("fleet", 307)
 
+    def fleet_html(region: str, state: str) -> str:
+        data = fleet_data(region or None, state or None)
+        return pages.fleet_page(
+            data["pools"],
+            data["cost"],
+            data["now"],
+            data["regions"],
+            data["states"],
+            region=region,
+            state=state,
+        )
+
     @app.get("/fleet", dependencies=auth, response_class=HTMLResponse)
     def fleet(region: str | None = None, state: str | None = None) -> HTMLResponse:
         """The readiness table, filterable by region and pool state."""
         try:
-            data = fleet_data(region or None, state or None)
+            with cycle_collector_paused():  # a fleet-wide read, freed before it resumes
+                return HTMLResponse(fleet_html(region or "", state or ""))
         except HTTPException as exc:
             return _message(exc.status_code, "Unknown region", exc.detail)
-        return HTMLResponse(
-            pages.fleet_page(
-                data["pools"],
-                data["cost"],
-                data["now"],
-                data["regions"],
-                data["states"],
-                region=region or "",
-                state=state or "",
-            )
-        )
 
     @app.get("/api/fleet", dependencies=auth)
     def api_fleet(region: str | None = None, state: str | None = None) -> JSONResponse:
-        data = fleet_data(region or None, state or None)
-        return JSONResponse(jsonable_encoder(data))
+        with cycle_collector_paused():
+            return JSONResponse(jsonable_encoder(fleet_data(region or None, state or None)))
 
     nights_q = Query(
         DEFAULT_NIGHTS, ge=1, le=MAX_NIGHTS, description="how many recent nights to show"

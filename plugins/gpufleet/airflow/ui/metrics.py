@@ -1,8 +1,9 @@
-"""``GET /metrics``: the fleet for Prometheus, in its exposition format (``prometheus_client``).
+"""``GET /metrics``: the fleet for Prometheus, in its text exposition format.
 
-Read from the ledger (and the catalog) at scrape time by a custom collector registered in a
-fresh ``CollectorRegistry`` per scrape: nothing is kept between scrapes, and nothing registers
-in ``prometheus_client``'s global registry (the api-server's own metrics stay apart).
+Read from the ledger (and the catalog) at scrape time: nothing is kept between scrapes, and
+nothing registers in ``prometheus_client``'s global registry (the api-server's own metrics stay
+apart). The text is written by ``exposition.Exposition`` as ``prometheus_client.generate_latest``
+writes it, without a sample object per value: 2,000 pools make some 30,000 samples.
 
 Prometheus cannot hold a UI session, so ``/metrics`` does not use Airflow's login: it takes a
 static bearer token, the password of the Airflow connection ``gpufleet_metrics`` (Prometheus
@@ -36,13 +37,15 @@ from __future__ import annotations
 
 import hmac
 import logging
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
+
+from gpufleet.airflow.ui.exposition import Exposition, Labels
+from gpufleet.airflow.ui.heap import cycle_collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -104,85 +107,66 @@ def check_scrape(authorization: str | None, conn: Any | None) -> None:
         raise MetricsAuthError(401, "the bearer token is not the one /metrics accepts")
 
 
-def _number(value: Any) -> float | None:
-    """A finite number, else None (ledger ``details`` are read defensively)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-class FleetCollector:
-    """A ``prometheus_client`` collector over the ledger, read when collected."""
+class FleetMetrics:
+    """The fleet's gauges, read from the ledger when written (``exposition``)."""
 
     def __init__(self, catalog: Any, ledger: Any, now: datetime | None = None):
         self.catalog = catalog
         self.ledger = ledger
         self.now = now or datetime.now(UTC)
 
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
+    def exposition(self) -> bytes:
+        from gpufleet.services.views.fleet import DRIFTING, pool_verdicts
 
-        from gpufleet.services.launch.gate import LedgerReads
-        from gpufleet.services.views.fleet import DRIFTING, pool_readiness, pools_by_cluster
-        from gpufleet.services.views.health import latest_health
-
-        families: dict[str, GaugeMetricFamily] = {}
-
-        def gauge(name: str, help_text: str, labels: dict[str, str], value: Any) -> None:
-            number = _number(value)
-            if number is None:
-                return
-            if name not in families:
-                families[name] = GaugeMetricFamily(name, help_text, labels=list(labels))
-            families[name].add_metric(list(labels.values()), number)
-
+        out = Exposition()
+        gauge = out.gauge
         quarantined: dict[tuple[str, str], int] = {}
         for q in self.ledger.quarantined():
             key = (q["cluster"], q["pool"])
             quarantined[key] = quarantined.get(key, 0) + 1
-        # the ledger rows, read once and shared with the readiness rows
-        by_cluster = pools_by_cluster(self.catalog.pools())
-        reads = LedgerReads.read(self.ledger, by_cluster)
-        health = latest_health(self.ledger, by_cluster)
-        for p in pool_readiness(self.catalog, self.ledger, self.now, reads=reads, health=health):
-            at = {"cluster": p["cluster"], "pool": p["pool"]}
+        # the readiness table's verdicts, and the ledger rows they were judged on
+        verdicts, reads = pool_verdicts(self.catalog, self.ledger, self.now)
+        for v in verdicts:
+            cluster, pool = v.ref.cluster.name, v.ref.pool.name
+            at = Labels(cluster=cluster, pool=pool)
             gauge(
                 "gpufleet_pool_ready",
                 "1 when the gate would launch on the pool now (the readiness table's rules)",
-                {"region": p["region"], **at},
-                int(bool(p["ready"])),
+                at.plus("region", v.ref.region.name),
+                int(v.ready),
             )
             gauge(
                 "gpufleet_pool_drifting",
                 "1 when the pool's figures drift from its own history (state drifting)",
-                at,
-                int(p["state"] == DRIFTING),
+                at.text,
+                int(v.state == DRIFTING),
             )
             gauge(
                 "gpufleet_quarantined_nodes",
                 "nodes of the pool quarantined (ledger)",
-                at,
-                quarantined.get((p["cluster"], p["pool"]), 0),
+                at.text,
+                quarantined.get((cluster, pool), 0),
             )
-            for state, count in sorted((p.get("out_of_service") or {}).items()):
+            for state, count in sorted(v.out_of_service.items()):
                 gauge(
                     "gpufleet_out_of_service_nodes",
                     "nodes of the pool out of service, by lifecycle state",
-                    {**at, "state": state},
+                    at.plus("state", state),
                     count,
                 )
-            latest = dict(reads.latest.get(p["cluster"], {}))
-            if (p["cluster"], p["pool"]) in health:
-                latest[(p["pool"], "health")] = health[(p["cluster"], p["pool"])]
+            latest = reads.latest.get(cluster, {})
             for kind in KINDS:
-                row = latest.get((p["pool"], kind))
+                row = latest.get((pool, kind))
                 if row is not None:
-                    self._validation(gauge, at, row)
-        yield from families.values()
+                    self._validation(out, at, row)
+        return out.text()
 
-    def _validation(self, gauge: Callable[..., None], at: dict[str, str], row: dict) -> None:
+    def _validation(self, out: Exposition, at: Labels, row: dict) -> None:
+        """The series of the pool's last validation of one kind (``row``); ``at``: the pool's
+        labels (cluster, pool)."""
+        gauge = out.gauge
         kind = row["kind"]
-        labels = {**at, "kind": kind}
+        labels = at.plus("kind", kind)
         details = row.get("details") if isinstance(row.get("details"), dict) else {}
         gauge(
             "gpufleet_validation_passed",
@@ -219,42 +203,42 @@ class FleetCollector:
             gauge(
                 "gpufleet_fabric_busbw_gbps",
                 "lowest large-message all-reduce bus bandwidth of the pool's good pairs",
-                at,
+                at.text,
                 row.get("busbw_gbps"),
             )
             gauge(
                 "gpufleet_fabric_baseline_gbps",
                 "the baseline the pool's bus bandwidth is judged against",
-                at,
+                at.text,
                 row.get("baseline_gbps"),
             )
             gauge(
                 "gpufleet_fabric_small_latency_us",
                 "median small-message latency of the pool's passing pairs",
-                at,
+                at.text,
                 details.get("small_latency_us"),
             )
             if row.get("transport"):
                 gauge(
                     "gpufleet_fabric_transport_ok",
                     "1 when NCCL used the pool's expected transport",
-                    at,
+                    at.text,
                     int(row["transport"] == row.get("expected_transport")),
                 )
         elif kind == "health":
-            self._health(gauge, at, row)
+            self._health(out, at, row)
         elif kind == "storage":
             for name, column, what in (
                 ("read_mb_s", "read_mb_s", "aggregate fio read throughput"),
                 ("write_mb_s", "write_mb_s", "aggregate fio write throughput"),
                 ("expected_mb_s", "expected_mb_s", "the tier x capacity expected"),
             ):
-                gauge(f"gpufleet_lustre_{name}", f"{what} (MB/s)", at, row.get(column))
+                gauge(f"gpufleet_lustre_{name}", f"{what} (MB/s)", at.text, row.get(column))
         findings = details.get("drift")
         for finding in findings if isinstance(findings, list) else ():
             if not isinstance(finding, dict) or not isinstance(finding.get("metric"), str):
                 continue
-            where = {**at, "metric": finding["metric"]}
+            where = at.plus("metric", finding["metric"])
             for figure, what in (
                 ("latest", "tonight's figure of a drifting metric"),
                 ("median", "the metric's median over the pool's recent passing nights"),
@@ -263,7 +247,7 @@ class FleetCollector:
             ):
                 gauge(f"gpufleet_drift_{figure}", what, where, finding.get(figure))
 
-    def _health(self, gauge: Callable[..., None], at: dict[str, str], row: dict) -> None:
+    def _health(self, out: Exposition, at: Labels, row: dict) -> None:
         """The pool's last GPU health check (``services.views.health.health_summary``): nodes
         checked, per ``dcgmi diag`` level, and the unhealthy ones per action (every action but
         healthy, 0 included, so an alert on ``> 0`` sees the series). A check that could not
@@ -272,36 +256,33 @@ class FleetCollector:
 
         if row.get("verdict") == "error":
             return
+        gauge = out.gauge
         summary = health_summary(row, self.now)
         gauge(
             "gpufleet_health_nodes_checked",
             "nodes the pool's last GPU health check covered",
-            at,
+            at.text,
             summary["nodes_checked"],
         )
         for level, nodes in summary["levels"].items():
             gauge(
                 "gpufleet_health_level_nodes",
                 "nodes that ran this dcgmi diag level in the pool's last GPU health check",
-                {**at, "level": str(level)},
+                at.plus("level", str(level)),
                 nodes,
             )
         for action, count in {**dict.fromkeys(UNHEALTHY_ACTIONS, 0), **summary["actions"]}.items():
             gauge(
                 "gpufleet_health_unhealthy_nodes",
                 "nodes the pool's last GPU health check found unhealthy, by the action taken",
-                {**at, "action": action},
+                at.plus("action", action),
                 count,
             )
 
 
 def exposition(catalog: Any, ledger: Any, now: datetime | None = None) -> bytes:
-    """The fleet's metrics in the text exposition format, from a registry made for this call."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FleetCollector(catalog, ledger, now))
-    return generate_latest(registry)
+    """The fleet's metrics in the text exposition format."""
+    return FleetMetrics(catalog, ledger, now).exposition()
 
 
 def _default_ledger() -> Any:
@@ -336,9 +317,10 @@ def make_router(
         except MetricsAuthError as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
             return PlainTextResponse(exc.detail + "\n", exc.status, headers=headers)
-        body = exposition(
-            (catalog_factory or _default_catalog)(), (ledger_factory or _default_ledger)()
-        )
+        with cycle_collector_paused():  # a fleet-wide read, freed before it resumes
+            body = exposition(
+                (catalog_factory or _default_catalog)(), (ledger_factory or _default_ledger)()
+            )
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return api

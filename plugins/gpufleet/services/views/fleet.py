@@ -3,21 +3,23 @@ fleet page) and the validation cost over the fleet; one pool's history and a run
 ``services.views.pool``; what a health row says is ``services.views.health``.
 
 One implementation for the terminal and the browser, so they never disagree about why a pool is
-not ready. Reads scale with the fleet, never with its history: the readiness table reads each
-pool's latest rows by index probes (``ix_gf_validations_latest``), a pool's history is one
-query over that pool. No Airflow imports (the UI in ``gpufleet.airflow.ui`` renders these).
+not ready. Reads scale with the fleet, never with its history: the readiness table reads every
+pool's latest rows at once (``fleet_reads``: the ledger's latest validations, v16, joined to
+their rows), a pool's history is one query over that pool. No Airflow imports (the UI in
+``gpufleet.airflow.ui`` renders these; ``/metrics`` reads ``pool_verdicts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gpufleet.services.views.health import health_summary, health_text, latest_health
+from gpufleet.services.views.health import HEALTH, health_summary, health_text
 
 if TYPE_CHECKING:  # kept out of import time: ``gpufleet status`` imports this module
     from gpufleet.domain.fleet import Catalog
+    from gpufleet.services.launch.gate import LedgerReads
     from gpufleet.store import Ledger
 
 # The DAG that records each kind of ledger row (links from the pages to its Airflow run).
@@ -58,7 +60,10 @@ def pool_cost(*rows: dict | None) -> dict[str, Any] | None:
     unmeasured."""
     from gpufleet.services.views.report import validation_cost
 
-    pools = validation_cost([r for r in rows if r])["pools"]
+    costed = [r for r in rows if r and r.get("details")]  # a row without details has no cost
+    if not costed:
+        return None
+    pools = validation_cost(costed)["pools"]
     return next(iter(pools.values()), None)
 
 
@@ -79,6 +84,24 @@ def pools_by_cluster(refs: Iterable[Any]) -> dict[str, list[str]]:
     return out
 
 
+def fleet_reads(ledger: Ledger, by_cluster: Mapping[str, list[str]]) -> LedgerReads:
+    """The gate's ledger rows for many clusters (``services.launch.gate.LedgerReads``), read
+    fleet-wide: the transitions in flight, every pool state, and each pool's latest row of each
+    kind the gate reads and of ``health``, which the readiness table shows
+    (``Ledger.latest_validations_by_cluster``: one statement, whatever the history)."""
+    from gpufleet.services.launch.gate import GATE_KINDS, LedgerReads
+
+    transitions: dict[str, list[dict]] = {}
+    for row in ledger.transitions_in_flight(None):
+        transitions.setdefault(row["cluster"], []).append(row)
+    kinds = tuple(dict.fromkeys((*GATE_KINDS, "fabric", "storage", HEALTH)))
+    return LedgerReads(
+        transitions=transitions,
+        states=ledger.pool_states(),
+        latest=ledger.latest_validations_by_cluster(by_cluster, kinds),
+    )
+
+
 def _exists_unonboarded(ref) -> bool:
     """A cluster that exists without gpufleet's onboarding: a ``preexisting`` sim cluster. Any
     other pool that no onboarding, validation or remediation ever recorded is not onboarded
@@ -86,27 +109,36 @@ def _exists_unonboarded(ref) -> bool:
     return ref.cluster.sim is not None and ref.cluster.sim.preexisting
 
 
-def pool_readiness(
+class PoolVerdict(NamedTuple):
+    """One pool as the readiness table judges it: its catalog entry, the gate's facts and
+    problems (``ready`` when there are none), its state and the first reason it is not ready
+    (``why``), its node snapshot (None: never seen) and nodes out of service by state."""
+
+    ref: Any
+    fact: Any
+    problems: list[str]
+    state: str
+    why: str
+    seen: dict[str, Any] | None
+    out_of_service: dict[str, int]
+
+    @property
+    def ready(self) -> bool:
+        return not self.problems
+
+
+def pool_verdicts(
     catalog: Catalog,
     ledger: Ledger,
     now: datetime,
     regions: list[str] | None = None,
-    reads: Any = None,
-    health: Mapping[tuple[str, str], dict] | None = None,
-) -> list[dict[str, Any]]:
-    """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
-
-    The gate's own facts and rules (``services.launch.gate.gather_facts``, ``domain.gate.
-    pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
-    even while it is ready. Read from the ledger only, never a cluster: the nodes are each
-    pool's node snapshot (``gf_node_snapshots``, taken by the last validation or remediation;
-    its time is ``nodes_seen_at``). Per cluster: index probes, no history. ``reads``: the
-    ledger rows already read (``services.launch.gate.LedgerReads``) by a caller that uses them
-    too (``/metrics``), and ``health`` each pool's last health row by (cluster, pool)
-    (``services.views.health.latest_health``). ``health`` is what that row says (None: not
-    checked yet); it informs, the gate's rules decide ``ready``."""
+    reads: LedgerReads | None = None,
+) -> tuple[list[PoolVerdict], LedgerReads]:
+    """Each catalog pool's ``PoolVerdict`` (the rules of ``pool_readiness``) and the ledger
+    rows they were judged on (``reads``: read by ``fleet_reads`` unless given; given, they hold
+    the health rows too)."""
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
-    from gpufleet.services.launch.gate import LedgerReads, gather_facts
+    from gpufleet.services.launch.gate import gather_facts
 
     region_states = ledger.region_states()
     transitioned = ledger.transitioned_pools()
@@ -114,8 +146,7 @@ def pool_readiness(
     snapshots = ledger.node_snapshots(detail=False)
     refs = list(catalog.pools(regions=regions))
     by_cluster = pools_by_cluster(refs)
-    reads = reads or LedgerReads.read(ledger, by_cluster)  # every cluster's rows, read once
-    health = latest_health(ledger, by_cluster) if health is None else health
+    reads = reads or fleet_reads(ledger, by_cluster)  # every cluster's rows, read once
     facts = {
         f.key: f
         for cluster, names in by_cluster.items()
@@ -128,22 +159,11 @@ def pool_readiness(
             reads=reads,
         )
     }
-    latest = {  # the rows the facts were built from: index probes, whatever the history
-        (cluster, pool, kind): row
-        for cluster, rows in reads.latest.items()
-        for (pool, kind), row in rows.items()
-    }
     out = []
     for ref in refs:
         cluster, name = ref.cluster.name, ref.pool.name
         fact = facts[ref.key]
         seen = snapshots.get((cluster, name))
-        ready_nodes = total = quarantined = None
-        if seen is not None:
-            ready_nodes, total, quarantined = seen["ready"], seen["nodes"], seen["quarantined"]
-        fabric = latest.get((cluster, name, "fabric"))
-        storage = latest.get((cluster, name, "storage"))
-        checked = health.get((cluster, name))
         problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
         region_state = (region_states.get(ref.region.name) or {}).get("state")
         if fact.state == "retired":
@@ -159,6 +179,41 @@ def pool_readiness(
         if not why and state == DRIFTING:
             why = fact.state_reason or "drifting"
         out.append(
+            PoolVerdict(ref, fact, problems, state, why, seen, lifecycle.get((cluster, name), {}))
+        )
+    return out, reads
+
+
+def pool_readiness(
+    catalog: Catalog,
+    ledger: Ledger,
+    now: datetime,
+    regions: list[str] | None = None,
+    reads: LedgerReads | None = None,
+) -> list[dict[str, Any]]:
+    """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
+
+    The gate's own facts and rules (``services.launch.gate.gather_facts``, ``domain.gate.
+    pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
+    even while it is ready. Read from the ledger only, never a cluster: the nodes are each
+    pool's node snapshot (``gf_node_snapshots``, taken by the last validation or remediation;
+    its time is ``nodes_seen_at``). Fleet-wide, none of the history (``fleet_reads``;
+    ``reads``: the rows already read by a caller that uses them too). ``health`` is what the
+    pool's last health row says (None: not checked yet); it informs, the gate's rules decide
+    ``ready``."""
+    verdicts, reads = pool_verdicts(catalog, ledger, now, regions, reads)
+    out = []
+    for v in verdicts:
+        ref, seen = v.ref, v.seen
+        cluster, name = ref.cluster.name, ref.pool.name
+        latest = reads.latest.get(cluster, {})
+        ready_nodes = total = quarantined = None
+        if seen is not None:
+            ready_nodes, total, quarantined = seen["ready"], seen["nodes"], seen["quarantined"]
+        fabric = latest.get((name, "fabric"))
+        storage = latest.get((name, "storage"))
+        checked = latest.get((name, HEALTH))
+        out.append(
             {
                 "region": ref.region.name,
                 "cluster": cluster,
@@ -169,18 +224,18 @@ def pool_readiness(
                 "expected_transport": ref.pool.transport,
                 "nodes_ready": ready_nodes,
                 "nodes": total,
-                "free": fact.schedulable_nodes,
+                "free": v.fact.schedulable_nodes,
                 "quarantined": quarantined,
                 "nodes_seen_at": seen["taken_at"] if seen else None,
-                "out_of_service": lifecycle.get((cluster, name), {}),
-                "state": state,
+                "out_of_service": v.out_of_service,
+                "state": v.state,
                 "fabric": _validation_summary(fabric, now),
                 "lustre": _validation_summary(storage, now),
                 "health": health_summary(checked, now),
                 "has_filesystem": ref.filesystem is not None,
-                "ready": not problems,
-                "why": why,
-                "problems": problems,
+                "ready": v.ready,
+                "why": v.why,
+                "problems": v.problems,
                 "cost": (cost := pool_cost(fabric, storage, checked)),
                 "gpu_minutes_per_node": cost["per_node"] if cost else None,
             }

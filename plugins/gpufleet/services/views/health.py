@@ -27,18 +27,25 @@ NOT_CHECKED = "not checked"
 # every action but healthy, least severe first (HealthAction's order): what /metrics counts
 UNHEALTHY_ACTIONS = tuple(a.value for a in HealthAction if a is not HealthAction.HEALTHY)
 _SEVERITY = {action.value: rank for rank, action in enumerate(HealthAction)}
+_HEALTHY = HealthAction.HEALTHY.value
 
 
 def latest_health(
     ledger: Ledger, by_cluster: Mapping[str, Iterable[str]]
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each pool's last ``health`` row, keyed by (cluster, pool): one statement per cluster, one
-    index probe per pool (``Ledger.latest_validations``), whatever the history."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for cluster, pools in by_cluster.items():
-        for (pool, _), row in ledger.latest_validations(cluster, pools, (HEALTH,)).items():
-            out[(cluster, pool)] = row
-    return out
+    """Each pool's last ``health`` row, keyed by (cluster, pool), whatever the history
+    (``Ledger.latest_validations_by_cluster``). The readiness table reads these rows with the
+    gate's (``services.views.fleet.fleet_reads``)."""
+    latest = ledger.latest_validations_by_cluster(by_cluster, (HEALTH,))
+    return {
+        (cluster, pool): row for cluster, rows in latest.items() for (pool, _), row in rows.items()
+    }
+
+
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, the JSON's plain dict decided without the ABC (a fleet
+    page asks it for every node of 2,000 pools)."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _count(value: Any) -> int | None:
@@ -55,7 +62,7 @@ def levels_of(details: Mapping[str, Any]) -> dict[int, int]:
     """``details["levels"]`` as level -> nodes that ran it, lowest level first."""
     raw = details.get("levels")
     out: dict[int, int] = {}
-    for level, nodes in raw.items() if isinstance(raw, Mapping) else ():
+    for level, nodes in raw.items() if _is_mapping(raw) else ():
         try:
             key = int(level)
         except (TypeError, ValueError):
@@ -72,11 +79,11 @@ def unhealthy_nodes(details: Mapping[str, Any]) -> list[dict[str, Any]]:
     gpufleet does not know is shown as recorded (after the known ones)."""
     raw = details.get("nodes")
     out = []
-    for node, entry in raw.items() if isinstance(raw, Mapping) else ():
-        if not isinstance(entry, Mapping):
+    for node, entry in raw.items() if _is_mapping(raw) else ():
+        if not _is_mapping(entry):
             continue
         action = str(entry.get("action") or "unknown")
-        if action == HealthAction.HEALTHY.value:
+        if action == _HEALTHY:
             continue
         out.append(
             {
@@ -104,7 +111,7 @@ def health_summary(row: dict[str, Any] | None, now: datetime) -> dict[str, Any] 
 
     if row is None:
         return None
-    details = row.get("details") if isinstance(row.get("details"), Mapping) else {}
+    details = row.get("details") if _is_mapping(row.get("details")) else {}
     nodes = unhealthy_nodes(details)
     actions: dict[str, int] = {}
     for n in nodes:
