@@ -194,3 +194,23 @@ def test_a_bad_rack_a_job_runs_on_is_not_reported_until_the_job_is_gone(twelve_n
         for r in row["reasons"]
     )
     assert SimCloudBackend(ref.cluster).subblock_reports(RACKED) == []
+
+
+def test_the_pool_page_shows_each_rack_ours_beside_the_providers(twelve_node_pools):
+    """Read from the fabric row only: our verdict per sub-block and the provider's status."""
+    from gpufleet.airflow.ui.pages import pool_page
+    from gpufleet.services.views.pool import pool_view
+
+    SimState().inject(CLUSTER, RACKED, "subblock-down:block-1-sb2", scope="rack")
+    lifecycle_night(CLUSTER, RACKED, 1)
+    view = pool_view(load_catalog(), Ledger(), CLUSTER, RACKED)
+    racks = {s["key"]: (s["ours"] is not None, s["status"]) for s in view["racks"]["subblocks"]}
+    assert racks == {
+        "block-1/block-1-sb1": (False, "HEALTHY"),
+        "block-1/block-1-sb2": (True, "DEGRADED"),
+        "block-1/block-1-sb3": (False, "HEALTHY"),
+    }
+    html = pool_page(view)
+    assert 'data-subblock="block-1/block-1-sb2" data-ours="bad" data-provider="DEGRADED"' in html
+    assert 'data-subblock="block-1/block-1-sb1" data-ours="ok" data-provider="HEALTHY"' in html
+    assert "cross-subblock 3 pair(s), 2 failed" in html

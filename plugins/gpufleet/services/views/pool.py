@@ -20,6 +20,7 @@ from gpufleet.services.views.fleet import (
     verdict_text,
 )
 from gpufleet.services.views.health import HEALTH, health_summary
+from gpufleet.services.views.racks import racks_view
 
 if TYPE_CHECKING:
     from gpufleet.domain.fleet import Catalog
@@ -141,6 +142,7 @@ def pool_view(
         "health": health_summary(
             ledger.latest_validation(cluster, pool, HEALTH), now or datetime.now(UTC)
         ),
+        "racks": racks_view(ledger.latest_validation(cluster, pool, "fabric")),
         "state": ledger.pool_state(cluster, pool),
         "quarantined": ledger.quarantined(cluster, pool),
         "nodes_out": ledger.node_states(cluster, pool),

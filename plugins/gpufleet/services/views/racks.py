@@ -1,0 +1,43 @@
+"""A pool's racks as its last fabric validation saw them (issue 19): pass 1's pairs and failures
+per scope, the sub-blocks it found bad and the blocks it found slow, beside the provider's own
+view of each sub-block (``details.provider_subblocks``: status, healthy and degraded hosts).
+Read from the ledger's fabric row only; never a cluster or a cloud."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def racks_view(fabric: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The pool page's racks section from the pool's latest fabric row (None: nothing by
+    scope recorded: no fabric row yet, or a pool without topology labels)."""
+    details = (fabric or {}).get("details") or {}
+    scopes = details.get("scopes") or {}
+    bad = details.get("bad_subblocks") or {}
+    provider = details.get("provider_subblocks")
+    if not scopes and not bad and not provider:
+        return None
+    rows: dict[str, dict[str, Any]] = {}
+    if isinstance(provider, list):
+        for h in provider:
+            if isinstance(h, dict) and isinstance(h.get("key"), str):
+                rows[h["key"]] = {
+                    "key": h["key"],
+                    "ours": None,
+                    "status": h.get("status"),
+                    "healthy_hosts": h.get("healthy_hosts"),
+                    "degraded_hosts": h.get("degraded_hosts"),
+                }
+    for key, why in bad.items():
+        row = rows.setdefault(
+            key,
+            {"key": key, "status": None, "healthy_hosts": None, "degraded_hosts": None},
+        )
+        row["ours"] = why
+    return {
+        "run_id": fabric.get("run_id") if fabric else None,
+        "scopes": scopes,
+        "slow_blocks": details.get("slow_blocks") or {},
+        "subblocks": [rows[k] for k in sorted(rows)],
+        "provider_error": provider.get("error") if isinstance(provider, dict) else None,
+    }
