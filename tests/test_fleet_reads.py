@@ -41,7 +41,7 @@ def night(airflow_db, fleet_state) -> Ledger:
 def test_the_readiness_tables_rows_are_the_gates_own(night):
     from gpufleet.services.launch.gate import GATE_KINDS, LedgerReads
     from gpufleet.services.views.fleet import fleet_reads, pools_by_cluster
-    from gpufleet.services.views.health import latest_health
+    from gpufleet.services.views.health import HEALTH
 
     by_cluster = pools_by_cluster(load_catalog().pools())
     ours, gates = fleet_reads(night, by_cluster), LedgerReads.read(night, by_cluster)
@@ -51,7 +51,11 @@ def test_the_readiness_tables_rows_are_the_gates_own(night):
         c: {key: row for key, row in rows.items() if key[1] in GATE_KINDS}
         for c, rows in ours.latest.items()
     } == gates.latest
-    health = latest_health(night, by_cluster)
+    health = {
+        (cluster, pool): row
+        for cluster, rows in night.latest_validations_by_cluster(by_cluster, (HEALTH,)).items()
+        for (pool, _), row in rows.items()
+    }
     assert health and {
         (c, pool): row for c, rows in ours.latest.items() for (pool, k), row in rows.items()
         if k == "health"

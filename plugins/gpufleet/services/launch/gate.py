@@ -82,7 +82,8 @@ def _transition_refusal(name: str, transitions: list[dict]) -> str | None:
 class LedgerReads:
     """What the gate's facts read from the ledger for several clusters, read once for all of
     them (a fleet-wide page): transitions in flight by cluster, every pool state, and the
-    latest validations (``GATE_KINDS``) by cluster, then (pool, kind)."""
+    latest validations (``GATE_KINDS``, GPU health among them) by cluster, then (pool, kind),
+    in one statement whatever the history (``Ledger.latest_validations_by_cluster``)."""
 
     transitions: dict[str, list[dict]]
     states: dict[tuple[str, str], dict]
@@ -96,10 +97,7 @@ class LedgerReads:
         return cls(
             transitions=transitions,
             states=ledger.pool_states(),
-            latest={
-                c: ledger.latest_validations(c, names, GATE_KINDS)
-                for c, names in by_cluster.items()
-            },
+            latest=ledger.latest_validations_by_cluster(by_cluster, GATE_KINDS),
         )
 
 

@@ -85,21 +85,12 @@ def pools_by_cluster(refs: Iterable[Any]) -> dict[str, list[str]]:
 
 
 def fleet_reads(ledger: Ledger, by_cluster: Mapping[str, list[str]]) -> LedgerReads:
-    """The gate's ledger rows for many clusters (``services.launch.gate.LedgerReads``), read
-    fleet-wide: the transitions in flight, every pool state, and each pool's latest row of each
-    kind the gate reads and of ``health``, which the readiness table shows
-    (``Ledger.latest_validations_by_cluster``: one statement, whatever the history)."""
-    from gpufleet.services.launch.gate import GATE_KINDS, LedgerReads
+    """The gate's ledger rows for many clusters, read fleet-wide once
+    (``services.launch.gate.LedgerReads.read``): the readiness table judges pools on the
+    gate's own rows, and shows the GPU health rows among them."""
+    from gpufleet.services.launch.gate import LedgerReads
 
-    transitions: dict[str, list[dict]] = {}
-    for row in ledger.transitions_in_flight(None):
-        transitions.setdefault(row["cluster"], []).append(row)
-    kinds = tuple(dict.fromkeys((*GATE_KINDS, "fabric", "storage", HEALTH)))
-    return LedgerReads(
-        transitions=transitions,
-        states=ledger.pool_states(),
-        latest=ledger.latest_validations_by_cluster(by_cluster, kinds),
-    )
+    return LedgerReads.read(ledger, by_cluster)
 
 
 def _exists_unonboarded(ref) -> bool:

@@ -13,14 +13,14 @@ health row yet is "not checked", not a failure. Read from the ledger only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.health import HealthAction
 
 if TYPE_CHECKING:
-    from gpufleet.store import Ledger
+    pass
 
 HEALTH = "health"  # the validation rows' kind
 NOT_CHECKED = "not checked"
@@ -28,18 +28,6 @@ NOT_CHECKED = "not checked"
 UNHEALTHY_ACTIONS = tuple(a.value for a in HealthAction if a is not HealthAction.HEALTHY)
 _SEVERITY = {action.value: rank for rank, action in enumerate(HealthAction)}
 _HEALTHY = HealthAction.HEALTHY.value
-
-
-def latest_health(
-    ledger: Ledger, by_cluster: Mapping[str, Iterable[str]]
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each pool's last ``health`` row, keyed by (cluster, pool), whatever the history
-    (``Ledger.latest_validations_by_cluster``). The readiness table reads these rows with the
-    gate's (``services.views.fleet.fleet_reads``)."""
-    latest = ledger.latest_validations_by_cluster(by_cluster, (HEALTH,))
-    return {
-        (cluster, pool): row for cluster, rows in latest.items() for (pool, _), row in rows.items()
-    }
 
 
 def _is_mapping(value: Any) -> bool:
