@@ -156,8 +156,8 @@ def test_capacity_short_is_refused_at_preflight_with_the_figures(fleet):
 
 
 def test_api_errors_midway_fail_the_step_and_a_rerun_completes_without_duplicates(fleet):
-    # the first 3 calls (2 preflight reads, the network) go through, then every call fails
-    dr, states = onboard(sim_faults=[f"{CLUSTER}/{POOL}=api-errors:1:after=3"])
+    # the first 4 calls (3 preflight reads, the network) go through, then every call fails
+    dr, states = onboard(sim_faults=[f"{CLUSTER}/{POOL}=api-errors:1:after=4"])
     assert str(dr.state) == "failed"
     assert states["preflight"] == "success" and states["network"] == "success"
     assert states["cluster"] == "failed"

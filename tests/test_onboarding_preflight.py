@@ -1,4 +1,5 @@
-"""What onboarding refuses before creating anything (pure domain: gpufleet.domain.onboarding)."""
+"""What onboarding refuses before creating anything (pure domain: gpufleet.domain.onboarding),
+the healthy hosts the provider reports in the reservation's sub-blocks included."""
 
 from __future__ import annotations
 
@@ -7,9 +8,20 @@ from dataclasses import replace
 import pytest
 
 from gpufleet.backends.base import ReservationInfo
+from gpufleet.backends.topology_api import (
+    DEGRADED,
+    HEALTHY,
+    UNKNOWN,
+    ReservationHealth,
+    SubBlockHealth,
+)
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.fleet import Cluster
-from gpufleet.domain.onboarding import gke_network_profile, preflight_refusals
+from gpufleet.domain.onboarding import (
+    gke_network_profile,
+    healthy_host_refusals,
+    preflight_refusals,
+)
 from tests.support.fleet import ROOT
 
 EXAMPLES = ROOT / "include" / "fleet-examples"
@@ -118,3 +130,94 @@ def test_gke_rdma_subnet_names_fit_a_device_network_name():
         "may be at most 41"
     ]
     assert region_problems(region) == []
+
+
+# --- healthy hosts: the provider's view of the reservation before the pool exists -----------
+
+POOL_KEY = "train-usc1/a3u-pool-1"  # 16 nodes on block a3u-reservation-1-block-0001
+BLOCK = "a3u-reservation-1-block-0001"
+
+
+def rack(name, healthy, degraded, hosts=8, status=None):
+    """One sub-block as the provider reports it (keyed by its physical ids)."""
+    status = status or (DEGRADED if degraded else HEALTHY)
+    return SubBlockHealth("3e3056e2", name, status, healthy, degraded, hosts)
+
+
+def view(*racks, subblocks=True):
+    return ReservationHealth("a3u-reservation-1", BLOCK, tuple(racks) if subblocks else None)
+
+
+def test_enough_healthy_hosts_is_not_refused(gke):
+    views = {POOL_KEY: view(rack("sb1", 8, 0), rack("sb2", 8, 0))}
+    assert healthy_host_refusals(gke, views) == []
+    assert preflight_refusals(gke, gke_report(), (), views) == []
+
+
+def test_too_few_healthy_hosts_is_a_shortfall_naming_the_degraded_subblocks(gke):
+    views = {POOL_KEY: view(rack("sb1", 8, 0), rack("sb2", 5, 3), rack("sb3", 0, 0, 0))}
+    (refusal,) = preflight_refusals(gke, gke_report(), (), views)
+    assert refusal.where == "a3u-reservation-1"
+    assert refusal.reason == (
+        "healthy hosts short: train-usc1/a3u-pool-1 (16) need 16 machines; the provider reports "
+        f"13 healthy hosts in block {BLOCK} of the reservation, 3 degraded (degraded "
+        "sub-blocks: 3e3056e2/sb2 5 healthy, 3 degraded of 8 hosts)"
+    )
+    # beside a capacity shortfall, each with its own figures
+    both = reasons(preflight_refusals(gke, gke_report(in_use=4), (), views))
+    assert [r.split(":")[0] for r in both] == ["capacity short", "healthy hosts short"]
+    # a pool that exists already holds its machines: the nightly judges its racks
+    assert healthy_host_refusals(gke, views, {POOL_KEY}) == []
+
+
+def test_one_healthy_host_short_is_refused_and_exactly_enough_is_not(gke):
+    assert healthy_host_refusals(gke, {POOL_KEY: view(rack("sb1", 8, 0), rack("sb2", 8, 0))}) == []
+    (refusal,) = healthy_host_refusals(gke, {POOL_KEY: view(rack("sb1", 8, 0), rack("sb2", 7, 1))})
+    assert "need 16 machines; the provider reports 15 healthy hosts" in refusal.reason
+
+
+def test_too_few_hosts_all_healthy_is_the_capacitys_not_the_healths(gke):
+    few = {POOL_KEY: view(rack("sb1", 8, 0), rack("sb2", 4, 0, 4))}
+    assert healthy_host_refusals(gke, few) == []
+    (refusal,) = preflight_refusals(gke, gke_report(count=12), (), few)
+    assert refusal.reason.startswith("capacity short:")
+    # hosts neither healthy nor degraded are not healthy: that sub-block is named
+    gone = {POOL_KEY: view(rack("sb1", 8, 0), rack("sb2", 5, 0, 8))}
+    (refusal,) = healthy_host_refusals(gke, gone)
+    assert refusal.reason.endswith(
+        "(degraded sub-blocks: 3e3056e2/sb2 5 healthy, 0 degraded of 8 hosts)"
+    )
+
+
+def test_no_subblock_health_or_no_view_is_not_judged(gke):
+    assert healthy_host_refusals(gke, {POOL_KEY: view(subblocks=False)}) == []  # EKS
+    assert healthy_host_refusals(gke, {POOL_KEY: view()}) == []  # none listed
+    assert healthy_host_refusals(gke, {}) == []  # not read
+
+
+def test_hosts_of_unreported_health_count_as_healthy(gke):
+    unknown = rack("sb2", None, None, 8, status=UNKNOWN)
+    assert healthy_host_refusals(gke, {POOL_KEY: view(rack("sb1", 8, 0), unknown)}) == []
+    four = rack("sb2", None, None, 4, status=UNKNOWN)
+    (refusal,) = healthy_host_refusals(gke, {POOL_KEY: view(rack("sb1", 6, 2), four)})
+    assert refusal.reason.endswith(
+        "6 healthy hosts in block a3u-reservation-1-block-0001 of the reservation, 2 degraded "
+        "(degraded sub-blocks: 3e3056e2/sb1 6 healthy, 2 degraded of 8 hosts); 4 hosts of no "
+        "reported health counted as healthy"
+    )
+    uncounted = rack("sb2", None, None, None, status=UNKNOWN)  # how many hosts: not said
+    assert healthy_host_refusals(gke, {POOL_KEY: view(rack("sb1", 0, 8), uncounted)}) == []
+
+
+@pytest.mark.parametrize(
+    ("views", "message"),
+    [
+        ({POOL_KEY: view(rack("sb1", -1, 0))}, "sub-block 3e3056e2/sb1: healthy_hosts -1 is not"),
+        ({POOL_KEY: view(rack("sb1", 8, 0, "8"))}, "hosts '8' is not a host count"),
+        ({POOL_KEY: view(rack("sb1", True, 0))}, "healthy_hosts True is not a host count"),
+        ({"train-usc1/nope": view(rack("sb1", 8, 0))}, "pools region us-central1 does not have"),
+    ],
+)
+def test_a_malformed_view_is_a_clear_error_not_a_verdict(gke, views, message):
+    with pytest.raises(ValueError, match=message):
+        healthy_host_refusals(gke, views)

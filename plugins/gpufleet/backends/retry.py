@@ -47,7 +47,7 @@ from gpufleet.backends.base import (
     Taint,
     WorkloadStatus,
 )
-from gpufleet.backends.topology_api import SubBlockHealth
+from gpufleet.backends.topology_api import ReservationHealth, SubBlockHealth
 from gpufleet.errors import TransientBackendError
 
 log = logging.getLogger(__name__)
@@ -253,6 +253,9 @@ class RetryingCloudBackend:
 
     def subblock_health(self, pool: str) -> list[SubBlockHealth]:
         return self._retry(self.inner.subblock_health, pool)
+
+    def reservation_health(self, pool: str) -> ReservationHealth:
+        return self._retry(self.inner.reservation_health, pool)
 
     def report_faulty_subblock(
         self, pool: str, key: str, reason: str, dry_run: bool = False

@@ -16,16 +16,26 @@ implements both calls:
   nothing sent, status ABSENT, ``detail["why"]`` says so and what to do instead). A key that is
   not a sub-block of the pool's reservation is refused (``BackendError``) before any write.
 
+- ``reservation_health(pool)``: a ``ReservationHealth``, the same sub-blocks read from the
+  pool's reservation alone (its block, when the catalog pins one), so the pool need not exist:
+  what onboarding's preflight reads before it creates anything. Where the provider reports no
+  host health before instances run (EKS), ``subblocks`` is None and ``why`` says so.
+
 Per provider (details in each backend's module and in docs/topology.md, "The provider's view"):
 
 - GKE (``gke/subblocks.py``): Compute Engine ``reservationBlocks`` and ``reservationSubBlocks``
   of the pool's reservation, with ``healthInfo``; ``reservationSubBlocks.reportFaulty``. The
-  node labels hold the sub-block's ``physicalTopology`` ids, not its API name.
+  node labels hold the sub-block's ``physicalTopology`` ids, not its API name. Both reads are
+  of the reservation: ``reservation_health`` is ``subblock_health``'s sub-blocks.
 - EKS (``eks/topology.py``): EC2 ``DescribeCapacityReservationTopology`` and
   ``DescribeInstanceTopology`` (hosts per network node) with the instances' EC2 system status
-  checks; EC2 has no call to report a faulty network node or rack: ``unsupported``.
+  checks; EC2 has no call to report a faulty network node or rack: ``unsupported``. Before
+  launch EC2 gives the reservation's network nodes only: ``reservation_health`` carries them
+  in ``detail`` and no sub-blocks.
 - the simulated fleet (``sim/provider_topology.py``): its own topology model, degraded by a
-  ``subblock-down`` fault; a report is recorded in its state.
+  ``subblock-down`` fault; a report is recorded in its state. ``reservation_health`` lays the
+  reservation's hosts out in racks as its nodes would be (an EKS-like cluster: no sub-blocks,
+  as EKS).
 """
 
 from __future__ import annotations
@@ -90,6 +100,32 @@ class SubBlockHealth:
         }
 
 
+@dataclass(frozen=True)
+class ReservationHealth:
+    """The provider's view of the capacity a pool's reservation holds (of its block, when the
+    catalog pins one), read from the reservation alone: before the pool exists.
+
+    ``subblocks``: one ``SubBlockHealth`` per sub-block, sorted by key (as ``subblock_health``
+    gives them), or None when the provider reports no host health before instances run on the
+    reservation (EKS), ``why`` then saying so and what it reports instead. ``detail``: what
+    else the provider said (zone; EKS: the reservation's network nodes)."""
+
+    reservation: str
+    block: str | None
+    subblocks: tuple[SubBlockHealth, ...] | None
+    why: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reservation": self.reservation,
+            "block": self.block,
+            "subblocks": None if self.subblocks is None else [h.to_dict() for h in self.subblocks],
+            "why": self.why,
+            "detail": dict(self.detail),
+        }
+
+
 def split_key(key: str) -> tuple[str, str]:
     """``(block, sub-block)`` of a ``Place.key``; a ``BackendError`` for anything else."""
     from gpufleet.errors import BackendError
@@ -109,6 +145,12 @@ class ProviderTopology(Protocol):
     def subblock_health(self, pool: str) -> list[SubBlockHealth]:
         """Each sub-block of ``pool`` (of its reservation on GKE; holding its machines on EKS
         and the sim) with the provider's health of it, sorted by key."""
+
+    def reservation_health(self, pool: str) -> ReservationHealth:
+        """The sub-blocks of ``pool``'s reservation (its block) with the provider's health of
+        each, read from the reservation alone: ``pool`` is the catalog's, and need not exist
+        yet (onboarding's preflight). ``subblocks`` None where the provider reports no host
+        health before launch (EKS)."""
 
     def report_faulty_subblock(
         self, pool: str, key: str, reason: str, dry_run: bool = False

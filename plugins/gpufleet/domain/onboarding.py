@@ -11,12 +11,21 @@ both values or the figures:
   network and subnets are chosen by the reservation's zone (GKE: the RoCE network profile
   ``<zone>-vpc-roce`` of the cluster's zone; EKS: the EFA subnets in the reservation's
   availability zone) and, where the API reports them, its blocks. A zone or block the API does
-  not report is never guessed: onboarding stops and says what is missing.
+  not report is never guessed: onboarding stops and says what is missing;
+- a shortfall of healthy hosts (``healthy_host_refusals``), for pools whose machines carry
+  topology: the pools still to be created on one reservation (and block) need more machines
+  than the hosts the provider reports healthy in its sub-blocks there (``ProviderView``: the
+  backends' ``ReservationHealth``, read before the pool exists) while some of those hosts are
+  not healthy, naming the degraded sub-blocks with their figures. Too few hosts all healthy is
+  no health matter (the reservation's free machines above speak for it). Hosts whose health
+  the provider does not report count as healthy (a refusal is certain, never guessed); a view
+  without sub-blocks (the provider reports no host health before launch, as on EKS, or lists
+  none) is not judged, nor is a pool whose view was not read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,6 +62,23 @@ class ReservationReport(Protocol):
 
     @property
     def free(self) -> int: ...
+
+
+class SubBlockReport(Protocol):
+    key: str
+    status: str
+    hosts: int | None
+    healthy_hosts: int | None
+    degraded_hosts: int | None
+
+
+class ProviderView(Protocol):
+    """The provider's health of a pool's reservation (its block) before the pool exists."""
+
+    reservation: str
+    block: str | None
+    subblocks: Sequence[SubBlockReport] | None  # None: the provider reports no host health
+    why: str | None  # why there are no sub-blocks, when the provider says
 
 
 @dataclass(frozen=True)
@@ -144,11 +170,14 @@ def preflight_refusals(
     region: Region,
     reports: Mapping[str, ReservationReport],
     existing_pools: Iterable[str],
+    views: Mapping[str, ProviderView] | None = None,
 ) -> list[Refusal]:
     """Everything that stops onboarding ``region`` before a single create: machine types,
-    capacity (with the figures) and the RDMA mapping, for every pool of every cluster.
-    ``reports``: reservation name -> what the cloud reported; ``existing_pools``:
-    ``cluster/pool`` keys that exist already (they need no capacity)."""
+    capacity (with the figures) and the RDMA mapping, for every pool of every cluster, and
+    the healthy hosts of the ``views`` read (``healthy_host_refusals``). ``reports``:
+    reservation name -> what the cloud reported; ``existing_pools``: ``cluster/pool`` keys
+    that exist already (they need no capacity); ``views``: ``cluster/pool`` -> the provider's
+    view of the pool's reservation."""
     exists = set(existing_pools)
     out: list[Refusal] = []
     needed: dict[str, list[tuple[str, int]]] = {}
@@ -182,4 +211,106 @@ def preflight_refusals(
                     f"{report.free} free ({report.count} reserved, {report.in_use} in use)",
                 )
             )
+    return out + healthy_host_refusals(region, views or {}, exists)
+
+
+def host_counts(h: SubBlockReport) -> tuple[int | None, int | None, int | None]:
+    """``(hosts, healthy, degraded)`` of a sub-block as the provider reports them (None: not
+    reported); a figure that is not a host count is a ``ValueError`` naming it."""
+    out = []
+    for name in ("hosts", "healthy_hosts", "degraded_hosts"):
+        value = getattr(h, name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise ValueError(f"sub-block {h.key}: {name} {value!r} is not a host count")
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+def healthy_host_refusals(
+    region: Region, views: Mapping[str, ProviderView], existing_pools: Iterable[str] = ()
+) -> list[Refusal]:
+    """The shortfalls of healthy hosts (module doc). ``views``: ``cluster/pool`` -> the
+    provider's view of the pool's reservation (a pool without one is not judged);
+    ``existing_pools``: ``cluster/pool`` keys that exist already (they hold their machines:
+    not judged). Pools on one reservation and block share its hosts. A view of a pool the
+    region does not have, or a figure that is not a host count, is a ``ValueError``."""
+    pools = {f"{c.name}/{p.name}": p for c in region.clusters for p in c.active_pools}
+    strangers = sorted(set(views) - set(pools))
+    if strangers:
+        raise ValueError(f"provider views of pools region {region.name} does not have: {strangers}")
+    exists = set(existing_pools)
+    asks: dict[tuple[str, str | None], tuple[ProviderView, list[tuple[str, int]]]] = {}
+    for key, view in views.items():
+        figures = [host_counts(h) for h in view.subblocks or ()]  # refused before any verdict
+        if figures and key not in exists:
+            scope = (view.reservation, view.block)
+            asks.setdefault(scope, (view, []))[1].append((key, pools[key].nodes))
+    out: list[Refusal] = []
+    for view, listed in asks.values():
+        subblocks = list(view.subblocks or ())
+        figures = [host_counts(h) for h in subblocks]
+        if any(healthy is None and hosts is None for hosts, healthy, _ in figures):
+            continue  # hosts of unknown health, and how many not said: not judged
+        healthy = sum(ok or 0 for _, ok, _ in figures)
+        unknown = sum(n or 0 for n, ok, _ in figures if ok is None)
+        want = sum(n for _, n in listed)
+        bad = [h for h in subblocks if _not_all_healthy(h)]
+        if want > healthy + unknown and bad:
+            out.append(Refusal(view.reservation, _short(view, listed, want, bad, unknown)))
     return out
+
+
+def _not_all_healthy(h: SubBlockReport) -> bool:
+    """The provider reports a host of the sub-block degraded, or fewer healthy than it has."""
+    hosts, healthy, degraded = host_counts(h)
+    if healthy is None:
+        return h.status == "DEGRADED"
+    return h.status == "DEGRADED" or bool(degraded) or (hosts is not None and healthy < hosts)
+
+
+def view_note(view: ProviderView, nodes: int) -> str:
+    """The provider's view of a pool's reservation in a sentence, for the preflight's notes."""
+    where = f"reservation {view.reservation}" + (f" block {view.block}" if view.block else "")
+    if not view.subblocks:
+        why = view.why or "the provider lists no sub-block of it"
+        return f"{where}: {why}: healthy hosts not judged"
+    healthy = sum(h.healthy_hosts or 0 for h in view.subblocks)
+    degraded = sum(h.degraded_hosts or 0 for h in view.subblocks)
+    racks = ", ".join(
+        f"{h.key} {h.status} {_or_q(h.healthy_hosts)}/{_or_q(h.degraded_hosts)}"
+        for h in view.subblocks
+    )
+    return (
+        f"{where}: the provider reports {healthy} healthy and {degraded} degraded hosts "
+        f"(per sub-block, status healthy/degraded: {racks}); the pool asks {nodes}"
+    )
+
+
+def _short(
+    view: ProviderView,
+    listed: list[tuple[str, int]],
+    want: int,
+    bad: list[SubBlockReport],
+    unknown: int,
+) -> str:
+    subblocks = list(view.subblocks or ())
+    healthy = sum(h.healthy_hosts or 0 for h in subblocks)
+    degraded = sum(h.degraded_hosts or 0 for h in subblocks)
+    where = f"block {view.block} of the reservation" if view.block else "the reservation"
+    racks = ", ".join(
+        f"{h.key} {_or_q(h.healthy_hosts)} healthy, {_or_q(h.degraded_hosts)} degraded of "
+        f"{_or_q(h.hosts)} hosts"
+        for h in bad
+    )
+    return (
+        f"healthy hosts short: {', '.join(f'{k} ({n})' for k, n in listed)} need {want} "
+        f"machines; the provider reports {healthy} healthy hosts in {where}, {degraded} "
+        f"degraded (degraded sub-blocks: {racks})"
+        + (f"; {unknown} hosts of no reported health counted as healthy" if unknown else "")
+    )
+
+
+def _or_q(value: int | None) -> str:
+    return "?" if value is None else str(value)

@@ -111,10 +111,22 @@ def test_before_launch_the_reservation_topology_is_all_there_is(aws, backend):
     assert "DescribeInstanceTopology" not in aws.actions("ec2")
 
 
+def test_the_reservation_read_before_launch_has_its_network_nodes_and_no_subblocks(aws, backend):
+    aws.clear_log()
+    view = backend.reservation_health(POOL)
+    assert (view.reservation, view.block, view.subblocks) == (RESERVATION, None, None)
+    assert view.detail["network_nodes"] == [TOP, BLOCK]
+    assert (view.detail["instance_type"], view.detail["state"]) == ("p5.48xlarge", "active")
+    assert "no host health of a capacity reservation" in view.why
+    assert aws.actions("ec2") == ["DescribeCapacityReservationTopology"]
+
+
 def test_an_unknown_reservation_is_a_clear_error(aws, backend):
     aws.reservations.clear()
     with pytest.raises(BackendError, match="capacity reservation 'cr-0123456789abcdef0' does not"):
         backend.subblock_health(POOL)
+    with pytest.raises(BackendError, match="capacity reservation 'cr-0123456789abcdef0' does not"):
+        backend.reservation_health(POOL)
 
 
 def test_more_than_100_instances_are_asked_for_100_at_a_time(aws, backend, group):

@@ -107,6 +107,29 @@ def test_a_pool_on_the_whole_reservation_lists_every_block(region, fake):
     ]
 
 
+def test_the_reservation_is_read_before_the_pool_exists(backend, fake):
+    """Onboarding's preflight: the fake holds the reservation and no cluster or node pool; the
+    read is the reservation's (its block, its sub-blocks), nothing of the pool's."""
+    view = backend.reservation_health(POOL)
+    assert (view.reservation, view.block, view.why, view.detail) == (
+        RES,
+        BLOCK,
+        None,
+        {"zone": ZONE},
+    )
+    assert [(h.key, h.status, h.healthy_hosts, h.degraded_hosts) for h in view.subblocks] == [
+        (KEY1, HEALTHY, 8, 0),
+        (KEY2, DEGRADED, 6, 2),
+    ]
+    assert list(view.subblocks) == backend.subblock_health(POOL)
+    reads = [(r.method, r.path) for r in fake.requests]
+    assert reads[:2] == [
+        ("GET", f"{SUBS}/{BLOCK}"),
+        ("GET", f"{SUBS}/{BLOCK}/reservationSubBlocks"),
+    ]
+    assert fake.writes() == [] and not [p for _, p in reads if "/clusters/" in p]
+
+
 def test_a_subblock_without_health_is_unknown(region, fake):
     fake.add_subblock(
         PROJECT,
@@ -190,3 +213,6 @@ def test_503_on_the_report_is_retried_and_reports_once(backend, fake):
     assert done.action == CREATED and len(waits) == 1
     assert len(fake.subblock_reports()) == 1
     assert [h.key for h in retrying.subblock_health(POOL)] == [KEY1, KEY2]
+    fake.inject_error(503, times=1, method="GET", path_contains="reservationSubBlocks")
+    assert [h.key for h in retrying.reservation_health(POOL).subblocks] == [KEY1, KEY2]
+    assert len(waits) == 2

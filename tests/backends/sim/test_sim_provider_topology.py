@@ -1,5 +1,6 @@
 """The simulated fleet's provider view of its racks (issue 19): each sub-block of a pool keyed as
 its nodes' labels key it, degraded while a ``subblock-down`` fault holds it (and only that one);
+the reservation read the same way before its pool exists (none on an EKS-like cluster);
 a faulty sub-block's report recorded in the sim state, found while under way, nothing recorded
 on ``dry_run``, and a key of no sub-block of the pool refused."""
 
@@ -59,6 +60,41 @@ def test_a_down_subblock_reads_degraded_and_only_while_the_fault_holds(cloud):
     assert {h.status for h in cloud.subblock_health(POOL)} == {HEALTHY}
 
 
+def test_the_reservation_reads_as_the_pools_nodes_would_sit_before_the_pool_exists(cloud):
+    view = cloud.reservation_health(POOL)  # res-a3u-a: 6 hosts in block-1, as h200-a's nodes
+    assert (view.reservation, view.block, view.why) == ("res-a3u-a", "block-1", None)
+    assert [
+        (h.key, h.status, h.hosts, h.healthy_hosts, h.degraded_hosts) for h in view.subblocks
+    ] == [
+        (h.key, h.status, h.hosts, h.healthy_hosts, h.degraded_hosts)
+        for h in cloud.subblock_health(POOL)
+    ]
+    # a region not onboarded yet: no cluster, no pool, no node; the reservation is there
+    eu = cloud_backend(load_catalog().cluster("a3u-euw4-sim"))
+    assert not eu.inner.cluster_exists()
+    SimState().inject("a3u-euw4-sim", "h200-eu", "subblock-down:block-1-sb1")
+    (only,) = eu.reservation_health("h200-eu").subblocks
+    assert (only.key, only.status, only.hosts, only.healthy_hosts, only.degraded_hosts) == (
+        "block-1/block-1-sb1",
+        DEGRADED,
+        4,
+        0,
+        4,
+    )
+    # the machines a capacity-short takes are missing, not degraded
+    SimState().clear("a3u-euw4-sim", "h200-eu")
+    SimState().inject("a3u-euw4-sim", "h200-eu", "capacity-short:1")
+    (only,) = eu.reservation_health("h200-eu").subblocks
+    assert (only.status, only.hosts, only.healthy_hosts) == (HEALTHY, 3, 3)
+
+
+def test_an_eks_like_reservation_reports_its_network_node_and_no_subblocks():
+    view = cloud_backend(load_catalog().cluster("p5-sim")).reservation_health("h100-a")
+    assert (view.reservation, view.subblocks) == ("cb-p5-a", None)
+    assert view.detail == {"network_nodes": ["nn-cb-p5-a"]}
+    assert "no host health" in view.why
+
+
 def test_a_report_is_recorded_found_while_under_way_then_made_again(cloud):
     done = cloud.report_faulty_subblock(POOL, SB2, REASON)
     assert (done.kind, done.name, done.action, done.status) == (
@@ -103,3 +139,5 @@ def test_injected_api_errors_are_transient(cloud):
         cloud.inner.subblock_health(POOL)
     with pytest.raises(TransientBackendError, match="report a faulty sub-block: 503"):
         cloud.inner.report_faulty_subblock(POOL, SB1, REASON)
+    with pytest.raises(TransientBackendError, match="read reservation sub-block health: 503"):
+        cloud.inner.reservation_health(POOL)

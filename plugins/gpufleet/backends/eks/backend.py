@@ -31,9 +31,10 @@ from gpufleet.backends.eks.reboot import reboot_node
 from gpufleet.backends.eks.repair import repair_node
 from gpufleet.backends.eks.topology import ReservationTopology
 from gpufleet.backends.eks.topology import report_faulty_subblock as _report_unsupported
+from gpufleet.backends.eks.topology import reservation_health as _reservation_health
 from gpufleet.backends.eks.topology import reservation_topology as _reservation_topology
 from gpufleet.backends.eks.topology import subblock_health as _subblock_health
-from gpufleet.backends.topology_api import SubBlockHealth
+from gpufleet.backends.topology_api import ReservationHealth, SubBlockHealth
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import BackendError, CatalogError
 
@@ -148,6 +149,11 @@ class EksCloudBackend:
         """Where the pool's capacity reservation sits before launch
         (``ec2:DescribeCapacityReservationTopology``): 1 to 3 network nodes."""
         return _reservation_topology(self.clients, self.cluster.pool(pool).reservation.name)
+
+    def reservation_health(self, pool: str) -> ReservationHealth:
+        """The pool's reservation's network nodes and no sub-blocks: EC2 reports no host
+        health before instances run (``ec2:DescribeCapacityReservationTopology``)."""
+        return _reservation_health(self.clients, self.cluster, pool)
 
     def subblock_health(self, pool: str) -> list[SubBlockHealth]:
         """Hosts per network node of the pool's running instances

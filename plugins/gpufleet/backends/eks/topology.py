@@ -23,6 +23,11 @@ entry's ``detail`` names its instances, its full network node set, the reservati
 whether the entry lies under it (``in_reservation``: False for instances launched outside the
 reservation, e.g. into open capacity).
 
+``reservation_health`` (onboarding's preflight, before the pool exists) is what EC2 can say
+of a reservation before instances run on it: its network nodes
+(``DescribeCapacityReservationTopology``), in ``detail``, and no sub-blocks: EC2 reports no
+host health of a reservation (``why`` says so).
+
 **No report call.** Neither EC2 nor EKS has an API to report a faulty network node, rack or
 Capacity Block: ``report_faulty_subblock`` sends and reads nothing and returns ``unsupported``
 (``detail["why"]``). gpufleet keeps the sub-block's nodes out of service itself; replacing an
@@ -43,6 +48,7 @@ from gpufleet.backends.topology_api import (
     HEALTHY,
     REPORT_KIND,
     UNSUPPORTED,
+    ReservationHealth,
     SubBlockHealth,
     split_key,
 )
@@ -54,6 +60,13 @@ WHY_UNSUPPORTED = (
     "was sent. gpufleet keeps the sub-block's nodes out of service; to have AWS look at it, "
     "open an AWS Support case naming the network node and its instances (detail of "
     "subblock_health)"
+)
+
+
+WHY_NO_HEALTH = (
+    "EC2 reports no host health of a capacity reservation before instances run on it: "
+    "DescribeCapacityReservationTopology gives its network nodes only (the instances' system "
+    "status checks give health once they run)"
 )
 
 
@@ -96,6 +109,18 @@ def reservation_topology(clients: AwsClients, reservation: str) -> ReservationTo
                 item.get("AvailabilityZone"),
             )
     raise BackendError(f"{what}: EC2 did not report it (it answered {len(found)} others)")
+
+
+def reservation_health(clients: AwsClients, cluster: Any, pool: str) -> ReservationHealth:
+    """The reservation's network nodes, and no sub-blocks (see the module)."""
+    topo = reservation_topology(clients, cluster.pool(pool).reservation.name)
+    detail = {
+        "network_nodes": list(topo.network_nodes),
+        "instance_type": topo.instance_type,
+        "state": topo.state,
+        "zone": topo.zone,
+    }
+    return ReservationHealth(topo.reservation, None, None, WHY_NO_HEALTH, detail)
 
 
 def pool_instances(clients: AwsClients, cluster: Any, pool: str) -> list[str]:

@@ -27,7 +27,7 @@ from gpufleet.backends.gke import reboot as _reboot
 from gpufleet.backends.gke import repair as _repair
 from gpufleet.backends.gke import subblocks as _subblocks
 from gpufleet.backends.gke.clients import DEFAULT_CONN_ID, Endpoint, GcpClients, Scope
-from gpufleet.backends.topology_api import SubBlockHealth
+from gpufleet.backends.topology_api import ReservationHealth, SubBlockHealth
 from gpufleet.domain.fleet import Cluster, Region
 from gpufleet.errors import CatalogError
 
@@ -111,6 +111,10 @@ class GkeCloudBackend:
         """The sub-blocks of the pool's reservation (its block) with their ``healthInfo``
         (``reservationBlocks``/``reservationSubBlocks``), keyed by ``physicalTopology``."""
         return _subblocks.subblock_health(self.scope, pool)
+
+    def reservation_health(self, pool: str) -> ReservationHealth:
+        """The same sub-blocks, read from the reservation alone (the pool need not exist)."""
+        return _subblocks.reservation_health(self.scope, pool)
 
     def report_faulty_subblock(
         self, pool: str, key: str, reason: str, dry_run: bool = False

@@ -19,6 +19,9 @@ ids of the physical block and sub-block, which the API reports as the sub-block'
 ``provider_name``; a sub-block the API lists without ``physicalTopology`` is keyed by its API
 names, with ``detail["keyed_by"] = "api-names"`` (no node's labels will match it).
 
+``reservation_health`` is the same walk: it reads the reservation, never the pool, so
+onboarding's preflight reads it before the pool exists.
+
 **Reporting.** ``report_faulty_subblock`` finds the sub-block whose ``physicalTopology`` is the
 key among the pool's reservation's (a key of no sub-block of it is refused, before any write),
 and sends ``POST .../reservationSubBlocks/S/reportFaulty`` with a
@@ -46,6 +49,7 @@ from gpufleet.backends.topology_api import (
     HEALTHY,
     REPORT_KIND,
     UNKNOWN,
+    ReservationHealth,
     SubBlockHealth,
     split_key,
 )
@@ -150,6 +154,15 @@ def subblock_health(scope: Scope, pool: str) -> list[SubBlockHealth]:
     """Each sub-block of ``pool``'s reservation (its block) with ``healthInfo``, by key."""
     reservation, zone, found = _walk(scope, pool)
     return sorted((_health(reservation, zone, b, s) for b, s in found), key=lambda h: h.key)
+
+
+def reservation_health(scope: Scope, pool: str) -> ReservationHealth:
+    """The same walk as ``subblock_health``: it reads the reservation (its block) only, so the
+    pool need not exist (onboarding's preflight)."""
+    reservation, zone, found = _walk(scope, pool)
+    subblocks = sorted((_health(reservation, zone, b, s) for b, s in found), key=lambda h: h.key)
+    block = scope.cluster.pool(pool).reservation.block
+    return ReservationHealth(reservation, block, tuple(subblocks), detail={"zone": zone})
 
 
 def report_faulty_subblock(

@@ -15,8 +15,9 @@ shrinks a reservation; ``api-errors`` fails calls with a 503 as a throttled cont
 NotReady for the repair's simulated duration (a ``repair`` row of the cloud table);
 ``reboot_node`` keeps the machine and clears its faults a reboot clears (``REBOOT_CLEARS``),
 NotReady for a shorter while (a ``reboot`` row). Both live in ``machines``. The provider's
-view of the racks (``subblock_health``, degraded by a ``subblock-down`` fault) and a faulty
-sub-block's report (a ``subblock_report`` row) live in ``provider_topology``.
+view of the racks (``subblock_health`` and, before a pool exists, ``reservation_health``,
+degraded by a ``subblock-down`` fault) and a faulty sub-block's report (a ``subblock_report``
+row) live in ``provider_topology``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from gpufleet.backends.sim import machines
 from gpufleet.backends.sim import provider_topology as _topology
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.programs import speed
-from gpufleet.backends.topology_api import SubBlockHealth
+from gpufleet.backends.topology_api import ReservationHealth, SubBlockHealth
 from gpufleet.errors import BackendError
 
 CREATE_S = {
@@ -126,16 +127,18 @@ class SimCloudBackend(SimBackendBase):
                     return res
         raise BackendError(f"sim {self.cluster.name}: reservation {name!r} not found")
 
+    def reserved(self, name: str) -> int:
+        """The machines reservation ``name`` holds, less those a ``capacity-short`` takes."""
+        res = self._reservation(name)
+        pools = [p for p in self.cluster.node_pools if p.reservation.name == name]
+        short = max((self.faults(p.name).capacity_short or 0 for p in pools), default=0)
+        return res.count // 2 if short == -1 else max(res.count - short, 0)
+
     def get_reservation(self, name: str) -> ReservationInfo:
         self._api_call("get reservation")
         res = self._reservation(name)
         pools = [p for p in self.cluster.node_pools if p.reservation.name == name]
-        short = max((self.faults(p.name).capacity_short or 0 for p in pools), default=0)
-        count = res.count
-        if short == -1:
-            count = res.count // 2
-        elif short:
-            count = max(res.count - short, 0)
+        count = self.reserved(name)
         with self.state.read() as conn:
             in_use = sum(
                 conn.execute(
@@ -330,6 +333,11 @@ class SimCloudBackend(SimBackendBase):
     def subblock_health(self, pool: str) -> list[SubBlockHealth]:
         """The pool's sub-blocks; every host of one under ``subblock-down`` reads degraded."""
         return _topology.subblock_health(self, pool)
+
+    def reservation_health(self, pool: str) -> ReservationHealth:
+        """The reservation's hosts in racks as the pool's nodes would sit, whether or not the
+        pool exists; an EKS-like cluster reports no sub-blocks, as EKS."""
+        return _topology.reservation_health(self, pool)
 
     def report_faulty_subblock(
         self, pool: str, key: str, reason: str, dry_run: bool = False

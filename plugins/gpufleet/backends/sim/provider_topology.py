@@ -6,6 +6,11 @@ subblock_health`` / ``report_faulty_subblock`` delegate here).
   ``subblock-down:<sub-block>`` fault in force on the pool: every host of that sub-block reads
   degraded and the sub-block DEGRADED; otherwise its hosts are healthy. Other faults (a bad
   node, a slow block) are not the provider's to see: they show only in gpufleet's own pairs.
+- **The reservation** (``reservation_health``, before the pool exists): the reservation's
+  hosts (as ``get_reservation`` counts them) laid out in racks as the pool's nodes would be
+  (``topology.host_place``), read as above under the ``subblock-down`` faults of the pools on
+  it. A cluster that mimics EKS reports no sub-blocks, as EC2 reports no host health before
+  launch: only the reservation's network node (``nn-<reservation>``, its nodes' top layer).
 - **Report**: a sub-block of the pool reported faulty is recorded in the sim state (a
   ``subblock_report`` row of the cloud table, named ``<pool>/<key>``, with the reason and how
   many reports it has had; ``subblock_reports``), under way for ``CREATE_S["subblock_report"]``
@@ -20,11 +25,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.backends.base import ABSENT, CREATED, FOUND, UPDATING, WOULD_CREATE, Ensured
-from gpufleet.backends.sim.topology import sim_place
+from gpufleet.backends.sim.topology import host_place, sim_place
 from gpufleet.backends.topology_api import (
     DEGRADED,
     HEALTHY,
     REPORT_KIND,
+    ReservationHealth,
     SubBlockHealth,
     split_key,
 )
@@ -71,6 +77,34 @@ def subblock_health(cloud: SimCloudBackend, pool: str) -> list[SubBlockHealth]:
             )
         )
     return out
+
+
+def reservation_health(cloud: SimCloudBackend, pool: str) -> ReservationHealth:
+    """The pool's reservation's hosts by sub-block, degraded where a ``subblock-down`` fault
+    of a pool on it is in force (none on an EKS-like cluster: see the module)."""
+    cloud._api_call("read reservation sub-block health")
+    spec = cloud.cluster.pool(pool)
+    name = spec.reservation.name
+    if cloud.cluster.shape == "eks":
+        why = (
+            "the sim mimics EKS, where EC2 reports no host health of a capacity reservation "
+            "before instances run on it (its network nodes only)"
+        )
+        return ReservationHealth(name, None, None, why, {"network_nodes": [f"nn-{name}"]})
+    on_it = [p.name for p in cloud.cluster.node_pools if p.reservation.name == name]
+    down = set().union(*(cloud.faults(p).down_subblocks for p in on_it))
+    hosts: dict[Place, int] = {}
+    for index in range(cloud.reserved(name)):
+        place = host_place(spec, index)
+        hosts[place] = hosts.get(place, 0) + 1
+    out = []
+    for place, count in sorted(hosts.items()):
+        degraded = count if place.subblock in down else 0
+        status = DEGRADED if degraded else HEALTHY
+        out.append(
+            SubBlockHealth(place.block, place.subblock, status, count - degraded, degraded, count)
+        )
+    return ReservationHealth(name, spec.reservation.block, tuple(out))
 
 
 def report_faulty_subblock(

@@ -38,7 +38,12 @@ def node_index(node: str) -> int:
 
 
 def sim_place(pool: NodePool, node: str) -> Place:
-    rack = node_index(node) // SIM_HOSTS_PER_SUBBLOCK
+    return host_place(pool, node_index(node))
+
+
+def host_place(pool: NodePool, index: int) -> Place:
+    """Where the pool's ``index``-th host sits (its node's, once the node exists)."""
+    rack = index // SIM_HOSTS_PER_SUBBLOCK
     block = pool.reservation.block
     if block is None:
         block = f"{pool.reservation.name}-b{rack // SIM_SUBBLOCKS_PER_BLOCK + 1}"

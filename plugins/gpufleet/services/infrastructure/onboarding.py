@@ -1,11 +1,11 @@
 """Region onboarding: from the catalog's reservations to a validated, schedulable region.
 
 One ``RegionOnboarding`` per run and region; each step is a method the DAG's operators call
-(``domain.onboarding.STEPS`` is their order): preflight (refuse shortfalls and RDMA mismatches
-before anything is created), network, cluster, filesystems, node pools (tainted
-``gpufleet.io/unvalidated``), nodes Ready, cluster add-ons, then — after the nightly
-validation's own operators ran on the new nodes — release (mark the region ready, or say which
-nodes stay tainted and why).
+(``domain.onboarding.STEPS`` is their order): preflight (refuse shortfalls, of machines and of
+the healthy hosts the provider reports, and RDMA mismatches before anything is created),
+network, cluster, filesystems, node pools (tainted ``gpufleet.io/unvalidated``), nodes Ready,
+cluster add-ons, then — after the nightly validation's own operators ran on the new nodes —
+release (mark the region ready, or say which nodes stay tainted and why).
 
 Every cloud call is an "ensure" of the cloud backend: a rerun finds what the first run created.
 Each step returns a ``StepResult`` (what was found, created, would be created with
@@ -24,8 +24,9 @@ from typing import Any
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import ABSENT, ERROR, READY, CloudBackend, ClusterBackend, Taint
 from gpufleet.domain.fleet import Catalog, Cluster, Region
+from gpufleet.domain.kueue import pool_topology
 from gpufleet.domain.leases import Liveness
-from gpufleet.domain.onboarding import preflight_refusals
+from gpufleet.domain.onboarding import host_counts, preflight_refusals, view_note
 from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.errors import GpufleetError
 from gpufleet.services.infrastructure import region_lock
@@ -43,19 +44,24 @@ class OnboardingRefused(GpufleetError):
 @dataclass
 class StepResult:
     """What one step did. ``waiting``: ``[cluster, kind, name]`` of resources still being
-    created (the operator defers on them); ``notes``: sentences for the log and the report."""
+    created (the operator defers on them); ``notes``: sentences for the log and the report;
+    ``provider_views`` (preflight): ``cluster/pool`` -> the provider's view of its
+    reservation's sub-blocks (``ReservationHealth.to_dict()``; ``{"error": ...}``: not read)."""
 
     step: str
     actions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     waiting: list[list[str]] = field(default_factory=list)
+    provider_views: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        views = {"provider_views": self.provider_views} if self.provider_views else {}
         return {
             "step": self.step,
             "actions": self.actions,
             "notes": self.notes,
             "waiting": self.waiting,
+            **views,
         }
 
     def summary(self) -> str:
@@ -152,15 +158,18 @@ class RegionOnboarding:
     # --- steps ----------------------------------------------------------------------------
 
     def preflight(self) -> StepResult:
-        """Read every reservation and pool; refuse (``OnboardingRefused``, with the figures and
-        both values) before anything is created."""
+        """Read every reservation and pool, and the provider's health of the sub-blocks of the
+        reservation of each pool whose machines carry topology (``_provider_view``); refuse
+        (``OnboardingRefused``, with the figures and both values) before anything is created."""
         result = StepResult("preflight")
         reports: dict[str, Any] = {}
         existing: set[str] = set()
+        views: dict[str, Any] = {}
+        read: dict[tuple[str, str, str | None], Any] = {}  # one read per reservation and block
         for cluster in self.region.clusters:
             cloud = self.cloud(cluster)
             for pool in cluster.active_pools:
-                name = pool.reservation.name
+                name, key = pool.reservation.name, f"{cluster.name}/{pool.name}"
                 if name not in reports:
                     reports[name] = cloud.get_reservation(name)
                     r = reports[name]
@@ -170,19 +179,25 @@ class RegionOnboarding:
                         + (f", blocks {', '.join(r.blocks)}" if r.blocks else "")
                     )
                 if cloud.get_node_pool(pool.name).status != ABSENT:
-                    existing.add(f"{cluster.name}/{pool.name}")
-        refusals = preflight_refusals(self.region, reports, existing)
+                    existing.add(key)
+                scope = (cluster.name, name, pool.reservation.block)
+                if pool_topology(cluster, pool) is not None:
+                    if scope not in read:
+                        read[scope] = self._provider_view(result, cloud, key, pool)
+                    view, result.provider_views[key] = read[scope]
+                    if view is not None:
+                        views[key] = view
+        refusals = preflight_refusals(self.region, reports, existing, views)
         if existing:
             result.notes.append(f"node pools that exist already: {', '.join(sorted(existing))}")
         for refusal in refusals:
+            seen = [k for k, v in views.items() if v.reservation == refusal.where]
+            detail: dict[str, Any] = {"reason": refusal.reason}
+            if seen:  # the provider's view of the refused reservation, beside the reason
+                detail["provider_views"] = {k: result.provider_views[k] for k in seen}
             self._record(
                 result,
-                {
-                    "kind": "preflight",
-                    "name": refusal.where,
-                    "action": "refused",
-                    "detail": {"reason": refusal.reason},
-                },
+                {"kind": "preflight", "name": refusal.where, "action": "refused", "detail": detail},
             )
         if refusals:
             if not self.dry_run:
@@ -194,6 +209,26 @@ class RegionOnboarding:
         if not self.dry_run and self._state() != "ready":
             self._set_state("onboarding", "onboarding started")
         return result
+
+    def _provider_view(
+        self, result: StepResult, cloud: CloudBackend, key: str, pool: Any
+    ) -> tuple[Any, dict[str, Any]]:
+        """The provider's view of ``pool``'s reservation (``reservation_health``) with a note in
+        ``result``, and what the result records of it. The view is None when it is not to be
+        judged: no sub-blocks reported (EKS) or not read (an error, or figures that are no host
+        counts), which never refuses."""
+        try:
+            view = cloud.reservation_health(pool.name)
+            for h in view.subblocks or ():
+                host_counts(h)
+        except (GpufleetError, ValueError) as exc:
+            result.notes.append(
+                f"{key}: the provider's sub-block health of reservation {pool.reservation.name} "
+                f"was not read ({exc}): not judged, onboarding goes on"
+            )
+            return None, {"error": str(exc)}
+        result.notes.append(f"{key}: {view_note(view, pool.nodes)}")
+        return (view if view.subblocks else None), view.to_dict()
 
     def network(self) -> StepResult:
         result = StepResult("network")
