@@ -40,11 +40,11 @@ def night(airflow_db, fleet_state) -> Ledger:
 
 def test_the_readiness_tables_rows_are_the_gates_own(night):
     from gpufleet.services.launch.gate import GATE_KINDS, LedgerReads
-    from gpufleet.services.views.fleet import fleet_reads, pools_by_cluster
+    from gpufleet.services.views.fleet_cache import pools_by_cluster, read_inputs
     from gpufleet.services.views.health import HEALTH
 
     by_cluster = pools_by_cluster(load_catalog().pools())
-    ours, gates = fleet_reads(night, by_cluster), LedgerReads.read(night, by_cluster)
+    ours, gates = read_inputs(load_catalog(), night).reads, LedgerReads.read(night, by_cluster)
     assert ours.transitions == gates.transitions and ours.transitions
     assert ours.states == gates.states and ours.states
     assert {

@@ -154,7 +154,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0016"
+        assert migrations.current_revision(conn) == migrations.head() == "0017"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -179,6 +179,9 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     assert latest[("p", "fabric")] == ledger.latest_validation("c", "p", "fabric")
     assert latest[("p", "fabric")]["run_id"] == "v-fail"
     assert ledger.node_snapshots() == {}  # v12: no snapshot until a task lists the pool
+    versions = ledger.cluster_versions()  # v17: empty until a write; then the writes move it
+    ledger.set_pool_state("c", "p", "validated")
+    assert ledger.cluster_versions()["c"] > versions.get("c", 0)
     assert ledger.validation_lock("c", "p", "fabric").hold("d", "r1", NOW)["run_id"] == "r1"  # v13
     lock = ledger.validation_lock("c", "fs", "filesystem")  # v14: a holder inside the run
     assert lock.hold("d", "r1", NOW, holder="c/p")["holder"] == "c/p"
@@ -238,7 +241,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 16
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 17
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)
@@ -271,6 +274,7 @@ def test_a_new_ledger_is_created_at_head_and_matches_one_upgraded_from_the_start
         assert migrations.current_revision(conn) == migrations.head()
     fresh = _shape(ledger.engine)
     assert {"gf_latest_validations_insert", "gf_latest_validations_keep"} & set(fresh["triggers"])
+    assert sum(n.startswith("gf_cluster_versions") for n in fresh["triggers"]) >= 7
     other = ledger_url.replace("ledger.db", "other.db") if "sqlite" in ledger_url else None
     if other is None:  # PostgreSQL: a second schema-less database is the fixture's; reuse it
         with ledger.engine.begin() as conn:
@@ -300,7 +304,8 @@ def _shape(engine) -> dict:
         else:
             sql = "SELECT trigger_name FROM information_schema.triggers"
         names = set(conn.execute(text(sql)).scalars())
-        shape["triggers"] = sorted(n for n in names if n.startswith("gf_latest_validations"))
+        keeps = ("gf_latest_validations", "gf_cluster_versions")  # v17: the cluster versions
+        shape["triggers"] = sorted(n for n in names if n.startswith(keeps))
     return shape
 
 

@@ -277,3 +277,86 @@ def test_the_exposition_is_prometheus_clients_own_byte_for_byte(airflow_db, flee
         for figure, value in four:
             got = drift[(f"gpufleet_drift_{figure}", name)]
             assert (got, math.copysign(1, got)) == (value, math.copysign(1, value))
+
+
+def test_the_providers_view_of_each_subblock_beside_our_verdict(airflow_db, fleet_state):
+    """The last fabric row's ``provider_subblocks`` (the provider's health of each sub-block)
+    beside its ``bad_subblocks`` (ours), paired by key as the pool page pairs them: one
+    healthy and one degraded sub-block the provider lists, the degraded one ours too, and one
+    only we name. A row whose provider read failed says so alone; a row without a view (a pool
+    without topology labels) has no sub-block series."""
+    from gpufleet.airflow.ui.metrics import exposition
+
+    ledger = Ledger()
+    now = datetime.now(UTC)
+
+    def fabric(cluster: str, pool: str, **details) -> None:
+        ledger.record_validation(
+            run_id="night-1", cluster=cluster, pool=pool, kind="fabric", passed=True,
+            started_at=now - timedelta(minutes=5), details=details,
+        )  # fmt: skip
+
+    sb1, sb2 = "block-1/block-1-sb1", "block-1/block-1-sb2"
+    provider = [
+        {"key": sb1, "status": "HEALTHY", "healthy_hosts": 4, "degraded_hosts": 0, "hosts": 4},
+        {"key": sb2, "status": "DEGRADED", "healthy_hosts": 0, "degraded_hosts": 2, "hosts": 2},
+    ]
+    bad = {sb2: "every pair crossing its uplink failed", "block-1/block-1-sb3": "likewise"}
+    fabric("a3u-sim", "h200-a", scopes={"subblock": {"pairs": 2, "failed": 0}},
+           bad_subblocks=bad, provider_subblocks=provider)  # fmt: skip
+    fabric("a3u-sim", "h200-b", scopes={}, bad_subblocks={})  # no view: no series
+    fabric("p5-sim", "h100-a", bad_subblocks={}, provider_subblocks={"error": "EC2: 503"})
+    text = exposition(load_catalog(), ledger, now).decode()
+
+    def where(subblock: str) -> str:
+        return f'{{block="block-1",cluster="a3u-sim",pool="h200-a",subblock="{subblock}"}}'
+
+    lines = [line for line in text.splitlines() if line.startswith("gpufleet_subblock_")]
+    assert lines == [
+        'gpufleet_subblock_provider_read_ok{cluster="a3u-sim",pool="h200-a"} 1.0',
+        'gpufleet_subblock_provider_read_ok{cluster="p5-sim",pool="h100-a"} 0.0',
+        f"gpufleet_subblock_provider_healthy_hosts{where('block-1-sb1')} 4.0",
+        f"gpufleet_subblock_provider_healthy_hosts{where('block-1-sb2')} 0.0",
+        f"gpufleet_subblock_provider_degraded_hosts{where('block-1-sb1')} 0.0",
+        f"gpufleet_subblock_provider_degraded_hosts{where('block-1-sb2')} 2.0",
+        f"gpufleet_subblock_bad{where('block-1-sb1')} 0.0",
+        f"gpufleet_subblock_bad{where('block-1-sb2')} 1.0",
+        f"gpufleet_subblock_bad{where('block-1-sb3')} 1.0",  # only ours: no provider figures
+    ]
+    assert "# TYPE gpufleet_subblock_bad gauge" in text
+
+
+def test_a_scrape_from_what_the_api_server_keeps_is_a_fresh_scrape(airflow_db, fleet_state):
+    """The api-server keeps the ledger's rows (``FleetCache``) and each cluster's ledger series
+    as text (``SeriesMemo``) between scrapes: every scrape is byte for byte what a scrape read
+    afresh writes, at any later time (ready and the ages are the scrape's), and only a cluster
+    whose ledger moved is written again."""
+    from gpufleet.airflow.ui.metrics import SeriesMemo, exposition
+    from gpufleet.services.views.fleet_cache import FleetCache
+
+    ledger, catalog, cache, memo = Ledger(), load_catalog(), FleetCache(), SeriesMemo()
+    record_night(ledger)
+    now = datetime.now(UTC)
+
+    def scrape(at: datetime) -> bytes:
+        kept = exposition(catalog, ledger, at, cache, memo)
+        assert kept == exposition(catalog, ledger, at)
+        return kept
+
+    first = scrape(now)
+    written = memo.written
+    assert written >= 2 and scrape(now) == first and memo.written == written
+    later = scrape(now + timedelta(hours=30))  # every validation past the gate's age
+    assert memo.written == written
+    region = {r.key: r.region.name for r in catalog.pools()}["a3u-sim/h200-a"]
+    ready = ("gpufleet_pool_ready", at("h200-a", region=region))
+    assert samples(first.decode())[ready] == 1 and samples(later.decode())[ready] == 0
+    age = ("gpufleet_validation_age_seconds", at("h200-a", kind="fabric"))
+    assert samples(later.decode())[age] - samples(first.decode())[age] == 30 * 3600
+    ledger.record_validation(
+        run_id="night-2", cluster="a3u-sim", pool="h200-a", kind="fabric", passed=False,
+        started_at=now, finished_at=now, transport="socket", expected_transport="gib",
+    )  # fmt: skip
+    again = scrape(now)
+    assert memo.written == written + 1  # a3u-sim alone
+    assert samples(again.decode())[("gpufleet_fabric_transport_ok", at("h200-a"))] == 0

@@ -26,10 +26,11 @@ a pool's validation lock (``gf_validation_locks``: one run validates a pool's fa
 filesystem, at a time); 14 the lock's holder within its run (``gf_validation_locks.holder``); 15
 the validation kind ``health`` (a pool's GPU health check, issue 20) joins the kind CHECK; 16
 each (cluster, pool, kind)'s latest validation (``gf_latest_validations``, kept by triggers:
-what the fleet-wide reads join).
+what the fleet-wide reads join); 17 each cluster's ledger version (``gf_cluster_versions``,
+moved by triggers: what a long-lived reader re-reads by).
 The region tables live in ``store/schema_regions.py``, the snapshots in
-``store/schema_snapshots.py``, the latest validations in ``store/schema_latest.py`` (the same
-``metadata``).
+``store/schema_snapshots.py``, the latest validations in ``store/schema_latest.py``, the
+cluster versions in ``store/schema_versions.py`` (the same ``metadata``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
 change here is a new revision there, and ``SCHEMA_VERSION`` its number.
 
@@ -61,7 +62,7 @@ from sqlalchemy import (
 
 from gpufleet.domain.gate import PoolState, TransitionState
 
-SCHEMA_VERSION = 16  # the head revision, ``store/alembic/versions/0016_latest_validations.py``
+SCHEMA_VERSION = 17  # the head revision, ``store/alembic/versions/0017_cluster_versions.py``
 
 metadata = MetaData()
 
@@ -372,3 +373,4 @@ from gpufleet.store.schema_snapshots import (  # noqa: E402, F401
     node_snapshots,
     validation_locks,
 )
+from gpufleet.store.schema_versions import cluster_versions  # noqa: E402, F401

@@ -1,6 +1,7 @@
 """Ledger records of node snapshots (``gf_node_snapshots``, v12): one row per pool, replaced
-each time a task that lists the pool's nodes anyway records what it saw. A mixin of ``Ledger``
-(it needs ``self.engine``)."""
+each time a task that lists the pool's nodes anyway records what it saw; and each cluster's
+ledger version (v17), what a long-lived reader of them re-reads by. A mixin of ``Ledger`` (it
+needs ``self.engine``)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,13 @@ class SnapshotRecords:
             query = query.where(t.c.cluster == cluster)
         with self.engine.connect() as conn:
             return {(r["cluster"], r["pool"]): r for r in select_dicts(conn, query)}
+
+    def cluster_versions(self) -> dict[str, int]:
+        """Each cluster's ledger version (v17, ``store.schema_versions``): it moves with every
+        write a fleet-wide read depends on; ``schema_versions.FLEET`` moves with the regions.
+        A cluster never written has no entry (read it as 0)."""
+        t = s.cluster_versions
+        with self.engine.connect() as conn:
+            return {
+                r.cluster: int(r.version) for r in conn.execute(select(t.c.cluster, t.c.version))
+            }

@@ -124,10 +124,15 @@ def create_app(
     catalog_factory: Callable[[], Any] | None = None,
 ) -> FastAPI:
     """The app; the factories (tests, benchmarks) default to the configured ledger and
-    catalog, read per request (both are cached per process by their loaders)."""
+    catalog, read per request (both are cached per process by their loaders). The fleet page,
+    ``/api/fleet`` and ``/metrics`` share one ``FleetCache``: each request re-reads only the
+    clusters whose ledger moved since the last."""
     from gpufleet.errors import GpufleetError
     from gpufleet.services.views import fleet as fleet_view
     from gpufleet.services.views import pool as pool_view
+    from gpufleet.services.views.fleet_cache import FleetCache
+
+    cache = FleetCache()
 
     ledger_of = ledger_factory or _default_ledger
     catalog_of = catalog_factory or _default_catalog
@@ -157,7 +162,7 @@ def create_app(
         regions = [region] if region else None
         if region and region not in known:
             raise HTTPException(404, f"region {region!r} is not in the fleet catalog")
-        pools = fleet_view.pool_readiness(catalog, ledger_of(), now, regions)
+        pools = fleet_view.pool_readiness(catalog, ledger_of(), now, regions, cache)
         states = sorted({p["state"] for p in pools})
         if state:
             pools = [p for p in pools if p["state"] == state]
@@ -243,7 +248,7 @@ def create_app(
         return HTMLResponse(report["html"])
 
     # Prometheus' endpoint: its own bearer-token check (a scraper holds no UI session)
-    app.include_router(metrics.make_router(ledger_factory, catalog_factory))
+    app.include_router(metrics.make_router(ledger_factory, catalog_factory, cache=cache))
     return app
 
 

@@ -52,6 +52,14 @@ class Exposition:
         text = self._numbers[number] = self._float(number)
         return text
 
+    def extend(self, families: dict[str, tuple[str, list[str]]]) -> None:
+        """Add another exposition's ``families`` (their samples after this one's own)."""
+        for name, (help_text, lines) in families.items():
+            family = self.families.get(name)
+            if family is None:
+                family = self.families[name] = (help_text, [])
+            family[1].extend(lines)
+
     def text(self) -> bytes:
         out = []
         for name, (help_text, lines) in self.families.items():

@@ -1,9 +1,13 @@
 """``GET /metrics``: the fleet for Prometheus, in its text exposition format.
 
-Read from the ledger (and the catalog) at scrape time: nothing is kept between scrapes, and
-nothing registers in ``prometheus_client``'s global registry (the api-server's own metrics stay
-apart). The text is written by ``exposition.Exposition`` as ``prometheus_client.generate_latest``
-writes it, without a sample object per value: 2,000 pools make some 30,000 samples.
+Read from the ledger (and the catalog) at scrape time, as far as it changed: the router keeps
+the ledger's rows (``services.views.fleet_cache.FleetCache``, shared with the app's pages) and
+each cluster's series text (``SeriesMemo``) between scrapes, re-reading and re-writing only the
+clusters whose ledger version moved; ready and the ages are the scrape's own. Nothing registers
+in ``prometheus_client``'s global registry (the api-server's own metrics stay apart). The text is
+written by ``exposition.Exposition`` as ``prometheus_client.generate_latest`` writes it, without
+a sample object per value: 2,000 pools make some 30,000 samples (``pool_series.py`` writes each
+pool's).
 
 Prometheus cannot hold a UI session, so ``/metrics`` does not use Airflow's login: it takes a
 static bearer token, the password of the Airflow connection ``gpufleet_metrics`` (Prometheus
@@ -12,7 +16,8 @@ another, gets 401. The endpoint is open without a token only when the connection
 explicitly (extra ``{"allow_anonymous": true}``); without the connection it answers 503 with how
 to configure it, never the figures.
 
-The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metric`` where said):
+The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metric``/``block``/
+``subblock`` where said):
 
 - ``gpufleet_pool_ready`` (region): 1 when the gate would launch on the pool now
   (``services.views.fleet.pool_readiness``, the readiness table's own rules);
@@ -24,6 +29,15 @@ The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metr
   kind (a pool whose GPU health was never checked has no ``kind="health"`` series);
 - ``gpufleet_fabric_busbw_gbps``, ``gpufleet_fabric_baseline_gbps``,
   ``gpufleet_fabric_small_latency_us``, ``gpufleet_fabric_transport_ok``;
+- the provider's view of the pool's sub-blocks beside ours, from the same last fabric row
+  (``details.provider_subblocks``, paired with ``details.bad_subblocks`` by
+  ``services.views.racks.subblock_rows``, as the pool page pairs them), for pools whose row
+  carries one (pools with topology labels): ``gpufleet_subblock_provider_read_ok``: 1 when the
+  provider's view was read, 0 when it could not be (then no per-sub-block series); per
+  sub-block (block, subblock) ``gpufleet_subblock_provider_healthy_hosts`` and
+  ``gpufleet_subblock_provider_degraded_hosts`` (where the provider gives them: a sub-block
+  only we name has none) and ``gpufleet_subblock_bad``: 1 when that validation found the
+  sub-block's uplink bad (taken out as a unit), else 0;
 - ``gpufleet_lustre_read_mb_s``, ``_write_mb_s``, ``_expected_mb_s``;
 - ``gpufleet_health_nodes_checked``; ``gpufleet_health_level_nodes`` (level): nodes that ran
   each ``dcgmi diag`` level; ``gpufleet_health_unhealthy_nodes`` (action: every action but
@@ -44,13 +58,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 
-from gpufleet.airflow.ui.exposition import Exposition, Labels
+from gpufleet.airflow.ui.exposition import Exposition
 from gpufleet.airflow.ui.heap import cycle_collector_paused
+from gpufleet.airflow.ui.pool_series import pool_series, time_series
 
 log = logging.getLogger(__name__)
 
 METRICS_CONN_ID = "gpufleet_metrics"
-KINDS = ("fabric", "storage", "health")
 HOW_TO_CONFIGURE = (
     f"create the Airflow connection {METRICS_CONN_ID!r} with the scrape token as its password "
     f"(e.g. AIRFLOW_CONN_{METRICS_CONN_ID.upper()}="
@@ -107,182 +121,87 @@ def check_scrape(authorization: str | None, conn: Any | None) -> None:
         raise MetricsAuthError(401, "the bearer token is not the one /metrics accepts")
 
 
-class FleetMetrics:
-    """The fleet's gauges, read from the ledger when written (``exposition``)."""
+class SeriesMemo:
+    """Each cluster's ledger series (``pool_series.pool_series``) as text, kept between scrapes
+    by the api-server: per ledger URL and cluster, valid while the catalog is the same object
+    and the cluster's inputs were read at the same ledger version (``FleetInputs.versions``,
+    from a ``FleetCache``); what the scrape's time decides is written anew each scrape."""
 
-    def __init__(self, catalog: Any, ledger: Any, now: datetime | None = None):
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], tuple[Any, int, dict]] = {}
+        self.written = 0  # clusters whose series were written (not taken from the memo)
+
+    def families(self, key: tuple[str, str], catalog: Any, version: int | None, write) -> dict:
+        """The cluster's families (name -> (help, lines)): kept, else ``write()``'s."""
+        hit = self._kept.get(key)
+        if version is not None and hit and hit[0] is catalog and hit[1] == version:
+            return hit[2]
+        families = write()
+        self.written += 1
+        if version is not None:
+            self._kept[key] = (catalog, version, families)
+        return families
+
+
+class FleetMetrics:
+    """The fleet's gauges, read from the ledger when written (``exposition``); ``cache``: what
+    the api-server keeps between scrapes (``services.views.fleet_cache.FleetCache``), with
+    ``memo`` the text of each cluster's ledger series (``SeriesMemo``)."""
+
+    def __init__(
+        self,
+        catalog: Any,
+        ledger: Any,
+        now: datetime | None = None,
+        cache: Any = None,
+        memo: SeriesMemo | None = None,
+    ):
         self.catalog = catalog
         self.ledger = ledger
         self.now = now or datetime.now(UTC)
+        self.cache = cache
+        self.memo = memo or SeriesMemo()
 
     def exposition(self) -> bytes:
-        from gpufleet.services.views.fleet import DRIFTING, pool_verdicts
+        from gpufleet.services.views.fleet import pool_verdicts
 
-        out = Exposition()
-        gauge = out.gauge
-        quarantined: dict[tuple[str, str], int] = {}
-        for q in self.ledger.quarantined():
-            key = (q["cluster"], q["pool"])
-            quarantined[key] = quarantined.get(key, 0) + 1
         # the readiness table's verdicts, and the ledger rows they were judged on
-        verdicts, reads = pool_verdicts(self.catalog, self.ledger, self.now)
+        verdicts, inputs = pool_verdicts(self.catalog, self.ledger, self.now, cache=self.cache)
+        by_cluster: dict[str, list] = {}
         for v in verdicts:
-            cluster, pool = v.ref.cluster.name, v.ref.pool.name
-            at = Labels(cluster=cluster, pool=pool)
-            gauge(
-                "gpufleet_pool_ready",
-                "1 when the gate would launch on the pool now (the readiness table's rules)",
-                at.plus("region", v.ref.region.name),
-                int(v.ready),
-            )
-            gauge(
-                "gpufleet_pool_drifting",
-                "1 when the pool's figures drift from its own history (state drifting)",
-                at.text,
-                int(v.state == DRIFTING),
-            )
-            gauge(
-                "gpufleet_quarantined_nodes",
-                "nodes of the pool quarantined (ledger)",
-                at.text,
-                quarantined.get((cluster, pool), 0),
-            )
-            for state, count in sorted(v.out_of_service.items()):
-                gauge(
-                    "gpufleet_out_of_service_nodes",
-                    "nodes of the pool out of service, by lifecycle state",
-                    at.plus("state", state),
-                    count,
-                )
-            latest = reads.latest.get(cluster, {})
-            for kind in KINDS:
-                row = latest.get((pool, kind))
-                if row is not None:
-                    self._validation(out, at, row)
-        return out.text()
+            by_cluster.setdefault(v.ref.cluster.name, []).append(v)
+        versions = inputs.versions or {}
+        url = getattr(self.ledger, "url", "")
+        ledger_side = Exposition()
+        now_side = Exposition()
+        for cluster, cluster_verdicts in by_cluster.items():
+            latest = inputs.reads.latest.get(cluster, {})
 
-    def _validation(self, out: Exposition, at: Labels, row: dict) -> None:
-        """The series of the pool's last validation of one kind (``row``); ``at``: the pool's
-        labels (cluster, pool)."""
-        gauge = out.gauge
-        kind = row["kind"]
-        labels = at.plus("kind", kind)
-        details = row.get("details") if isinstance(row.get("details"), dict) else {}
-        gauge(
-            "gpufleet_validation_passed",
-            "1 when the pool's last validation of this kind passed",
-            labels,
-            int(row["passed"] is True),
-        )
-        gauge(
-            "gpufleet_validation_error",
-            "1 when the pool's last validation of this kind could not finish",
-            labels,
-            int(row.get("verdict") == "error"),
-        )
-        if row.get("finished_at") is not None:
-            gauge(
-                "gpufleet_validation_age_seconds",
-                "seconds since the pool's last validation of this kind finished",
-                labels,
-                (self.now - row["finished_at"]).total_seconds(),
-            )
-        gauge(
-            "gpufleet_validation_gpu_minutes",
-            "GPU-minutes the pool's last validation of this kind held (its pods' run times)",
-            labels,
-            details.get("gpu_minutes"),
-        )
-        gauge(
-            "gpufleet_validation_gpu_minutes_per_node",
-            "GPU-minutes per node tested of the pool's last validation of this kind",
-            labels,
-            details.get("gpu_minutes_per_node"),
-        )
-        if kind == "fabric":
-            gauge(
-                "gpufleet_fabric_busbw_gbps",
-                "lowest large-message all-reduce bus bandwidth of the pool's good pairs",
-                at.text,
-                row.get("busbw_gbps"),
-            )
-            gauge(
-                "gpufleet_fabric_baseline_gbps",
-                "the baseline the pool's bus bandwidth is judged against",
-                at.text,
-                row.get("baseline_gbps"),
-            )
-            gauge(
-                "gpufleet_fabric_small_latency_us",
-                "median small-message latency of the pool's passing pairs",
-                at.text,
-                details.get("small_latency_us"),
-            )
-            if row.get("transport"):
-                gauge(
-                    "gpufleet_fabric_transport_ok",
-                    "1 when NCCL used the pool's expected transport",
-                    at.text,
-                    int(row["transport"] == row.get("expected_transport")),
-                )
-        elif kind == "health":
-            self._health(out, at, row)
-        elif kind == "storage":
-            for name, column, what in (
-                ("read_mb_s", "read_mb_s", "aggregate fio read throughput"),
-                ("write_mb_s", "write_mb_s", "aggregate fio write throughput"),
-                ("expected_mb_s", "expected_mb_s", "the tier x capacity expected"),
-            ):
-                gauge(f"gpufleet_lustre_{name}", f"{what} (MB/s)", at.text, row.get(column))
-        findings = details.get("drift")
-        for finding in findings if isinstance(findings, list) else ():
-            if not isinstance(finding, dict) or not isinstance(finding.get("metric"), str):
-                continue
-            where = at.plus("metric", finding["metric"])
-            for figure, what in (
-                ("latest", "tonight's figure of a drifting metric"),
-                ("median", "the metric's median over the pool's recent passing nights"),
-                ("noise", "the noise of that history, in the metric's unit"),
-                ("limit", "the figure beyond which the metric counts as drifting"),
-            ):
-                gauge(f"gpufleet_drift_{figure}", what, where, finding.get(figure))
+            def write(vs=cluster_verdicts, latest=latest) -> dict:
+                out = Exposition()
+                for v in vs:
+                    key = (v.ref.cluster.name, v.ref.pool.name)
+                    pool_series(out, v, latest, inputs.quarantined.get(key, 0))
+                return out.families
 
-    def _health(self, out: Exposition, at: Labels, row: dict) -> None:
-        """The pool's last GPU health check (``services.views.health.health_summary``): nodes
-        checked, per ``dcgmi diag`` level, and the unhealthy ones per action (every action but
-        healthy, 0 included, so an alert on ``> 0`` sees the series). A check that could not
-        finish says nothing about nodes."""
-        from gpufleet.services.views.health import UNHEALTHY_ACTIONS, health_summary
-
-        if row.get("verdict") == "error":
-            return
-        gauge = out.gauge
-        summary = health_summary(row, self.now)
-        gauge(
-            "gpufleet_health_nodes_checked",
-            "nodes the pool's last GPU health check covered",
-            at.text,
-            summary["nodes_checked"],
-        )
-        for level, nodes in summary["levels"].items():
-            gauge(
-                "gpufleet_health_level_nodes",
-                "nodes that ran this dcgmi diag level in the pool's last GPU health check",
-                at.plus("level", str(level)),
-                nodes,
+            ledger_side.extend(
+                self.memo.families((url, cluster), self.catalog, versions.get(cluster), write)
             )
-        for action, count in {**dict.fromkeys(UNHEALTHY_ACTIONS, 0), **summary["actions"]}.items():
-            gauge(
-                "gpufleet_health_unhealthy_nodes",
-                "nodes the pool's last GPU health check found unhealthy, by the action taken",
-                at.plus("action", action),
-                count,
-            )
+            for v in cluster_verdicts:
+                time_series(now_side, v, latest, self.now)
+        now_side.extend(ledger_side.families)
+        return now_side.text()
 
 
-def exposition(catalog: Any, ledger: Any, now: datetime | None = None) -> bytes:
+def exposition(
+    catalog: Any,
+    ledger: Any,
+    now: datetime | None = None,
+    cache: Any = None,
+    memo: SeriesMemo | None = None,
+) -> bytes:
     """The fleet's metrics in the text exposition format."""
-    return FleetMetrics(catalog, ledger, now).exposition()
+    return FleetMetrics(catalog, ledger, now, cache, memo).exposition()
 
 
 def _default_ledger() -> Any:
@@ -303,10 +222,17 @@ def make_router(
     ledger_factory: Callable[[], Any] | None = None,
     catalog_factory: Callable[[], Any] | None = None,
     connection: Callable[[], Any | None] = _connection,
+    cache: Any = None,
 ) -> APIRouter:
     """The ``/metrics`` route; the factories default to the configured ledger and catalog and
-    the ``gpufleet_metrics`` connection, each read per scrape."""
+    the ``gpufleet_metrics`` connection, each read per scrape; ``cache`` (a ``FleetCache``,
+    shared with the app's pages; a new one by default) keeps the ledger's rows between
+    scrapes."""
+    from gpufleet.services.views.fleet_cache import FleetCache
+
     api = APIRouter()
+    cache = cache if cache is not None else FleetCache()
+    memo = SeriesMemo()
 
     @api.get("/metrics", include_in_schema=False)
     def metrics(request: Request) -> Response:  # sync: the ledger reads block (threadpool)
@@ -319,7 +245,10 @@ def make_router(
             return PlainTextResponse(exc.detail + "\n", exc.status, headers=headers)
         with cycle_collector_paused():  # a fleet-wide read, freed before it resumes
             body = exposition(
-                (catalog_factory or _default_catalog)(), (ledger_factory or _default_ledger)()
+                (catalog_factory or _default_catalog)(),
+                (ledger_factory or _default_ledger)(),
+                cache=cache,
+                memo=memo,
             )
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

@@ -4,22 +4,27 @@ fleet page) and the validation cost over the fleet; one pool's history and a run
 
 One implementation for the terminal and the browser, so they never disagree about why a pool is
 not ready. Reads scale with the fleet, never with its history: the readiness table reads every
-pool's latest rows at once (``fleet_reads``: the ledger's latest validations, v16, joined to
-their rows), a pool's history is one query over that pool. No Airflow imports (the UI in
-``gpufleet.airflow.ui`` renders these; ``/metrics`` reads ``pool_verdicts``).
+pool's latest rows at once (``services.views.fleet_cache``: one statement per table, or only the
+clusters whose ledger moved for the api-server, which keeps them), a pool's history is one query
+over that pool. No Airflow imports (the UI in ``gpufleet.airflow.ui`` renders these;
+``/metrics`` reads ``pool_verdicts``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpufleet.services.views.fleet_cache import (
+    FleetCache,
+    FleetInputs,
+    read_inputs,
+)
 from gpufleet.services.views.health import HEALTH, health_summary, health_text
 
 if TYPE_CHECKING:  # kept out of import time: ``gpufleet status`` imports this module
     from gpufleet.domain.fleet import Catalog
-    from gpufleet.services.launch.gate import LedgerReads
     from gpufleet.store import Ledger
 
 # The DAG that records each kind of ledger row (links from the pages to its Airflow run).
@@ -67,32 +72,6 @@ def pool_cost(*rows: dict | None) -> dict[str, Any] | None:
     return next(iter(pools.values()), None)
 
 
-def _lifecycle_counts(ledger: Ledger) -> dict[tuple[str, str], dict[str, int]]:
-    counts: dict[tuple[str, str], dict[str, int]] = {}
-    for row in ledger.node_states():
-        if row["state"] != "released":
-            pool = counts.setdefault((row["cluster"], row["pool"]), {})
-            pool[row["state"]] = pool.get(row["state"], 0) + 1
-    return counts
-
-
-def pools_by_cluster(refs: Iterable[Any]) -> dict[str, list[str]]:
-    """Cluster name -> its pools' names, in catalog order (``refs``: ``PoolRef``s)."""
-    out: dict[str, list[str]] = {}
-    for ref in refs:
-        out.setdefault(ref.cluster.name, []).append(ref.pool.name)
-    return out
-
-
-def fleet_reads(ledger: Ledger, by_cluster: Mapping[str, list[str]]) -> LedgerReads:
-    """The gate's ledger rows for many clusters, read fleet-wide once
-    (``services.launch.gate.LedgerReads.read``): the readiness table judges pools on the
-    gate's own rows, and shows the GPU health rows among them."""
-    from gpufleet.services.launch.gate import LedgerReads
-
-    return LedgerReads.read(ledger, by_cluster)
-
-
 def _exists_unonboarded(ref) -> bool:
     """A cluster that exists without gpufleet's onboarding: a ``preexisting`` sim cluster. Any
     other pool that no onboarding, validation or remediation ever recorded is not onboarded
@@ -123,43 +102,32 @@ def pool_verdicts(
     ledger: Ledger,
     now: datetime,
     regions: list[str] | None = None,
-    reads: LedgerReads | None = None,
-) -> tuple[list[PoolVerdict], LedgerReads]:
-    """Each catalog pool's ``PoolVerdict`` (the rules of ``pool_readiness``) and the ledger
-    rows they were judged on (``reads``: read by ``fleet_reads`` unless given; given, they hold
-    the health rows too)."""
-    from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
-    from gpufleet.services.launch.gate import gather_facts
+    cache: FleetCache | None = None,
+) -> tuple[list[PoolVerdict], FleetInputs]:
+    """Each catalog pool's ``PoolVerdict`` (the rules of ``pool_readiness``) and the ledger's
+    inputs they were judged on (``services.views.fleet_cache``: read fleet-wide once, or kept
+    by ``cache`` between a long-lived reader's requests)."""
+    inputs = (
+        cache.inputs(catalog, ledger, regions) if cache else read_inputs(catalog, ledger, regions)
+    )
+    return judge(inputs, now), inputs
 
-    region_states = ledger.region_states()
-    transitioned = ledger.transitioned_pools()
-    lifecycle = _lifecycle_counts(ledger)
-    snapshots = ledger.node_snapshots(detail=False)
-    refs = list(catalog.pools(regions=regions))
-    by_cluster = pools_by_cluster(refs)
-    reads = reads or fleet_reads(ledger, by_cluster)  # every cluster's rows, read once
-    facts = {
-        f.key: f
-        for cluster, names in by_cluster.items()
-        for f in gather_facts(
-            catalog,
-            ledger,
-            cluster,
-            names,
-            free={n: (snapshots.get((cluster, n)) or {}).get("free") for n in names},
-            reads=reads,
-        )
-    }
+
+def judge(inputs: FleetInputs, now: datetime) -> list[PoolVerdict]:
+    """The verdicts of ``inputs``' pools at ``now``: the gate's rules (``domain.gate.
+    pool_problems``: a validation's age counts) and what the catalog and the regions say."""
+    from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
+
     out = []
-    for ref in refs:
+    for ref in inputs.refs:
         cluster, name = ref.cluster.name, ref.pool.name
-        fact = facts[ref.key]
-        seen = snapshots.get((cluster, name))
+        fact = inputs.facts[ref.key]
+        seen = inputs.snapshots.get((cluster, name))
         problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
-        region_state = (region_states.get(ref.region.name) or {}).get("state")
+        region_state = (inputs.region_states.get(ref.region.name) or {}).get("state")
         if fact.state == "retired":
             problems.insert(0, "retired: remove from the catalog")
-        elif ref.pool.planned and (cluster, name) not in transitioned:
+        elif ref.pool.planned and (cluster, name) not in inputs.transitioned:
             problems.insert(0, "planned: a reservation transition creates it")
         elif region_state in ("onboarding", "failed"):
             problems.insert(0, f"region: onboarding {region_state}")
@@ -169,10 +137,9 @@ def pool_verdicts(
         why = problems[0].split(": ", 1)[-1] if problems else ""
         if not why and state == DRIFTING:
             why = fact.state_reason or "drifting"
-        out.append(
-            PoolVerdict(ref, fact, problems, state, why, seen, lifecycle.get((cluster, name), {}))
-        )
-    return out, reads
+        lifecycle = inputs.lifecycle.get((cluster, name), {})
+        out.append(PoolVerdict(ref, fact, problems, state, why, seen, lifecycle))
+    return out
 
 
 def pool_readiness(
@@ -180,7 +147,7 @@ def pool_readiness(
     ledger: Ledger,
     now: datetime,
     regions: list[str] | None = None,
-    reads: LedgerReads | None = None,
+    cache: FleetCache | None = None,
 ) -> list[dict[str, Any]]:
     """One record per catalog pool: what the readiness table shows, typed (the JSON twin).
 
@@ -188,11 +155,12 @@ def pool_readiness(
     pool_problems``) decide ``ready`` and ``why``; a ``drifting`` pool shows its drift reason
     even while it is ready. Read from the ledger only, never a cluster: the nodes are each
     pool's node snapshot (``gf_node_snapshots``, taken by the last validation or remediation;
-    its time is ``nodes_seen_at``). Fleet-wide, none of the history (``fleet_reads``;
-    ``reads``: the rows already read by a caller that uses them too). ``health`` is what the
-    pool's last health row says (None: not checked yet); it informs, the gate's rules decide
-    ``ready``."""
-    verdicts, reads = pool_verdicts(catalog, ledger, now, regions, reads)
+    its time is ``nodes_seen_at``). Fleet-wide, none of the history (``services.views.
+    fleet_cache``; ``cache``: what a long-lived reader keeps between requests). ``health`` is
+    what the pool's last health row says (None: not checked yet); it informs, the gate's rules
+    decide ``ready``."""
+    verdicts, inputs = pool_verdicts(catalog, ledger, now, regions, cache)
+    reads = inputs.reads
     out = []
     for v in verdicts:
         ref, seen = v.ref, v.seen
