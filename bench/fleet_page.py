@@ -10,24 +10,28 @@ catalog is 2,000 sim pools (``fleetgen``: 100 clusters of 20); the ledgers are f
 and 730,000 pool events for the year) plus each pool's node snapshot, as the nights' validations
 leave it (the reads never list a cluster); with ``--health``, also each pool's GPU health row
 of tonight (8 healthy nodes at level 1, as the nightly's health tier records it), in both
-ledgers. Requests to the two ledgers alternate, so machine noise hits both alike. The year
-ledger is cached under /tmp (keyed by size, date and ``--health``) so a re-run skips its
-~1 min fill.
+ledgers. A third client reads a copy of the year's ledger that moves between its requests as
+a nightly in progress moves it (``--churn`` clusters each get a new validation before each
+request: the api-server's ``FleetCache`` re-reads those). Requests to the three alternate, so
+machine noise hits all alike; each client's first request (nothing kept yet) is reported apart
+(``first ms``). The year ledger is cached under /tmp (keyed by size, date and ``--health``) so
+a re-run skips its ~1 min fill.
 
     python bench/fleet_page.py [--fleet-requests 3] [--pool-requests 120] [--metrics-requests 20]
-                               [--pools 2000] [--health]
+                               [--pools 2000] [--health] [--churn 5]
                                [--nights 365] [--limit 3.0] [--fresh]
 
 Needs a migrated Airflow metadata DB (``make setup``: token revocation is checked there).
 Exits 1 when any read's p95 on the year ledger is more than --limit times its p95 on
-tonight's, or over its absolute target (issue 18): fleet page 300 ms, pool page 50 ms,
-``/metrics`` 100 ms.
+tonight's, or when its p95 on the year's or the nightly's ledger is over its absolute target
+(issue 18): fleet page 300 ms, pool page 50 ms, ``/metrics`` 100 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -158,19 +162,54 @@ def mint_token() -> str:
     return init_auth_manager().generate_jwt(SimpleAuthManagerUser(username="bench", role="viewer"))
 
 
-def measure(clients: dict, path: str, requests: int, headers: dict, check) -> dict:
-    """Alternate requests to each client; seconds per request, by client label."""
+def churn_writer(url: str, catalog, clusters: int):
+    """Before each request to the ``nightly`` client: one fabric validation recorded in each of
+    ``clusters`` clusters (the next ones round the fleet), as a nightly in progress moves the
+    ledger between two scrapes (100 clusters validated over a night, a scrape every 15 s)."""
+    from gpufleet.services.views.fleet_cache import pools_by_cluster
+    from gpufleet.store import Ledger
+
+    ledger = Ledger(url)
+    by_cluster = list(pools_by_cluster(catalog.pools()).items())
+    turn = [0]
+
+    def write() -> None:
+        now = datetime.now(UTC)
+        for _ in range(clusters):
+            cluster, pools = by_cluster[turn[0] % len(by_cluster)]
+            turn[0] += 1
+            ledger.record_validation(
+                run_id=f"churn-{turn[0]}", cluster=cluster, pool=pools[turn[0] % len(pools)],
+                kind="fabric", passed=True, started_at=now, finished_at=now, transport="ib",
+                expected_transport="ib", busbw_gbps=355.0, baseline_gbps=355.0, nodes_tested=8,
+                details={"gpu_minutes": 17.6, "cost_nodes": 8, "gpu_minutes_per_node": 2.2},
+            )  # fmt: skip
+
+    return write
+
+
+def measure(
+    clients: dict, path: str, requests: int, headers: dict, check, churn=None
+) -> tuple[dict, dict]:
+    """Alternate requests to each client; seconds per request, by client label, and each
+    client's first request (its cold read: nothing kept yet). ``churn`` runs, untimed, before
+    each request to the ``nightly`` client."""
     times: dict[str, list[float]] = {label: [] for label in clients}
-    for label, client in clients.items():  # warm-up: engines, sim seeding, templates
+    first: dict[str, float] = {}
+    for label, client in clients.items():  # the first request: engines, templates, no cache
+        start = time.perf_counter()
         check(label, client.get(path, headers=headers))
+        first[label] = time.perf_counter() - start
     for _ in range(requests):
         for label, client in clients.items():
+            if label == "nightly" and churn is not None:
+                churn()
             start = time.perf_counter()
             response = client.get(path, headers=headers)
             times[label].append(time.perf_counter() - start)
             if response.status_code != 200:
                 raise SystemExit(f"{path} on the {label} ledger: HTTP {response.status_code}")
-    return times
+    return times, first
 
 
 def main() -> int:
@@ -181,6 +220,12 @@ def main() -> int:
     parser.add_argument("--pools", type=int, default=2000)
     parser.add_argument("--nights", type=int, default=365)
     parser.add_argument("--limit", type=float, default=3.0)
+    parser.add_argument(
+        "--churn",
+        type=int,
+        default=5,
+        help="clusters the nightly moves between two requests to the nightly ledger",
+    )
     parser.add_argument("--fresh", action="store_true", help="refill the cached year ledger")
     parser.add_argument(
         "--health", action="store_true", help="tonight's GPU health row for every pool too"
@@ -203,6 +248,13 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - say what to do
         print(f"cannot mint an Airflow token ({exc}); run `make setup` first (source /tmp/env.sh)")
         return 2
+    # the nightly's ledger: the year's, copied, moving between its requests (``churn_writer``)
+    copy = CACHE / "nightly-copy.db"
+    shutil.copyfile(urls["year"].removeprefix("sqlite:///"), copy)
+    urls["nightly"] = f"sqlite:///{copy}"
+    from gpufleet.config.catalog import load_catalog
+
+    churn = churn_writer(urls["nightly"], load_catalog(), args.churn)
     clients = {label: client_for(url) for label, url in urls.items()}
     os.environ["AIRFLOW_CONN_GPUFLEET_METRICS"] = (
         '{"conn_type": "generic", "password": "' + METRICS_TOKEN + '"}'
@@ -216,6 +268,8 @@ def main() -> int:
     def pool_ok(label, response):
         nights = response.text.count("<tr data-run-id=")
         want = 1 if label == "tonight" else min(args.nights, DEFAULT_NIGHTS)
+        if label == "nightly":  # the pool's own churned nights may be among them
+            want = min(want + 1, DEFAULT_NIGHTS) if nights > want else want
         if response.status_code != 200 or nights != want:
             raise SystemExit(f"pool page on {label}: HTTP {response.status_code}, {nights} nights")
 
@@ -251,26 +305,31 @@ def main() -> int:
             scrape,
         ),
     ]
-    print(f"{'page':<26} {'ledger':<8} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
+    print(
+        f"{'page':<26} {'ledger':<8} {'requests':>8} {'first ms':>9} {'p50 ms':>9} "
+        f"{'p95 ms':>9} {'mean ms':>9}"
+    )
     worst = 0.0
     missed = []
     for key, name, path, requests, check, auth in pages:
-        times = measure(clients, path, requests, auth, check)
+        times, first = measure(clients, path, requests, auth, check, churn)
         p95 = {}
         for label, values in times.items():
             p95[label] = pct(values, 0.95)
             print(
-                f"{name:<26} {label:<8} {len(values):>8} {pct(values, 0.5) * 1e3:>9.1f} "
-                f"{p95[label] * 1e3:>9.1f} {statistics.fmean(values) * 1e3:>9.1f}"
+                f"{name:<26} {label:<8} {len(values):>8} {first[label] * 1e3:>9.1f} "
+                f"{pct(values, 0.5) * 1e3:>9.1f} {p95[label] * 1e3:>9.1f} "
+                f"{statistics.fmean(values) * 1e3:>9.1f}"
             )
         ratio = p95["year"] / p95["tonight"]
         worst = max(worst, ratio)
-        year_ms = p95["year"] * 1e3
+        year_ms = max(p95["year"], p95["nightly"]) * 1e3  # the target holds during the nightly
         if year_ms > TARGET_MS[key]:
             missed.append(f"{name} p95 {year_ms:.0f} ms > {TARGET_MS[key]:.0f} ms")
         print(
-            f"{name:<26} p95 ratio year/tonight: {ratio:.2f}; year p95 {year_ms:.1f} ms "
-            f"(target {TARGET_MS[key]:.0f} ms: {'OK' if year_ms <= TARGET_MS[key] else 'OVER'})"
+            f"{name:<26} p95 ratio year/tonight: {ratio:.2f}; year p95 {year_ms:.1f} ms with "
+            f"the nightly's churn (target {TARGET_MS[key]:.0f} ms: "
+            f"{'OK' if year_ms <= TARGET_MS[key] else 'OVER'})"
         )
     print(
         f"worst p95 ratio {worst:.2f} (limit {args.limit:.1f}): "

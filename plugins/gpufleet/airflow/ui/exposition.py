@@ -45,6 +45,11 @@ class Exposition:
             text = self._go(number)
         family[1].append(f"{name}{labels} {text}\n")
 
+    def number_text(self, value: float) -> str:
+        """A finite float as the format writes it (``floatToGoString``)."""
+        text = self._numbers.get(value) if value else None
+        return text if text is not None else self._go(value)
+
     def _go(self, number: float) -> str:
         """``prometheus_client.utils.floatToGoString`` of ``number``, each value once."""
         if number == 0:  # 0.0 and -0.0 are one key: say which

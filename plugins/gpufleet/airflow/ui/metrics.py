@@ -60,7 +60,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from gpufleet.airflow.ui.exposition import Exposition
 from gpufleet.airflow.ui.heap import cycle_collector_paused
-from gpufleet.airflow.ui.pool_series import pool_series, time_series
+from gpufleet.airflow.ui.pool_series import pool_series, time_prefixes, time_series
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +128,12 @@ class SeriesMemo:
     from a ``FleetCache``); what the scrape's time decides is written anew each scrape."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, str], tuple[Any, int, dict]] = {}
+        self._kept: dict[tuple[str, str], tuple[Any, int, tuple]] = {}
         self.written = 0  # clusters whose series were written (not taken from the memo)
 
-    def families(self, key: tuple[str, str], catalog: Any, version: int | None, write) -> dict:
-        """The cluster's families (name -> (help, lines)): kept, else ``write()``'s."""
+    def families(self, key: tuple[str, str], catalog: Any, version: int | None, write) -> tuple:
+        """The cluster's families (name -> (help, lines)) and its pools' ``time_prefixes``:
+        kept, else ``write()``'s."""
         hit = self._kept.get(key)
         if version is not None and hit and hit[0] is catalog and hit[1] == version:
             return hit[2]
@@ -177,18 +178,19 @@ class FleetMetrics:
         for cluster, cluster_verdicts in by_cluster.items():
             latest = inputs.reads.latest.get(cluster, {})
 
-            def write(vs=cluster_verdicts, latest=latest) -> dict:
-                out = Exposition()
+            def write(vs=cluster_verdicts, latest=latest) -> tuple[dict, list]:
+                out, prefixes = Exposition(), []
                 for v in vs:
                     key = (v.ref.cluster.name, v.ref.pool.name)
                     pool_series(out, v, latest, inputs.quarantined.get(key, 0))
-                return out.families
+                    prefixes.append(time_prefixes(v, latest))
+                return out.families, prefixes
 
-            ledger_side.extend(
-                self.memo.families((url, cluster), self.catalog, versions.get(cluster), write)
+            families, prefixes = self.memo.families(
+                (url, cluster), self.catalog, versions.get(cluster), write
             )
-            for v in cluster_verdicts:
-                time_series(now_side, v, latest, self.now)
+            ledger_side.extend(families)
+            time_series(now_side, cluster_verdicts, prefixes, self.now)
         now_side.extend(ledger_side.families)
         return now_side.text()
 

@@ -44,30 +44,46 @@ def pool_series(out: Exposition, v: Any, latest: dict, quarantined: int) -> None
             validation_series(out, at, row)
 
 
-def time_series(out: Exposition, v: Any, latest: dict, now: datetime) -> None:
-    """One pool's series of the scrape's time ``now``: ready (the gate's rules: a validation
-    past its age refuses) and the age of its last validation of each kind."""
+READY = (
+    "gpufleet_pool_ready",
+    "1 when the gate would launch on the pool now (the readiness table's rules)",
+)
+AGE = (
+    "gpufleet_validation_age_seconds",
+    "seconds since the pool's last validation of this kind finished",
+)
+
+
+def time_prefixes(v: Any, latest: dict) -> tuple[str, list[tuple[str, datetime]]]:
+    """What one pool's series of the scrape's time keep from the ledger: the ready sample's
+    name and labels, and each kind's age sample's with the time its validation finished."""
     at = Labels(cluster=v.ref.cluster.name, pool=v.ref.pool.name)
-    out.gauge(
-        "gpufleet_pool_ready",
-        "1 when the gate would launch on the pool now (the readiness table's rules)",
-        at.plus("region", v.ref.region.name),
-        int(v.ready),
-    )
+    ages = []
     for kind in KINDS:
         row = latest.get((v.ref.pool.name, kind))
         if row is not None and row.get("finished_at") is not None:
-            out.gauge(
-                "gpufleet_validation_age_seconds",
-                "seconds since the pool's last validation of this kind finished",
-                at.plus("kind", kind),
-                (now - row["finished_at"]).total_seconds(),
-            )
+            ages.append((f"{AGE[0]}{at.plus('kind', kind)} ", row["finished_at"]))
+    return f"{READY[0]}{at.plus('region', v.ref.region.name)} ", ages
+
+
+def time_series(
+    out: Exposition, verdicts: list, prefixes: list[tuple[str, list]], now: datetime
+) -> None:
+    """The series of the scrape's time ``now`` of ``verdicts`` (``prefixes``: theirs, in the
+    same order): ready (the gate's rules: a validation past its age refuses) and the age of
+    each pool's last validation of each kind."""
+    ready, ages = [], []
+    go = out.number_text
+    for v, (ready_at, timed) in zip(verdicts, prefixes, strict=True):
+        ready.append(ready_at + ("1.0\n" if v.ready else "0.0\n"))
+        for age_at, finished in timed:
+            ages.append(age_at + go((now - finished).total_seconds()) + "\n")
+    out.extend({READY[0]: (READY[1], ready), AGE[0]: (AGE[1], ages)})
 
 
 def validation_series(out: Exposition, at: Labels, row: dict) -> None:
     """The series of the pool's last validation of one kind (``row``) but its age (a series of
-    the scrape's time, ``age_series``); ``at``: the pool's labels (cluster, pool)."""
+    the scrape's time, ``time_series``); ``at``: the pool's labels (cluster, pool)."""
     gauge = out.gauge
     kind = row["kind"]
     labels = at.plus("kind", kind)
