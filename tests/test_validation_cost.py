@@ -200,3 +200,17 @@ def test_fio_passes_are_capped_by_the_job_specs_runtime():
     command = template["spec"]["containers"][0]["command"]
     command[-1] = command[-1].replace("--runtime=600", "--runtime=60")
     assert run_times(template, [run]) == [pytest.approx(60 + 60)]
+
+
+def test_the_modelled_ssh_wait_is_half_the_launchers_poll():
+    """The launcher holds both nodes' GPUs while it polls its peer's sshd: the sim's clock
+    counts half a poll, the poll the manifest sleeps between tries (changed together)."""
+    import re
+
+    from gpufleet.backends.sim.clock import SSH_WAIT_S
+    from gpufleet.config.paths import include_dir
+
+    template = (include_dir() / "manifests/nccl-validation.yaml.j2").read_text()
+    loop = template[template.index('until ssh "${GPUFLEET_WORKER}"') :].split("done", 1)[0]
+    (poll,) = re.findall(r"sleep (\d+(?:\.\d+)?)", loop)
+    assert SSH_WAIT_S == float(poll) / 2

@@ -28,9 +28,9 @@ POD_ROWS = (
     "SELECT pods.*, pod_runs.run_s FROM pods LEFT JOIN pod_runs USING (cluster, namespace, name)"
 )
 
-# Before mpirun starts, the launcher polls its peer's sshd every 5 s (the ``sleep 5`` of
-# include/manifests/nccl-validation.yaml.j2): on average half a poll.
-SSH_WAIT_S = 2.5
+# Before mpirun starts, the launcher polls its peer's sshd every second (the launcher's
+# ``sleep 1`` in include/manifests/nccl-validation.yaml.j2): on average half a poll.
+SSH_WAIT_S = 0.5
 # mpirun over ssh starting 2 x GPUs-per-node ranks, and NCCL building its communicator and
 # connecting the network: an assumption of the simulator (seconds on real clusters), not a
 # measurement.
