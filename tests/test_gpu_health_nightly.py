@@ -196,3 +196,72 @@ def test_a_busy_nodes_fault_is_read_from_its_exporter_and_its_job_left_running(f
     assert sorted(n.name for n in backend.list_nodes(POOL) if n.workloads) == busy  # job runs on
     validate(CLUSTER, POOL, run_id="night-2", storage=False)
     assert state(busy[0]) == NodeState.QUARANTINED  # not retested while its job runs
+
+
+def test_a_new_node_is_burnt_in_once_however_long_it_stays_new(fleet_state):
+    """``burn_in: true``: a new node (tainted unvalidated) gets level 4 at its first check;
+    while its pool keeps failing (Lustre slow here, so no node sheds the taint) the next nights
+    check it at its usual level, not 1.75 h of level 4 on every GPU each night. A node added
+    later still gets its burn-in."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.backends.base import Taint
+    from gpufleet.domain.workloads import UNVALIDATED_KEY
+    from gpufleet.services.validation.storage import StorageValidation
+    from tests.support.fleet import _wait
+
+    ref = load_catalog().pool(CLUSTER, POOL)
+    ref = ref.model_copy(update={"pool": ref.pool.model_copy(update={"burn_in": True})})
+    kube = cluster_backend(ref.cluster)
+    for name in NODES[:-1]:  # the last node joins later
+        kube.add_taint(name, Taint(UNVALIDATED_KEY, "true", "NoSchedule"))
+    SimState().inject(CLUSTER, POOL, "lustre-slow:0.3")
+    clock = frozen_sim_clock()
+
+    def night(run_id: str) -> dict[str, int]:
+        svc = FabricValidation(ref, Ledger())
+        st = svc.begin(run_id)
+        while st.workload:
+            _wait(svc.backend, st.workload)
+            st = svc.collect(st)
+        svc.finish(st)
+        sto = StorageValidation(ref, Ledger())
+        storage = sto.begin(run_id)
+        _wait(sto.backend, storage.workload)
+        assert not sto.finish(storage).passed  # the pool fails: its new nodes stay new
+        clock.advance(86_400)
+        return {n: c["level"] for n, c in health_row(run_id)["details"]["nodes"].items()}
+
+    first = night("night-1")
+    assert all(first[n] == 4 for n in NODES[:-1]) and first[NODES[-1]] < 4
+    kube.add_taint(NODES[-1], Taint(UNVALIDATED_KEY, "true", "NoSchedule"))
+    second = night("night-2")
+    assert second[NODES[-1]] == 4  # new since: its burn-in
+    assert all(second[n] < 4 for n in NODES[:-1])  # burnt in last night: not again
+    assert {n.name for n in kube.list_nodes(POOL) if n.unvalidated} == set(NODES)  # still new
+
+
+def test_only_a_healthy_level_4_check_counts_as_a_burn_in(fleet_state):
+    """A burn-in that found a fault (the node goes through its retest and repair) or could
+    not run is owed again; level 3 is no burn-in; what the reader does not understand is no
+    burn-in either."""
+    from gpufleet.services.validation.health import burned_in
+
+    ledger, now = Ledger(), datetime.now(UTC)
+    nodes = {
+        "ok": {"level": 4, "action": "healthy"},
+        "faulty": {"level": 4, "action": "reboot"},
+        "not-run": {"level": 4, "action": None},
+        "weekly": {"level": 3, "action": "healthy"},
+        "odd": {"level": True, "action": "healthy"},
+        "junk": "healthy",
+    }
+    ledger.record_validation(
+        run_id="n1", cluster=CLUSTER, pool=POOL, kind="health", passed=True, started_at=now,
+        finished_at=now, details={"nodes": nodes},
+    )  # fmt: skip
+    ledger.record_validation(
+        run_id="n2", cluster=CLUSTER, pool=POOL, kind="health", passed=True, started_at=now,
+        finished_at=now, details={"nodes": "not a mapping"},
+    )  # fmt: skip
+    assert burned_in(ledger, CLUSTER, POOL) == {"ok"}
+    assert burned_in(ledger, CLUSTER, "other-pool") == set()

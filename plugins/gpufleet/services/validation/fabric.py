@@ -30,6 +30,7 @@ from gpufleet.services.validation.fabric_verdict import FabricVerdict
 from gpufleet.services.validation.health import (
     GpuHealthCheck,
     NodeHealth,
+    burned_in,
     plan_levels,
 )
 from gpufleet.services.validation.passive import passive_checks
@@ -132,12 +133,20 @@ class FabricValidation(FabricVerdict):
                 idle,
                 retest,
                 night,
-                new=[n.name for n in nodes if n.unvalidated],
+                new=self._new_nodes(nodes),
                 burn_in=self.ref.pool.burn_in,
             )
             state.workload = self.health.submit(state.health_levels, run_id)
             return state
         return self._start_pass1(state)
+
+    def _new_nodes(self, nodes: list) -> list[str]:
+        """The nodes a burn-in is owed: still tainted ``unvalidated`` and not burnt in yet."""
+        new = [n.name for n in nodes if n.unvalidated]
+        if not new or not self.ref.pool.burn_in:
+            return new
+        done = burned_in(self.ledger, self.ref.cluster.name, self.ref.pool.name)
+        return [n for n in new if n not in done]
 
     def _start_pass1(self, state: FabricState) -> FabricState:
         """Pair the idle nodes (those whose GPU health failed tonight are left out, and so are

@@ -26,7 +26,7 @@ from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.gate import LEFT_IN_SERVICE
 from gpufleet.domain.health import HealthAction, decide_health
-from gpufleet.domain.health.tiers import WEEKLY_LEVEL, diag_level
+from gpufleet.domain.health.tiers import BURN_IN_LEVEL, WEEKLY_LEVEL, diag_level
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.gpu_health import HEALTH_CONTAINER, render_gpu_health
@@ -82,6 +82,25 @@ def plan_levels(
     }
     levels.update({node: diag_level(node, night, retest=True) for node in retest})
     return levels
+
+
+def burned_in(ledger: Any, cluster: str, pool: str, nights: int = 60) -> set[str]:
+    """The pool's nodes whose burn-in already ran and found them healthy (a level-4 check in
+    one of the pool's last ``nights`` health rows): a node that stays new (still tainted
+    ``unvalidated``: its pool's verdict failed) gets level 4 at its first check only, not every
+    night until the taint goes (6,300 s on every GPU of the node a night)."""
+    out: set[str] = set()
+    for row in ledger.validation_history(cluster, pool, "health", limit=nights):
+        nodes = (row.get("details") or {}).get("nodes")
+        for node, check in nodes.items() if isinstance(nodes, dict) else ():
+            if not isinstance(check, dict):
+                continue
+            level = check.get("level")
+            deep = isinstance(level, int) and not isinstance(level, bool)
+            deep = deep and level >= BURN_IN_LEVEL
+            if deep and check.get("action") == "healthy":
+                out.add(node)
+    return out
 
 
 def read_node(text: str, node: str, level: int) -> NodeHealth:
