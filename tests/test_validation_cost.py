@@ -213,4 +213,4 @@ def test_the_modelled_ssh_wait_is_half_the_launchers_poll():
     template = (include_dir() / "manifests/nccl-validation.yaml.j2").read_text()
     loop = template[template.index('until ssh "${GPUFLEET_WORKER}"') :].split("done", 1)[0]
     (poll,) = re.findall(r"sleep (\d+(?:\.\d+)?)", loop)
-    assert SSH_WAIT_S == float(poll) / 2
+    assert float(poll) / 2 == SSH_WAIT_S

@@ -126,3 +126,27 @@ def test_training_input_is_validated_with_every_problem_listed(gke_ref: PoolRef)
         render_training_job(gke_ref, training_spec(name="9lives"))
     with pytest.raises(ValueError, match="nodes must be a positive integer"):
         render_training_job(gke_ref, training_spec(nodes=0))
+
+
+def test_a_training_job_keeps_off_the_nodes_it_is_told_to_avoid(ref: PoolRef) -> None:
+    """``avoid``: every pod is kept off the named nodes by a required hostname ``NotIn`` (the
+    schema holds), added to each term of the pod's own node affinity, none without."""
+    obj = render_training_job(ref, training_spec(), avoid=["n3", "n1", "n3"])
+    validate_manifest(obj)
+    ((_, _, template),) = w.workload_pod_templates(obj)
+    assert w.avoided_nodes(template) == {"n1", "n3"}
+    required = template["spec"]["affinity"]["nodeAffinity"]
+    terms = required["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    expr = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n1", "n3"]}
+    assert terms == [{"matchExpressions": [expr]}]
+    assert w.pinned_nodes(template) is None  # kept off some, pinned to none
+    plain = render_training_job(ref, training_spec())
+    ((_, _, template),) = w.workload_pod_templates(plain)
+    assert w.avoided_nodes(template) == set()
+    assert "nodeAffinity" not in template["spec"]["affinity"]
+    pin = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a", "b"]}
+    terms = [{"matchExpressions": [pin]}, {"matchFields": []}]
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    w.avoid_nodes({"spec": {"affinity": {"nodeAffinity": required}}}, ["b"])
+    for term in terms:  # ANDed into every term (the terms are alternatives)
+        assert term["matchExpressions"][-1] == {**pin, "operator": "NotIn", "values": ["b"]}

@@ -93,6 +93,48 @@ def pair_nodes(pod_template: Mapping[str, Any]) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
+def _hostname_expressions(pod_template: Mapping[str, Any], operator: str) -> list[list[str]]:
+    """The values of each required node affinity expression on the hostname with
+    ``operator``."""
+    spec = pod_template.get("spec") or {}
+    try:
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+    except (KeyError, TypeError):
+        return []
+    return [
+        list(expr.get("values") or ())
+        for term in terms or ()
+        for expr in term.get("matchExpressions") or ()
+        if expr.get("key") == HOSTNAME_LABEL and expr.get("operator") == operator
+    ]
+
+
+def avoided_nodes(pod_template: Mapping[str, Any]) -> set[str]:
+    """Hostnames a pod template keeps off by required node affinity (``NotIn``)."""
+    return {name for values in _hostname_expressions(pod_template, "NotIn") for name in values}
+
+
+def avoid_nodes(pod_template: dict[str, Any], names: list[str]) -> None:
+    """Keep the pod template off ``names`` (required node affinity, hostname ``NotIn``), in
+    every term it already has (terms are alternatives; a term's expressions all hold)."""
+    if not names:
+        return
+    spec = pod_template.setdefault("spec", {})
+    required = (
+        spec.setdefault("affinity", {})
+        .setdefault("nodeAffinity", {})
+        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    expr = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(names)}
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(dict(expr, values=list(expr["values"])))
+
+
 def pinned_nodes(pod_template: Mapping[str, Any]) -> list[str] | None:
     """Hostnames a pod template is pinned to by required node affinity (None if not pinned)."""
     spec = pod_template.get("spec") or {}

@@ -28,7 +28,7 @@ from gpufleet.domain.kueue import TopologyRequest, pool_topology, topology_reque
 from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
 from gpufleet.domain.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
 from gpufleet.domain.topology import Place
-from gpufleet.domain.workloads import pool_label_key, workload_pod_templates
+from gpufleet.domain.workloads import avoid_nodes, pool_label_key, workload_pod_templates
 from gpufleet.manifests.labels import (
     CLUSTER_ANNOTATION,
     JOB_LABEL,
@@ -166,7 +166,10 @@ def training_topology(
 
 
 def render_training_job(
-    ref: PoolRef, spec: TrainingJobSpec, free_places: Iterable[Place | None] = ()
+    ref: PoolRef,
+    spec: TrainingJobSpec,
+    free_places: Iterable[Place | None] = (),
+    avoid: Iterable[str] = (),
 ) -> dict[str, Any]:
     """A Kueue-gang-admitted JobSet of ``spec.nodes`` workers on ``ref``'s pool.
 
@@ -176,8 +179,10 @@ def render_training_job(
     ``MASTER_ADDR`` (pod 0's DNS name), ``MASTER_PORT``,
     ``NNODES``, ``NODE_RANK`` (the completion index), ``GPUS_PER_NODE``. On a pool with a
     topology, the topology annotation ``training_topology`` gives, from ``free_places`` (the
-    places of the pool's free nodes; none known: a preference for one block). Raises
-    ValueError listing every problem with the request.
+    places of the pool's free nodes; none known: a preference for one block). ``avoid``: nodes
+    no pod may run on (required node affinity, hostname ``NotIn``: those the latest GPU health
+    check failed and left in service). Raises ValueError listing every problem with the
+    request.
     """
     cluster, pool = ref.cluster, ref.pool
     plumbing = pod_plumbing(cluster, pool, pin_network=True)
@@ -227,6 +232,7 @@ def render_training_job(
         if ask is not None:
             template["metadata"]["annotations"].update(ask.annotations)
         apply_plumbing(template, plumbing, container=TRAINER_CONTAINER)
+        avoid_nodes(template, sorted(set(avoid)))
         resources = template["spec"]["containers"][0]["resources"]
         for kind in ("limits", "requests"):
             resources[kind]["nvidia.com/gpu"] = str(spec.gpus_per_node)

@@ -31,6 +31,7 @@ from gpufleet.domain.workloads import (
     JOBSET_NAME_LABEL,
     LEGACY_JOB_NAME_LABEL,
     REPLICATED_JOB_LABEL,
+    avoided_nodes,
     pinned_nodes,
     workload_pod_templates,
 )
@@ -59,12 +60,13 @@ def candidates(template: dict[str, Any], nodes: dict[str, Any], busy: set[str]) 
     selector = spec.get("nodeSelector") or {}
     tolerated = {(t.get("key"), t.get("effect")) for t in spec.get("tolerations") or ()}
     hostnames = pinned_nodes(template)
+    avoided = avoided_nodes(template)
     out = []
     for name, row in nodes.items():
         labels = json.loads(row["labels"])
         if any(labels.get(k) != v for k, v in selector.items()):
             continue
-        if hostnames is not None and name not in hostnames:
+        if (hostnames is not None and name not in hostnames) or name in avoided:
             continue
         if not row["ready"] or row["unschedulable"] or name in busy:
             continue

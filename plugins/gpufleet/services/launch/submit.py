@@ -78,6 +78,21 @@ def _recorded_as(params: Any) -> dict[str, Any]:
     }
 
 
+def unhealthy_free_nodes(ledger, ref: PoolRef, free: set[str]) -> dict[str, str]:
+    """The ``free`` nodes of ``ref``'s pool its latest GPU health check failed, each with
+    NVIDIA's action (``domain.gate.unhealthy_in_service`` over the listed nodes); none when the
+    pool was never checked. An unreadable health row refuses (the gate refused it too)."""
+    from gpufleet.domain.gate import FactError, PoolFacts, read_health, unhealthy_in_service
+
+    row = ledger.latest_validation(ref.cluster.name, ref.pool.name, "health")
+    try:
+        health = read_health(row, f"{ref.key} health")
+    except FactError as exc:
+        raise LaunchRefused(f"{ref.key}: the latest GPU health row is unreadable: {exc}") from None
+    facts = PoolFacts(key=ref.key, known=True, free_nodes=frozenset(free), health=health)
+    return unhealthy_in_service(facts)
+
+
 class TrainingLaunch(LaunchConfirmation):
     def __init__(self, catalog: Catalog, ledger_factory, backend: ClusterBackend | None = None):
         self.catalog = catalog
@@ -160,9 +175,11 @@ class TrainingLaunch(LaunchConfirmation):
             )
         return row
 
-    def _render(self, ref: PoolRef, req: LaunchRequest, run_id: str) -> dict[str, Any]:
+    def _render(self, ref: PoolRef, req: LaunchRequest, run_id: str, ledger) -> dict[str, Any]:
         """The JobSet; on a pool with a topology it asks Kueue for one sub-block or one block
-        by the job's size, against the places of the pool's free nodes (their labels)."""
+        by the job's size, against the places of the pool's free nodes (their labels). It keeps
+        off the free nodes the pool's latest GPU health check failed and left in service (the
+        gate did not count them; Kueue and the scheduler would place on them)."""
         from gpufleet.domain.topology import place_of
         from gpufleet.manifests.training import (
             TrainingJobSpec,
@@ -181,13 +198,19 @@ class TrainingLaunch(LaunchConfirmation):
             env=req.env,
             run_id=run_id,
         )
-        free = [
-            place_of(n.labels)
-            for n in self.backend(req.cluster).list_nodes(ref.pool.name)
-            if n.free
-        ]
+        listed = [n for n in self.backend(req.cluster).list_nodes(ref.pool.name) if n.free]
+        avoid = unhealthy_free_nodes(ledger, ref, {n.name for n in listed})
+        if avoid:
+            log.warning(
+                "%s keeps off %s: their latest GPU health check failed and they are still in "
+                "service (%s)",
+                req.job_name,
+                ", ".join(avoid),
+                ", ".join(f"{n}: {a}" for n, a in avoid.items()),
+            )
+        free = [place_of(n.labels) for n in listed if n.name not in avoid]
         try:
-            manifest = render_training_job(ref, spec, free)
+            manifest = render_training_job(ref, spec, free, avoid=avoid)
         except ValueError as exc:  # the renderer lists every problem with the job
             raise InvalidLaunchRequest([str(exc)], req.job_name, message=str(exc)) from None
         ask = training_topology(ref, req.nodes, free)
@@ -228,7 +251,7 @@ class TrainingLaunch(LaunchConfirmation):
                 f"{req.namespace}/{req.job_name} of run {run_id} is already {prior['state']}: "
                 "a launch is submitted once per run; trigger a new run to launch again"
             )
-        manifest = self._render(ref, req, run_id)
+        manifest = self._render(ref, req, run_id, ledger)
         kind = manifest["kind"]
         row, _ = ledger.ensure_launch(
             **key,
