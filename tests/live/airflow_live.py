@@ -3,9 +3,11 @@
 ``start_airflow(dags_folder)`` builds a throwaway ``AIRFLOW_HOME``, points it at a throwaway
 PostgreSQL database when 127.0.0.1:5432 answers (dropped at teardown) or at a SQLite file
 otherwise (under ``CI=true`` a PostgreSQL that refuses fails the test instead:
-tests/support/postgres.py), migrates it, serializes the DAGs, starts the four components from the
+tests/support/postgres.py), migrates it (on PostgreSQL: copies a migrated template the first
+session left on the server, ``TEMPLATE_PREFIX``), starts the four components from the
 project's virtualenv as their own process groups and waits until ``/api/v2/monitor/health``
-reports every component healthy.
+reports every component healthy and the DAG processor has parsed every DAG file.
+``LiveAirflow.startup`` says where the start-up's seconds went.
 
 The executor is the one the project ships (docker-compose.yaml): **CeleryExecutor** when
 PostgreSQL and Redis (127.0.0.1:6379) both answer, with two ``airflow celery worker`` processes
@@ -22,12 +24,14 @@ DSN for the server holding the throwaway database (default
 virtualenv whose ``bin/airflow`` runs (default ``<repo>/.venv``); ``GPUFLEET_LIVE_KEEP=1`` keeps
 the home and database after teardown; ``GPUFLEET_LIVE_REDIS`` the broker (default
 ``redis://127.0.0.1:6379/0``; ``none`` forces LocalExecutor); ``GPUFLEET_LIVE_PLUGINS`` another
-plugins folder (default ``<repo>/plugins``).
+plugins folder (default ``<repo>/plugins``); ``GPUFLEET_LIVE_TEMPLATE=0`` migrates every
+session's database instead of copying the template.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -38,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,9 +84,22 @@ def tail(path: Path, lines: int = 40) -> str:
 
 # -- preflight -------------------------------------------------------------------------------
 
+# Airflow's own walk of the plugins folder, ``find_path_from_directory``. Its module
+# (airflow/_shared/module_loading/file_discovery.py, which needs only pathspec) is loaded from
+# its file: importing it as ``airflow._shared...`` runs airflow/__init__.py first, about 2 s of
+# a start-up spent before any component may start. An Airflow that moved it is imported whole.
 _PLUGIN_FILES_PROBE = """
-import json, sys
-from airflow._shared.module_loading import find_path_from_directory
+import importlib.util, json, os, sys
+try:
+    spec = importlib.util.find_spec("airflow")
+    path = os.path.join(spec.submodule_search_locations[0], "_shared", "module_loading",
+                        "file_discovery.py")
+    module_spec = importlib.util.spec_from_file_location("_gpufleet_file_discovery", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    find_path_from_directory = module.find_path_from_directory
+except Exception:
+    from airflow._shared.module_loading import find_path_from_directory
 print(json.dumps([str(p) for p in find_path_from_directory(sys.argv[1], ".airflowignore", "glob")]))
 """
 
@@ -177,8 +194,13 @@ def redis_available() -> bool:
     url = _redis_url()
     if url.lower() == "none":
         return False
+    # the provider installed (its metadata: importing it would import all of Airflow, ~3 s)
     probe = subprocess.run(
-        [str(venv_bin() / "python"), "-c", "import airflow.providers.celery, redis"],
+        [
+            str(venv_bin() / "python"),
+            "-c",
+            "import importlib.metadata as m, redis; m.version('apache-airflow-providers-celery')",
+        ],
         capture_output=True,
         check=False,
     )
@@ -206,12 +228,19 @@ def redis_available() -> bool:
 def _forget_queue(queue: str) -> None:
     """Remove this deployment's queue from the shared Redis, with the messages a killed worker
     left unacknowledged for it (kombu keeps them in ``unacked``, keyed by delivery tag, each
-    ``[message, exchange, routing key]``), so test runs leave the broker as they found it."""
+    ``[message, exchange, routing key]``) and the remote-control bindings of its workers (a
+    worker removes its own only when it exits gracefully; named ``<name>.<queue>@<host>``), so
+    test runs leave the broker as they found it."""
     import redis
 
     with contextlib.suppress(redis.RedisError, ValueError):
         client = redis.Redis.from_url(_redis_url())
         client.delete(queue, f"_kombu.binding.{queue}")
+        pidbox = "_kombu.binding.celery.pidbox"
+        for member in client.smembers(pidbox):
+            if f".{queue}@".encode() in member:
+                client.srem(pidbox, member)
+                client.delete(member.split(b"\x06\x16")[-1])  # its queue, if any
         for tag, raw in client.hgetall("unacked").items():
             entry = json.loads(raw)
             if isinstance(entry, list) and len(entry) == 3 and entry[2] == queue:
@@ -244,6 +273,91 @@ def _pg_url(dbname: str) -> str:
     return f"postgresql+psycopg2://{auth}@{host}:{port}/{dbname}"
 
 
+# A migrated metadata DB is the same for every session on one Airflow: the first session
+# migrates its database and keeps a copy on the server, ``gpufleet_live_template_<key>``; later
+# ones copy it (CREATE DATABASE ... TEMPLATE, ~0.4 s) instead of ``airflow db migrate`` (4 s
+# idle, 7 s on a busy 2-core machine). The key covers what migrating depends on: the versions
+# of the virtualenv's apache-airflow* distributions and the log templates migrate records.
+TEMPLATE_PREFIX = "gpufleet_live_template_"
+
+_AIRFLOW_VERSIONS_PROBE = """
+import importlib.metadata as m, json
+names = {(d.metadata["Name"] or "").lower(): d.version for d in m.distributions()}
+print(json.dumps(sorted((n, v) for n, v in names.items() if n.startswith("apache-airflow"))))
+"""
+
+
+def template_name(env: Mapping[str, str]) -> str | None:
+    """The cached migrated database this session may copy (None: ``GPUFLEET_LIVE_TEMPLATE=0``
+    or the versions could not be read)."""
+    if os.environ.get("GPUFLEET_LIVE_TEMPLATE", "1") == "0":
+        return None
+    probe = subprocess.run(
+        [str(venv_bin() / "python"), "-c", _AIRFLOW_VERSIONS_PROBE],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0 or "apache-airflow" not in probe.stdout:
+        return None
+    key = "\n".join(
+        [
+            probe.stdout.strip(),
+            env.get("AIRFLOW__LOGGING__LOG_FILENAME_TEMPLATE", ""),
+            env.get("AIRFLOW__ELASTICSEARCH__LOG_ID_TEMPLATE", ""),
+        ]
+    )
+    return TEMPLATE_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _create_migrated_postgres(
+    database: str, env: Mapping[str, str], log_dir: Path, airflow: Path
+) -> str:
+    """Create ``database`` migrated: a copy of the cached template when there is one, else
+    created empty and migrated (then cached). How it was made: "copied" or "migrated"."""
+    import psycopg2
+
+    template = template_name(env)
+    if template:
+        try:
+            _pg_admin(f'CREATE DATABASE "{database}" TEMPLATE "{template}"')
+            return "copied"
+        except psycopg2.Error:
+            pass  # none cached yet (or another session is making it): migrate
+    _pg_admin(f'CREATE DATABASE "{database}"')
+    _run_step("db-migrate", [str(airflow), "db", "migrate"], env, log_dir, 300)
+    if template:
+        # no connection to ``database`` is open (migrate exited); a session that made the
+        # template first wins, the others' copies are dropped with their databases
+        with contextlib.suppress(psycopg2.Error):
+            _pg_admin(f'CREATE DATABASE "{template}" TEMPLATE "{database}"')
+        _drop_stale_templates(keep=template)
+    return "migrated"
+
+
+def _drop_stale_templates(keep: str) -> None:
+    """Drop the cached templates of other Airflow versions (best effort: one being copied
+    right now stays; a lock wait gives up after a second)."""
+    import psycopg2
+
+    with contextlib.suppress(psycopg2.Error):
+        conn = psycopg2.connect(_pg_dsn())
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s",
+                    (TEMPLATE_PREFIX.replace("_", r"\_") + "%", keep),
+                )
+                stale = [row[0] for row in cur.fetchall()]
+                cur.execute("SET lock_timeout = '1s'")
+                for name in stale:
+                    with contextlib.suppress(psycopg2.Error):
+                        cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        finally:
+            conn.close()
+
+
 # -- the running Airflow ---------------------------------------------------------------------
 
 
@@ -264,7 +378,9 @@ class LiveAirflow:
     executor: str = "LocalExecutor"  # or "CeleryExecutor"
     queue: str | None = None  # the Celery queue of this Airflow's workers
     ledger_database: str | None = None  # the gpufleet ledger's own PostgreSQL database
+    worker_concurrency: int = 2  # task processes per Celery worker
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    startup: dict[str, float] = field(default_factory=dict)  # seconds from the start to each step
     _token: str | None = None
 
     @property
@@ -344,9 +460,11 @@ class LiveAirflow:
                 "--queues",
                 str(self.queue),
                 "--concurrency",
-                "2",
+                str(self.worker_concurrency),
                 "--celery-hostname",
-                f"{name}@%h",
+                # this deployment's own node name: what a killed worker leaves in Redis (its
+                # remote-control binding) is found by it and removed (``_forget_queue``)
+                f"{name}.{self.queue}@%h",
                 "--skip-serve-logs",
                 "--without-gossip",
                 "--without-mingle",
@@ -405,24 +523,23 @@ class LiveAirflow:
             raise LiveAirflowError(f"Celery workers not ready: {pending}\n{self.log_tails()}")
 
     def stop(self, keep: bool = False) -> None:
-        """Kill the components (SIGTERM, then SIGKILL), drop the database, remove the home.
+        """Kill the components, drop the database, remove the home.
 
         ``keep`` keeps the home (logs, config); ``GPUFLEET_LIVE_KEEP=1`` keeps the database too.
+        Every component's process group and every process descended from one (task processes
+        in sessions of their own too) is SIGKILLed at once: a throwaway Airflow needs no
+        graceful exit, its logs are written as they go, and SIGTERM cost 5 s of every teardown
+        (the triggerer takes ~11 s to honour it in 3.3.2, Celery's warm shutdown waits for its
+        tasks). What a killed worker leaves in Redis goes with its queue (``_forget_queue``).
         """
+        doomed = [pid for proc in self.processes.values() for pid in _descendants(proc.pid)]
         for proc in self.processes.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        # the triggerer takes ~11 s to honour SIGTERM in 3.3.2; a throwaway Airflow needs no
-        # graceful exit past a few seconds
-        deadline = time.monotonic() + 5
-        for proc in self.processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        for proc in self.processes.values():
-            # the group may hold task supervisors or uvicorn workers even if the leader exited
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for proc in self.processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         keep_all = os.environ.get("GPUFLEET_LIVE_KEEP") == "1"
@@ -507,16 +624,22 @@ def airflow_env(
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__API__WORKERS": "1",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-            # pick up DAG changes quickly; a test run is short
+            # a new DAG file is found within 5 s; each file is parsed once (its DAGs do not
+            # change while a test runs): re-parsing the six files every 5 s took a sixth of a
+            # core all session long. Callbacks (a heartbeat timeout's retry) are run at once
+            # whatever the interval.
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
             "AIRFLOW__SCHEDULER__JOB_HEARTBEAT_SEC": "2",
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "60",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs" / "tasks"),
-            # a task whose process died (its worker killed) is failed and retried soon
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+            # a task whose process died (its worker killed) is failed and retried soon: a
+            # running task heartbeats every 2 s (default 5), so a live one misses four in a
+            # row before the 10 s timeout declares it dead (was 20 s against beats every 5 s)
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "10",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
             "AIRFLOW__GPUFLEET__RETRY_DELAY_SECONDS": "1",
             # the planner looks at the cluster runs it started every second
             "AIRFLOW__GPUFLEET__RUN_POLL_SECONDS": "1",
@@ -545,8 +668,13 @@ def start_airflow(
     extra_env: Mapping[str, str] | None = None,
     startup_timeout: float = 180.0,
     unpause: bool = True,
+    while_starting: Callable[[], object] | None = None,
+    worker_concurrency: int = 2,
 ) -> LiveAirflow:
-    """Bring up a throwaway Airflow serving ``dags_folder``; the caller must ``stop()`` it."""
+    """Bring up a throwaway Airflow serving ``dags_folder``; the caller must ``stop()`` it.
+    ``while_starting`` is called once the components are started, before waiting for them
+    (work of the caller's that need not wait: the components take 15 s and more to start);
+    ``worker_concurrency``: task processes per Celery worker."""
     dags_folder = Path(dags_folder).resolve()
     airflow = venv_bin() / "airflow"
     if not airflow.exists():
@@ -566,13 +694,12 @@ def start_airflow(
     )
 
     celery: dict[str, str] | None = None
+    began = time.monotonic()
     if postgres_available():
         backend = "postgresql"
         database = f"gpufleet_live_{secrets.token_hex(6)}"
-        _pg_admin(f'CREATE DATABASE "{database}"')
         sql_alchemy_conn = _pg_url(database)
         if redis_available():
-            _pg_admin(f'CREATE DATABASE "{database}_ledger"')
             celery = {
                 "broker": _redis_url(),
                 "results": "db+" + _pg_url(database),
@@ -599,17 +726,33 @@ def start_airflow(
         executor="CeleryExecutor" if celery else "LocalExecutor",
         queue=celery["queue"] if celery else None,
         ledger_database=f"{database}_ledger" if celery else None,
+        worker_concurrency=worker_concurrency,
     )
     try:
-        _run_step("db-migrate", [str(airflow), "db", "migrate"], env, live.log_dir, 300)
-        _run_step("reserialize", [str(airflow), "dags", "reserialize"], env, live.log_dir, 180)
+        if backend == "postgresql":
+            made = _create_migrated_postgres(database, env, live.log_dir, airflow)
+            if celery:
+                _pg_admin(f'CREATE DATABASE "{database}_ledger"')
+        else:
+            made = "migrated"
+            _run_step("db-migrate", [str(airflow), "db", "migrate"], env, live.log_dir, 300)
+        live.startup[f"database {made}"] = time.monotonic() - began
+        # no ``airflow dags reserialize``: the DAG processor's first pass writes the same
+        # DAGs while the api-server starts (waited for below), and a reserialize is ~6 s more
         for name in (*COMPONENTS, *(WORKERS if celery else ())):
             live.start_component(name)
-        _wait_healthy(live, startup_timeout)
+        if while_starting:
+            while_starting()
+        dags = _wait_ready(live, startup_timeout)
+        live.startup["healthy, DAGs parsed"] = time.monotonic() - began
         live.wait_workers_ready(startup_timeout)
+        live.startup["workers ready"] = time.monotonic() - began
+        # unpaused only now: a task started before the api-server answers could spend its
+        # execution API retries on a server still starting
         if unpause:
-            for dag_id in live.dag_ids():
-                live.unpause(dag_id)
+            for dag in dags:
+                if dag["is_paused"]:
+                    live.unpause(dag["dag_id"])
     except BaseException:
         live.stop(keep=True)
         print(
@@ -620,8 +763,36 @@ def start_airflow(
     return live
 
 
-def _wait_healthy(live: LiveAirflow, timeout: float) -> None:
-    """Until the api-server answers and reports every component healthy."""
+def dag_files(dags_folder: Path) -> list[str]:
+    """The files of ``dags_folder`` the DAG processor parses (relative paths): Python files
+    passing Airflow's safe-mode check (the text holds "airflow" and "dag" or "asset"). An
+    ``.airflowignore`` is not read: the harness's DAG folders have none."""
+    found = []
+    for path in sorted(dags_folder.rglob("*.py")):
+        try:
+            text = path.read_bytes().lower()
+        except OSError:
+            continue
+        if b"airflow" in text and (b"dag" in text or b"asset" in text):
+            found.append(str(path.relative_to(dags_folder)))
+    return found
+
+
+def _parsed(live: LiveAirflow, expected: set[str]) -> tuple[list[dict[str, Any]], set[str]]:
+    """The DAGs (``GET /api/v2/dags``), and which of the ``expected`` files have neither a DAG
+    there nor an import error."""
+    response = live.request("GET", "/api/v2/dags", params={"limit": 1000})
+    response.raise_for_status()
+    dags = response.json()["dags"]
+    parsed = {d["relative_fileloc"] for d in dags}
+    parsed |= {e["filename"] for e in live.import_errors()}
+    return dags, expected - parsed
+
+
+def _wait_ready(live: LiveAirflow, timeout: float) -> list[dict[str, Any]]:
+    """Until the api-server answers and reports every component healthy, and every DAG file
+    (``dag_files``) has its DAGs in the API or an import error; the DAGs."""
+    expected = set(dag_files(live.dags_folder))
     deadline = time.monotonic() + timeout
     last: Any = "no answer"
     while time.monotonic() < deadline:
@@ -634,8 +805,12 @@ def _wait_healthy(live: LiveAirflow, timeout: float) -> None:
             last = health
             statuses = {name: (part or {}).get("status") for name, part in health.items()}
             if statuses and all(status == "healthy" for status in statuses.values()):
-                return
-        time.sleep(1)
+                dags, missing = _parsed(live, expected)
+                if not missing:
+                    return dags
+                last = f"healthy; the DAG processor has not parsed {sorted(missing)} yet"
+        time.sleep(0.5)
     raise LiveAirflowError(
-        f"Airflow at {live.url} not healthy after {timeout:g}s (last: {last}):\n{live.log_tails()}"
+        f"Airflow at {live.url} not ready after {timeout:g}s (last: {last}; a file that "
+        f"defines no DAG but names airflow and dag is never parsed):\n{live.log_tails()}"
     )

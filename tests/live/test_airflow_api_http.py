@@ -140,6 +140,8 @@ class FakeAirflow:
     routes: dict[tuple[str, str], Callable[[Seen], Reply]] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
+    # set when the server stops: a route may hold its answer until then (a server too slow)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def route(self, method: str, path: str, reply: Callable[[Seen], Reply] | Reply) -> None:
         self.routes[(method, path)] = reply if callable(reply) else (lambda _req, r=reply: r)
@@ -197,6 +199,7 @@ def _start_fake() -> Iterator[FakeAirflow]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield fake
+    fake.stopping.set()
     server.shutdown()
     server.server_close()
 
@@ -551,7 +554,8 @@ def test_connection_refused() -> None:
 
 
 def test_slow_server_times_out(fake: FakeAirflow) -> None:
-    fake.route("POST", "/auth/token", lambda _req: (time.sleep(1.0), (201, {}))[1])
+    # answers only once the test is over, long after the client's 0.2 s
+    fake.route("POST", "/auth/token", lambda _req: (fake.stopping.wait(30), (201, {}))[1])
     with pytest.raises(AirflowUnreachable, match="did not answer POST /auth/token within 0.2s"):
         api_for(fake, timeout=0.2).token()
 

@@ -1,10 +1,19 @@
 """``gpufleet trigger`` against a real Airflow 3 (api-server, scheduler, dag-processor, triggerer).
 
-Every case runs the CLI as CI would (``python -m gpufleet trigger ...`` in a subprocess) against
-the session's one live Airflow (``tests/live/conftest.py``: the repo's DAGs and
-``tests/live/dags/ci_probe.py``, on a simulated fleet of its own). The last cases launch
-``gated_training_launch`` the way CI does: ``gpufleet trigger gated_training_launch --conf ...
---wait``.
+Every case runs the CLI against the session's one live Airflow (``tests/live/conftest.py``: the
+repo's DAGs and ``tests/live/dags/ci_probe.py``, on a simulated fleet of its own). The cases
+that run a DAG to its end as CI does (success, a failed run's exit 1, the training launch:
+``gpufleet trigger gated_training_launch --conf ... --wait``) start ``python -m gpufleet
+trigger ...`` in a subprocess; the refusals run ``gpufleet.cli.main``, the code ``python -m
+gpufleet`` runs (``sys.exit(main())``), in this process (``trigger_here``): the same REST calls,
+exit code and one line on stderr, without a Python start per case (1 to 5 s on a busy 2-core
+machine).
+
+The order is the module's: the refusals (no run) first, then the cases that run ``ci_probe``,
+while the nightly Airflow scheduled when the DAGs were unpaused runs beside them on the workers;
+then that nightly's case (its in-process reference run first); then the training launch, the
+triggerer's restart and the Celery worker's SIGKILL, which need the pools the nightly validates
+to themselves (a validation skips a pool another run is validating).
 """
 
 from __future__ import annotations
@@ -50,33 +59,38 @@ def explain(result: subprocess.CompletedProcess[str]) -> str:
     return f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
 
 
-def test_success_with_wait(airflow: LiveAirflow) -> None:
-    result = gpufleet(airflow, DAG, "--conf", '{"nodes": 3}', "--wait", "--poll", "1")
-    assert result.returncode == 0, explain(result)
-    run_id = field(result.stdout, "run_id")
-    assert field(result.stdout, "state") == "success"
-    assert field(result.stdout, "url") == f"{airflow.url}/dags/{DAG}/runs/" + _quoted(run_id)
-    assert "running -> success" in result.stderr  # progress goes to stderr
-    # the conf reached Airflow as given, and the run really succeeded there
-    run = airflow.request("GET", f"/api/v2/dags/{DAG}/dagRuns/{_quoted(run_id)}").json()
-    assert run["state"] == "success"
-    assert run["conf"] == {"nodes": 3}
+@pytest.fixture
+def trigger_here(airflow: LiveAirflow, monkeypatch, capsys):
+    """``gpufleet trigger ARGS`` in this process, aimed at the live Airflow as ``gpufleet()``
+    aims the subprocess (``airflow.cli_env``: URL, user and password in the environment);
+    its exit code, stdout and stderr as a ``CompletedProcess``."""
+    from gpufleet.cli import main
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        wanted = {
+            k: v for k, v in airflow.cli_env(**env).items() if k.startswith("GPUFLEET_AIRFLOW_")
+        }
+        with monkeypatch.context() as patch:
+            for key in [k for k in os.environ if k.startswith("GPUFLEET_AIRFLOW_")]:
+                patch.delenv(key)
+            for key, value in wanted.items():
+                patch.setenv(key, value)
+            capsys.readouterr()
+            try:
+                code = main(["trigger", *args])
+            except SystemExit as exc:  # argparse's usage errors exit, as in the process
+                code = exc.code if isinstance(exc.code, int) else 2
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["gpufleet", "trigger", *args], code, out, err)
+
+    return run
 
 
-def test_failed_run_exits_1_naming_the_task(airflow: LiveAirflow, tmp_path: Path) -> None:
-    conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps({"should_fail": True}))
-    result = gpufleet(airflow, DAG, "--conf", f"@{conf}", "--wait", "--poll", "1")
-    assert result.returncode == 1, explain(result)
-    assert field(result.stdout, "state") == "failed"
-    failed = field(result.stdout, "failed_tasks")
-    assert failed.split(", ")[0] == "probe"
-    assert "report (upstream_failed)" in failed
-    assert "failed tasks: probe" in result.stderr
+# --- refusals: no run is created (the CLI in this process) ----------------------------------
 
 
-def test_param_violation_names_the_param(airflow: LiveAirflow) -> None:
-    result = gpufleet(airflow, DAG, "--conf", '{"nodes": 99}')
+def test_param_violation_names_the_param(trigger_here) -> None:
+    result = trigger_here(DAG, "--conf", '{"nodes": 99}')
     assert result.returncode == 2, explain(result)
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1
@@ -85,81 +99,45 @@ def test_param_violation_names_the_param(airflow: LiveAirflow) -> None:
     assert result.stdout == ""
 
 
-def test_wrong_type_names_the_param(airflow: LiveAirflow) -> None:
-    result = gpufleet(airflow, DAG, "--conf", '{"should_fail": "yes"}')
+def test_wrong_type_names_the_param(trigger_here) -> None:
+    result = trigger_here(DAG, "--conf", '{"should_fail": "yes"}')
     assert result.returncode == 2, explain(result)
     assert "conf.should_fail: 'yes' is not of type 'boolean'" in result.stderr
 
 
-def test_wrong_password(airflow: LiveAirflow) -> None:
-    result = gpufleet(airflow, DAG, GPUFLEET_AIRFLOW_PASSWORD="not-the-password")
+def test_wrong_password(airflow: LiveAirflow, trigger_here) -> None:
+    result = trigger_here(DAG, GPUFLEET_AIRFLOW_PASSWORD="not-the-password")
     assert result.returncode == 2, explain(result)
     assert f"authentication failed for user 'ci' at {airflow.url}" in result.stderr
     assert "GPUFLEET_AIRFLOW_PASSWORD" in result.stderr
 
 
-def test_viewer_may_not_trigger(airflow: LiveAirflow) -> None:
-    result = gpufleet(
-        airflow,
-        DAG,
-        "--user",
-        VIEWER,
-        "--password",
-        airflow.viewer_password,
-    )
+def test_viewer_may_not_trigger(airflow: LiveAirflow, trigger_here) -> None:
+    # --password=...: a generated password may start with "-", which argparse would take for
+    # an option after a bare --password
+    result = trigger_here(DAG, "--user", VIEWER, f"--password={airflow.viewer_password}")
     assert result.returncode == 2, explain(result)
     assert f"user '{VIEWER}' may not POST /api/v2/dags/{DAG}/dagRuns" in result.stderr
 
 
-def test_unknown_dag(airflow: LiveAirflow) -> None:
-    result = gpufleet(airflow, "no_such_dag", "--conf", "{}")
+def test_unknown_dag(trigger_here) -> None:
+    result = trigger_here("no_such_dag", "--conf", "{}")
     assert result.returncode == 2, explain(result)
     assert "DAG 'no_such_dag' not found" in result.stderr
     assert "is it parsed? is the name right?" in result.stderr
 
 
-def test_invalid_conf_refused_before_any_http_call(airflow: LiveAirflow) -> None:
+def test_invalid_conf_refused_before_any_http_call(trigger_here) -> None:
     # port 9 (discard) has no Airflow: an HTTP call would fail with "cannot reach"
     for conf, expected in (
         ("{nodes: 2}", "--conf is not valid JSON"),
         ("[1, 2]", "--conf must be a JSON object"),
         ("@/nonexistent/conf.json", "cannot read --conf file"),
     ):
-        result = gpufleet(airflow, DAG, "--conf", conf, "--url", "http://127.0.0.1:9")
+        result = trigger_here(DAG, "--conf", conf, "--url", "http://127.0.0.1:9")
         assert result.returncode == 2, explain(result)
         assert expected in result.stderr
         assert "cannot reach" not in result.stderr
-
-
-def test_paused_dag_is_refused_unless_unpause(airflow: LiveAirflow) -> None:
-    airflow.request("PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": True}).raise_for_status()
-    try:
-        refused = gpufleet(airflow, DAG)
-        assert refused.returncode == 2, explain(refused)
-        assert f"DAG '{DAG}' is paused" in refused.stderr
-        assert "--unpause" in refused.stderr
-        result = gpufleet(airflow, DAG, "--unpause", "--wait", "--poll", "1")
-        assert result.returncode == 0, explain(result)
-        assert "unpaused DAG ci_probe" in result.stderr
-        assert airflow.request("GET", f"/api/v2/dags/{DAG}").json()["is_paused"] is False
-    finally:
-        airflow.unpause(DAG)
-
-
-def test_duplicate_run_id(airflow: LiveAirflow) -> None:
-    first = gpufleet(airflow, DAG, "--run-id", "ci-duplicate-check")
-    assert first.returncode == 0, explain(first)
-    assert field(first.stdout, "run_id") == "ci-duplicate-check"
-    second = gpufleet(airflow, DAG, "--run-id", "ci-duplicate-check")
-    assert second.returncode == 2, explain(second)
-    assert "already has a run 'ci-duplicate-check'" in second.stderr
-
-
-def test_wait_timeout_is_an_error(airflow: LiveAirflow) -> None:
-    result = gpufleet(airflow, DAG, "--wait", "--timeout", "0.2", "--poll", "0.1")
-    assert result.returncode == 2, explain(result)
-    assert "after 0.2s" in result.stderr
-    assert "--timeout" in result.stderr
 
 
 def _param_cases() -> list[Path]:
@@ -204,6 +182,33 @@ def _quoted(run_id: str) -> str:
     return quote(run_id, safe="")
 
 
+LAUNCH = "gated_training_launch"
+
+
+def launch_conf(**overrides) -> str:
+    body = {
+        "cluster": "a3u-sim",
+        "pools": ["h200-a"],
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "job_name": "ci-finetune",
+        "namespace": "ml-ci",
+        "image": "example/train:1",
+        "command": ["torchrun", "train.py"],
+    }
+    body.update(overrides)
+    return json.dumps(body)
+
+
+def test_a_bad_launch_conf_gets_the_api_refusal_naming_the_field(trigger_here):
+    result = trigger_here(LAUNCH, "--conf", launch_conf(nodes=99), "--unpause")
+    assert result.returncode == 2
+    assert "nodes" in result.stderr and "99" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    bad_name = trigger_here(LAUNCH, "--conf", launch_conf(job_name="Not_A_DNS_Name"))
+    assert bad_name.returncode == 2 and "job_name" in bad_name.stderr
+
+
 @contextlib.contextmanager
 def live_fleet(airflow: LiveAirflow, path: Path):
     """Point this process at the live Airflow's sim fleet (``path``) and ledger (its
@@ -233,61 +238,10 @@ def validated(airflow, live_fleet_dir):
         assert validate("a3u-sim", "h200-a")["passed"]
 
 
-LAUNCH = "gated_training_launch"
-
-
-def launch_conf(**overrides) -> str:
-    body = {
-        "cluster": "a3u-sim",
-        "pools": ["h200-a"],
-        "nodes": 2,
-        "gpus_per_node": 8,
-        "job_name": "ci-finetune",
-        "namespace": "ml-ci",
-        "image": "example/train:1",
-        "command": ["torchrun", "train.py"],
-    }
-    body.update(overrides)
-    return json.dumps(body)
-
-
-def test_ci_launch_succeeds_and_confirms_the_transport(airflow, validated, live_fleet_dir):
-    result = gpufleet(
-        airflow,
-        LAUNCH,
-        "--conf",
-        launch_conf(),
-        "--wait",
-        "--poll",
-        "1",
-        "--unpause",
-        timeout=300,
-    )
-    assert result.returncode == 0, explain(result)
-    assert "state: success" in result.stdout
-    from gpufleet.store import Ledger
-
-    with live_fleet(airflow, live_fleet_dir):
-        launch = Ledger().launches()[0]
-    assert (launch["job"], launch["state"], launch["confirmed_transport"]) == (
-        "ci-finetune",
-        "confirmed",
-        "gib",
-    )
-
-
-def test_a_bad_launch_conf_gets_the_api_refusal_naming_the_field(airflow):
-    result = gpufleet(airflow, LAUNCH, "--conf", launch_conf(nodes=99), "--unpause")
-    assert result.returncode == 2
-    assert "nodes" in result.stderr and "99" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    bad_name = gpufleet(airflow, LAUNCH, "--conf", launch_conf(job_name="Not_A_DNS_Name"))
-    assert bad_name.returncode == 2 and "job_name" in bad_name.stderr
-
-
 # --- the deployment the project ships: CeleryExecutor (issue 18) -----------------------------
 # The session's live Airflow runs CeleryExecutor with two workers whenever PostgreSQL and Redis
-# answer (always in CI). These cases come last in the module: the last one kills a worker.
+# answer (always in CI). The scheduled nightly's case follows the ci_probe runs (the nightly
+# started when the DAGs were unpaused); the triggerer's restart and the worker's SIGKILL last.
 
 NIGHTLY = "nightly_fabric_validation"
 PLANNER = "nightly_fleet_validation"
@@ -359,14 +313,80 @@ def _verdicts(rows: list[dict]) -> dict:
     }
 
 
+# --- runs: the CLI as CI runs it (beside the scheduled nightly) -------------------------------
+
+
+def test_success_with_wait(airflow: LiveAirflow) -> None:
+    result = gpufleet(airflow, DAG, "--conf", '{"nodes": 3}', "--wait", "--poll", "0.5")
+    assert result.returncode == 0, explain(result)
+    run_id = field(result.stdout, "run_id")
+    assert field(result.stdout, "state") == "success"
+    assert field(result.stdout, "url") == f"{airflow.url}/dags/{DAG}/runs/" + _quoted(run_id)
+    assert "running -> success" in result.stderr  # progress goes to stderr
+    # the conf reached Airflow as given, and the run really succeeded there
+    run = airflow.request("GET", f"/api/v2/dags/{DAG}/dagRuns/{_quoted(run_id)}").json()
+    assert run["state"] == "success"
+    assert run["conf"] == {"nodes": 3}
+
+
+def test_failed_run_exits_1_naming_the_task(airflow: LiveAirflow, tmp_path: Path) -> None:
+    conf = tmp_path / "conf.json"
+    conf.write_text(json.dumps({"should_fail": True}))
+    result = gpufleet(airflow, DAG, "--conf", f"@{conf}", "--wait", "--poll", "0.5")
+    assert result.returncode == 1, explain(result)
+    assert field(result.stdout, "state") == "failed"
+    failed = field(result.stdout, "failed_tasks")
+    assert failed.split(", ")[0] == "probe"
+    assert "report (upstream_failed)" in failed
+    assert "failed tasks: probe" in result.stderr
+
+
+def test_paused_dag_is_refused_unless_unpause(airflow: LiveAirflow, trigger_here) -> None:
+    airflow.request("PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": True}).raise_for_status()
+    try:
+        refused = trigger_here(DAG)
+        assert refused.returncode == 2, explain(refused)
+        assert f"DAG '{DAG}' is paused" in refused.stderr
+        assert "--unpause" in refused.stderr
+        result = trigger_here(DAG, "--unpause", "--wait", "--poll", "0.5")
+        assert result.returncode == 0, explain(result)
+        assert "unpaused DAG ci_probe" in result.stderr
+        assert airflow.request("GET", f"/api/v2/dags/{DAG}").json()["is_paused"] is False
+    finally:
+        airflow.unpause(DAG)
+
+
+def test_duplicate_run_id(trigger_here) -> None:
+    first = trigger_here(DAG, "--run-id", "ci-duplicate-check")
+    assert first.returncode == 0, explain(first)
+    assert field(first.stdout, "run_id") == "ci-duplicate-check"
+    second = trigger_here(DAG, "--run-id", "ci-duplicate-check")
+    assert second.returncode == 2, explain(second)
+    assert "already has a run 'ci-duplicate-check'" in second.stderr
+
+
+def test_wait_timeout_is_an_error(trigger_here) -> None:
+    result = trigger_here(DAG, "--wait", "--timeout", "0.2", "--poll", "0.1")
+    assert result.returncode == 2, explain(result)
+    assert "after 0.2s" in result.stderr
+    assert "--timeout" in result.stderr
+
+
 def test_the_scheduled_nightly_fans_out_per_cluster_on_celery_and_matches_an_in_process_run(
     airflow, live_fleet_dir, airflow_db, fleet_state
 ):
     """The nightly Airflow scheduled when its DAGs were unpaused, ``nightly_fleet_validation``,
     starts one ``nightly_fabric_validation`` run per cluster, waits for them in the triggerer
     and reports over them: every task on the two Celery workers, to the same verdicts as one
-    ``dag.test()`` run over every pool in one process over a fresh copy of the fleet."""
+    ``dag.test()`` run over every pool in one process over a fresh copy of the fleet. That
+    reference run comes first: this process works on it while the deployment's nightly runs."""
     _celery(airflow)
+    from gpufleet.store import Ledger
+    from tests.support.fleet import run_dag
+
+    reference = run_dag(NIGHTLY)  # fleet_state: a fresh fleet and SQLite ledger in this process
+    assert str(reference.state) == "success"
+    in_process = _verdicts(Ledger().validations_for_run(reference.run_id))
     scheduled = _until(
         "the scheduled nightly run", lambda: _runs(airflow, PLANNER), airflow, timeout=60
     )[0]["dag_run_id"]
@@ -380,16 +400,12 @@ def test_the_scheduled_nightly_fans_out_per_cluster_on_celery_and_matches_an_in_
         (f"{scheduled}--a3u-sim", "success"),
         (f"{scheduled}--p5-sim", "success"),
     ], children
-    from gpufleet.store import Ledger
-    from tests.support.fleet import run_dag
 
     with live_fleet(airflow, live_fleet_dir):
         book = Ledger()
         celery_rows = [r for run, _ in children for r in book.validations_for_run(run)]
         on_celery = _verdicts(celery_rows)
-    reference = run_dag(NIGHTLY)  # fleet_state: a fresh fleet and SQLite ledger in this process
-    assert str(reference.state) == "success"
-    assert on_celery == _verdicts(Ledger().validations_for_run(reference.run_id))
+    assert on_celery == in_process
     # fabric, storage and the GPU health check of each of the three pools
     assert len(on_celery) == 9 and all(v[0] == "pass" for v in on_celery.values()), on_celery
     # one full Lustre test per filesystem that night: lustre-a3u (two pools) and fsx-p5
@@ -399,6 +415,31 @@ def test_the_scheduled_nightly_fans_out_per_cluster_on_celery_and_matches_an_in_
         if r["kind"] == "storage" and r["details"]["scope"] == "filesystem"
     )
     assert full == [("a3u-sim", "lustre-a3u"), ("p5-sim", "fsx-p5")], full
+
+
+def test_ci_launch_succeeds_and_confirms_the_transport(airflow, validated, live_fleet_dir):
+    result = gpufleet(
+        airflow,
+        LAUNCH,
+        "--conf",
+        launch_conf(),
+        "--wait",
+        "--poll",
+        "0.5",
+        "--unpause",
+        timeout=300,
+    )
+    assert result.returncode == 0, explain(result)
+    assert "state: success" in result.stdout
+    from gpufleet.store import Ledger
+
+    with live_fleet(airflow, live_fleet_dir):
+        launch = Ledger().launches()[0]
+    assert (launch["job"], launch["state"], launch["confirmed_transport"]) == (
+        "ci-finetune",
+        "confirmed",
+        "gib",
+    )
 
 
 def test_the_triggerer_restarted_during_a_deferral_resumes_the_validation(airflow, live_fleet_dir):
