@@ -30,6 +30,61 @@ def fleet(airflow_db, fleet_state):
     return fleet_state
 
 
+@pytest.fixture(scope="module")
+def drain_failed(airflow_db, tmp_path_factory):
+    """One transition whose drain failed on a training job still running (``on_timeout=fail``
+    at a zero timeout), on a fresh fleet of its own (the sim's clock frozen, triggers on it, as
+    ``fleet`` gives a test): its state folder (the sim fleet and the SQLite ledger, the lock
+    still held at old_pool_cordoned) and the run. Each test that goes on from there takes a copy
+    (``after_the_failed_drain``): the first run is the same for all of them."""
+    from gpufleet.airflow.triggers import PollingTrigger
+    from tests.support.fleet import SimTriggerClock, frozen_sim_clock
+
+    mp = pytest.MonkeyPatch()
+    try:
+        state = tmp_path_factory.mktemp("drain-failed") / "gpufleet"
+        mp.setenv("GPUFLEET_STATE_DIR", str(state))
+        mp.setattr(PollingTrigger, "clock", SimTriggerClock())
+        frozen_sim_clock()
+        start_job(OLD, RUNNING_JOB)
+        first, states = transition(drain_timeout_hours=0, on_timeout="fail")
+        yield state, first, states
+    finally:
+        mp.undo()
+
+
+@pytest.fixture
+def after_the_failed_drain(drain_failed, fleet):
+    """This test's fleet as the shared failed drain left it; the first run and its states."""
+    template, first, states = drain_failed
+    copy_state(template, fleet)
+    return first, states
+
+
+def copy_state(source, dest) -> None:
+    """The gpufleet state folder ``source`` into ``dest``: its SQLite files (the sim fleet,
+    the ledger; in WAL mode) through SQLite's backup, so what is still in a WAL comes along,
+    and whatever else as files."""
+    import shutil
+    import sqlite3
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+        if path.name.endswith(("-wal", "-shm", "-journal")):
+            continue
+        if path.suffix == ".db":
+            src, dst = sqlite3.connect(path), sqlite3.connect(dest / path.name)
+            try:
+                src.backup(dst)
+            finally:
+                src.close()
+                dst.close()
+        elif path.is_dir():
+            shutil.copytree(path, dest / path.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(path, dest / path.name)
+
+
 def transition(**conf):
     dr = run_dag(
         DAG,
@@ -39,6 +94,7 @@ def transition(**conf):
 
 
 JOB_S = 12.0
+RUNNING_JOB = "running-job"  # still running when the shared failed drain times out
 
 
 def start_job(pool: str, name: str, run_s: float = JOB_S) -> None:
@@ -128,9 +184,8 @@ def test_capacity_short_is_refused_before_anything_is_created(fleet):
     assert [r["step"] for r in Ledger().transition_steps(t["id"])] == ["preflighted"]
 
 
-def test_a_stopped_run_holds_the_lock_then_resumes_or_rolls_back(fleet):
-    start_job(OLD, "stuck-job")
-    first, states = transition(drain_timeout_hours=0, on_timeout="fail")
+def test_a_stopped_run_holds_the_lock_then_resumes_or_rolls_back(after_the_failed_drain):
+    first, states = after_the_failed_drain
     assert str(first.state) == "failed" and states["drain_old"] == "failed"
     t = last_transition()
     assert (t["state"], t["step"]) == ("running", "old_pool_cordoned")
@@ -144,16 +199,15 @@ def test_a_stopped_run_holds_the_lock_then_resumes_or_rolls_back(fleet):
     assert str(back.state) == "success", states
     t = last_transition()
     assert (t["state"], t["step"]) == ("rolled_back", "rolled_back")
-    assert job_phase("stuck-job") in ("Running", "Succeeded")  # never evicted
+    assert job_phase(RUNNING_JOB) in ("Running", "Succeeded")  # never evicted
     assert all(not n.unschedulable for n in nodes(OLD))
     assert nodes(NEW) == []
     gate = check_gate(load_catalog(), Ledger, CLUSTER, [OLD], 2)
     assert not any("transition" in r for r in gate.reasons)
 
 
-def test_a_failed_drain_resumes_without_a_second_pool_or_drain(fleet):
-    start_job(OLD, "busy-job")
-    first, states = transition(drain_timeout_hours=0, on_timeout="fail")
+def test_a_failed_drain_resumes_without_a_second_pool_or_drain(after_the_failed_drain):
+    first, states = after_the_failed_drain
     assert states["drain_old"] == "failed"
     again, states = transition()  # the job finishes meanwhile; the rerun resumes at the drain
     assert str(again.state) == "success", states

@@ -7,7 +7,8 @@ stories stay with the sim end-to-end tests (``tests/test_onboarding_dag.py``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,12 @@ BACKENDS = ["gke", "eks"]
 
 @pytest.fixture(scope="module")
 def kube(request) -> Iterator[KubeEmulator]:
-    """kmock, one per test module (each test resets it)."""
-    with KubeEmulator(conn_id=f"kmock_{request.module.__name__.rsplit('.', 1)[-1]}") as emulator:
+    """kmock, one per test module (each test resets it), matching each request against its
+    reactions in constant time (``reactions_match_the_new_request_only``)."""
+    with (
+        reactions_match_the_new_request_only(),
+        KubeEmulator(conn_id=f"kmock_{request.module.__name__.rsplit('.', 1)[-1]}") as emulator,
+    ):
         yield emulator
 
 
@@ -32,6 +37,94 @@ def aws_server() -> Iterator[AwsFake]:
     resets it) when the first EKS scenario asks for it."""
     with AwsFake() as fake:
         yield fake
+
+
+@pytest.fixture(scope="module", autouse=True)
+def botocore_models_read_once() -> Iterator[None]:
+    """Every boto3 session here (the EKS backend makes one per backend object, so one per task;
+    moto's server others) reads botocore's service models from one cache instead of parsing
+    them again: ec2's and the endpoints file are megabytes of JSON, about 6 s of a scenario."""
+    with shared_botocore_loader_cache():
+        yield
+
+
+# botocore.loaders.Loader's cached reads (``@instance_cache``: one cache per Loader, so per
+# session) -> their results, shared by every Loader of the same search paths and extras.
+_BOTOCORE_READS: dict[tuple, object] = {}
+_LOADER_METHODS = (
+    "list_available_services",
+    "determine_latest_version",
+    "list_api_versions",
+    "load_service_model",
+    "load_data_with_path",
+)
+
+
+@contextmanager
+def shared_botocore_loader_cache() -> Iterator[None]:
+    """botocore's Loader caches what it reads per instance; here across instances too. The
+    same objects a Loader already hands every client of its session, now handed to every
+    session's: botocore treats them as read-only (a service model's SDK extras are merged once,
+    where it is loaded, as before)."""
+    from botocore.loaders import Loader
+
+    originals = {name: Loader.__dict__[name] for name in _LOADER_METHODS}
+
+    def shared(name: str, method: Callable) -> Callable:
+        def read(self, *args, **kwargs):
+            key = (name, tuple(self.search_paths), tuple(self.extras_types), args)
+            key += tuple(sorted(kwargs.items()))
+            if key not in _BOTOCORE_READS:
+                _BOTOCORE_READS[key] = method(self, *args, **kwargs)
+            return _BOTOCORE_READS[key]
+
+        return read
+
+    for name, method in originals.items():
+        setattr(Loader, name, shared(name, method))
+    try:
+        yield
+    finally:
+        for name, method in originals.items():
+            setattr(Loader, name, method)
+
+
+@contextmanager
+def reactions_match_the_new_request_only() -> Iterator[None]:
+    """kmock decides which reaction serves a request by asking each reaction's view whether it
+    holds the request, and a view answers by re-filtering the server's whole request history
+    (``View.__contains__``), so every request costs more than the last: in an onboarding,
+    most of the emulator's time. Every reaction here is a filter (or a priority) over the
+    server itself, for which "holds the request" is "the server received it and the filter's
+    criteria accept it": asked of the new request alone. Any other view answers as before."""
+    from kmock._internal import dsl
+
+    original = dsl.View.__contains__
+
+    def sees(view: Any, request: Any) -> bool | None:  # None: not a plain chain, ask kmock
+        if isinstance(view, dsl.Root):
+            return any(r is request for r in view)
+        if type(view) is dsl.Filter:
+            held = sees(view._source, request)
+            return bool(view.criteria(request)) if held else held
+        if type(view) is dsl.Priority:
+            return sees(view._source, request)
+        return None
+
+    def contains(self: Any, item: Any) -> bool:
+        from kmock._internal import rendering
+
+        if isinstance(item, rendering.Request) and not isinstance(self, dsl.Root):
+            held = sees(self, item)
+            if held is not None:
+                return held
+        return original(self, item)
+
+    dsl.View.__contains__ = contains
+    try:
+        yield
+    finally:
+        dsl.View.__contains__ = original
 
 
 @pytest.fixture(params=BACKENDS)

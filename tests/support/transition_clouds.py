@@ -48,15 +48,16 @@ def write_transition_catalog(
     return path
 
 
-def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0, every: float = 0.05) -> T:
-    """``check()`` until it returns something truthy; fails naming ``what`` after ``timeout``."""
+def wait_for(what: str, check: Callable[[], T], timeout: float = 30.0) -> T:
+    """``check()`` until it returns something truthy; fails naming ``what`` after ``timeout``.
+    No sleep between checks: the fakes move on as they are read (an operation completes on its
+    n-th read, a created pool's nodes register as its create completes), not as time passes."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what} (last: {value!r})"
-        time.sleep(every)
 
 
 def bring_up_old_pool(cluster_name: str, old: str) -> None:
@@ -85,7 +86,8 @@ def bring_up_old_pool(cluster_name: str, old: str) -> None:
 
 
 def drive(svc: ReservationTransition, step: Step, timeout: float = 30.0) -> None:
-    """One forward step to completion, as its task (deferring in between) would."""
+    """One forward step to completion, as its task (deferring in between) would: called again
+    at once, as the fakes move on as they are read (the drain's soak is 0 here)."""
     deadline = time.monotonic() + timeout
     while True:
         outcome = svc.advance(step)
@@ -93,15 +95,14 @@ def drive(svc: ReservationTransition, step: Step, timeout: float = 30.0) -> None
             assert outcome.failed is None, outcome.failed
             return
         assert time.monotonic() < deadline, f"{step.value} never completed: {outcome.notes}"
-        time.sleep(min(outcome.next_check_s, 0.05))
 
 
 def roll_back(svc: ReservationTransition, timeout: float = 30.0) -> Any:
-    """``rollback()`` called until it completes; returns the last outcome."""
+    """``rollback()`` called until it completes (again at once, as ``drive``); returns the
+    last outcome."""
     deadline = time.monotonic() + timeout
     while not (outcome := svc.rollback()).done:
         assert time.monotonic() < deadline, f"rollback never completed: {outcome.notes}"
-        time.sleep(min(outcome.next_check_s, 0.05))
     return outcome
 
 
