@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import overlap_campaign as campaign  # noqa: E402
 
+from tests.support.fleet import short_idle_waits  # noqa: E402
 from tests.support.postgres import require_postgres  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
@@ -289,24 +290,6 @@ def zygote_main() -> None:
                 print("exit", key.data, os.waitstatus_to_exitcode(status), file=reply)
 
 
-def _short_idle_waits() -> None:
-    """``dag.test()`` sleeps a wall-clock second whenever no task is runnable: once per layer
-    of tasks a failure marks upstream_failed (the run refused the lock: 8 s doing nothing) and
-    while a retry's delay passes. Here it sleeps 0.1 s at a time (it rereads the run's state in
-    between, so a retry is still due after its delay); every other sleep is as asked. As
-    ``tests.support.fleet.run_dag`` does in-process, where retries are due at once and 10 ms
-    is enough."""
-    from tests.support.fleet import DAG_TEST_FILE
-
-    real = time.sleep
-
-    def sleep(seconds: float) -> None:
-        caller = sys._getframe(1).f_code.co_filename
-        real(min(seconds, 0.1) if caller.endswith(DAG_TEST_FILE) else seconds)
-
-    time.sleep = sleep
-
-
 def _fork(run, mode: str, arg: str, out: str, close: list[int]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
@@ -326,9 +309,9 @@ def _fork(run, mode: str, arg: str, out: str, close: list[int]) -> int:
         os.dup2(stdin, 0)
         os.close(stdin)
         sys.argv = [campaign.__file__, mode, arg]
-        if mode == "--run":
-            _short_idle_waits()
-        run(arg)
+        with short_idle_waits(0.1) if mode == "--run" else contextlib.nullcontext():
+            # dag.test()'s idle second, 0.1 s here: a retry is still due only after its delay
+            run(arg)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

@@ -31,17 +31,17 @@ def run_dag(dag_id: str, conf: dict | None = None, mark_success: str | None = No
     for task in dag.tasks:
         task.retry_delay = timedelta(0)
         task.retry_exponential_backoff = False
-    with _short_idle_waits():
+    with short_idle_waits():
         return dag.test(run_conf=conf or {}, mark_success_pattern=mark_success)
 
 
 @contextlib.contextmanager
-def _short_idle_waits():
+def short_idle_waits(longest: float = 0.01):
     """``dag.test()`` sleeps a wall-clock second whenever no task is runnable, which happens
     once per layer of tasks a failure marks upstream_failed (a failing onboarding run: five
-    seconds doing nothing). Its loop waits for nothing outside this process (triggers run
-    inline, retries are due at once), so its own sleeps last 10 ms here; every other caller
-    of ``time.sleep`` sleeps as asked."""
+    seconds doing nothing). Its loop rereads the run's state between sleeps, so here each of
+    its own sleeps lasts at most ``longest`` (in process, where triggers run inline and retries
+    are due at once, 10 ms); every other caller of ``time.sleep`` sleeps as asked."""
     import sys
     import time
 
@@ -49,7 +49,7 @@ def _short_idle_waits():
 
     def sleep(seconds: float) -> None:
         caller = sys._getframe(1).f_code.co_filename
-        real(min(seconds, 0.01) if caller.endswith(DAG_TEST_FILE) else seconds)
+        real(min(seconds, longest) if caller.endswith(DAG_TEST_FILE) else seconds)
 
     time.sleep = sleep
     try:
