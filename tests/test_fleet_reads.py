@@ -39,18 +39,24 @@ def night(airflow_db, fleet_state) -> Ledger:
 
 
 def test_the_readiness_tables_rows_are_the_gates_own(night):
+    """The fleet-wide reads (every cluster at once, or a few clusters one by one, as the
+    api-server's cache re-reads them) hold the rows the gate reads for one cluster when it
+    decides a launch (``gather_facts`` without ``reads``)."""
     from gpufleet.services.launch.gate import GATE_KINDS, LedgerReads
     from gpufleet.services.views.fleet_cache import pools_by_cluster, read_inputs
     from gpufleet.services.views.health import HEALTH
 
     by_cluster = pools_by_cluster(load_catalog().pools())
-    ours, gates = read_inputs(load_catalog(), night).reads, LedgerReads.read(night, by_cluster)
-    assert ours.transitions == gates.transitions and ours.transitions
-    assert ours.states == gates.states and ours.states
-    assert {
-        c: {key: row for key, row in rows.items() if key[1] in GATE_KINDS}
-        for c, rows in ours.latest.items()
-    } == gates.latest
+    ours = read_inputs(load_catalog(), night).reads
+    assert ours.transitions and ours.states
+    for cluster, pools in by_cluster.items():
+        assert ours.transitions.get(cluster, []) == night.transitions_in_flight(cluster)
+        assert {k: v for k, v in ours.states.items() if k[0] == cluster} == night.pool_states(
+            cluster
+        )
+        assert ours.latest[cluster] == night.latest_validations(cluster, pools, GATE_KINDS)
+    assert set(ours.latest) == set(by_cluster)
+    assert LedgerReads.read(night, by_cluster, per_cluster=True) == ours
     health = {
         (cluster, pool): row
         for cluster, rows in night.latest_validations_by_cluster(by_cluster, (HEALTH,)).items()

@@ -90,13 +90,22 @@ class LedgerReads:
     latest: dict[str, dict[tuple[str, str], dict]]
 
     @classmethod
-    def read(cls, ledger: Ledger, by_cluster: Mapping[str, list[str]]) -> LedgerReads:
+    def read(
+        cls, ledger: Ledger, by_cluster: Mapping[str, list[str]], per_cluster: bool = False
+    ) -> LedgerReads:
+        """The rows of ``by_cluster``'s clusters: the transitions and pool states of every
+        cluster in one statement each, or one per cluster asked (``per_cluster``: a few of
+        many); the latest validations in one statement either way."""
+        clusters = list(by_cluster) if per_cluster else [None]
         transitions: dict[str, list[dict]] = {}
-        for row in ledger.transitions_in_flight(None):
-            transitions.setdefault(row["cluster"], []).append(row)
+        states: dict[tuple[str, str], dict] = {}
+        for cluster in clusters:
+            for row in ledger.transitions_in_flight(cluster):
+                transitions.setdefault(row["cluster"], []).append(row)
+            states.update(ledger.pool_states(cluster))
         return cls(
             transitions=transitions,
-            states=ledger.pool_states(),
+            states={k: v for k, v in states.items() if k[0] in by_cluster},
             latest=ledger.latest_validations_by_cluster(by_cluster, GATE_KINDS),
         )
 

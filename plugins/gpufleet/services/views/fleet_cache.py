@@ -71,14 +71,8 @@ def _read_clusters(
             return [read(None, *args, **kwargs)]
         return [read(c, *args, **kwargs) for c in by_cluster]
 
-    transitions: dict[str, list[dict]] = {}
-    for rows in per_cluster(ledger.transitions_in_flight):
-        for row in rows:
-            transitions.setdefault(row["cluster"], []).append(row)
-    states: dict[tuple[str, str], dict] = {}
+    reads = LedgerReads.read(ledger, by_cluster, per_cluster=not everything)
     snapshots: dict[tuple[str, str], dict] = {}
-    for part in per_cluster(ledger.pool_states):
-        states.update(part)
     for part in per_cluster(ledger.node_snapshots, detail=False):
         snapshots.update(part)
     lifecycle: dict[tuple[str, str], dict[str, int]] = {}
@@ -92,13 +86,6 @@ def _read_clusters(
         for q in rows:
             key = (q["cluster"], q["pool"])
             quarantined[key] = quarantined.get(key, 0) + 1
-    from gpufleet.services.launch.gate import GATE_KINDS
-
-    reads = LedgerReads(
-        transitions=transitions,
-        states={k: v for k, v in states.items() if k[0] in wanted},
-        latest=ledger.latest_validations_by_cluster(by_cluster, GATE_KINDS),
-    )
     facts = {
         f.key: f
         for cluster, names in by_cluster.items()
