@@ -58,6 +58,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    event,
 )
 
 from gpufleet.domain.gate import PoolState, TransitionState
@@ -69,6 +70,23 @@ metadata = MetaData()
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def kept_by_triggers(table: Table, triggers: dict[str, list[str]]):
+    """A table the database keeps by triggers (``triggers``: dialect name -> statements):
+    returns the function that creates them on a connection (a migration calls it), and has a
+    new ledger's ``create_all`` call it once it created ``table``."""
+
+    def keep(conn) -> None:
+        for statement in triggers[conn.dialect.name]:
+            conn.exec_driver_sql(statement)
+
+    @event.listens_for(metadata, "after_create")
+    def _after_create(target, conn, **kw) -> None:  # the tables this create_all created
+        if table in kw.get("tables", ()):
+            keep(conn)
+
+    return keep
 
 
 class UTCDateTime(TypeDecorator):

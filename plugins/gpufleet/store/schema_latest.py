@@ -12,9 +12,9 @@ what ``max(id)`` would.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Integer, String, Table, event
+from sqlalchemy import Column, Integer, String, Table
 
-from gpufleet.store.schema import metadata
+from gpufleet.store.schema import kept_by_triggers, metadata
 
 latest_validations = Table(
     "gf_latest_validations",
@@ -76,13 +76,5 @@ FILL = (
 )
 
 
-def keep_latest_validations(conn) -> None:
-    """Create the triggers that keep ``gf_latest_validations`` (SQLite, PostgreSQL)."""
-    for statement in TRIGGERS[conn.dialect.name]:
-        conn.exec_driver_sql(statement)
-
-
-@event.listens_for(metadata, "after_create")
-def _after_create(target, conn, **kw) -> None:  # a new ledger: its tables, then the triggers
-    if latest_validations in kw.get("tables", ()):  # the tables this create_all created
-        keep_latest_validations(conn)
+# creates the triggers on a connection (a migration); a new ledger gets them from create_all
+keep_latest_validations = kept_by_triggers(latest_validations, TRIGGERS)

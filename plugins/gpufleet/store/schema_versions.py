@@ -15,9 +15,9 @@ its row for the rest of their transactions: the ledger's are short).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, String, Table, event
+from sqlalchemy import BigInteger, Column, String, Table
 
-from gpufleet.store.schema import metadata
+from gpufleet.store.schema import kept_by_triggers, metadata
 
 FLEET = "*"  # the row the region writes move: every cluster's reads depend on them
 
@@ -91,13 +91,5 @@ TRIGGERS = {
 }
 
 
-def keep_cluster_versions(conn) -> None:
-    """Create the triggers that move ``gf_cluster_versions`` (SQLite, PostgreSQL)."""
-    for statement in TRIGGERS[conn.dialect.name]:
-        conn.exec_driver_sql(statement)
-
-
-@event.listens_for(metadata, "after_create")
-def _after_create(target, conn, **kw) -> None:  # a new ledger: its tables, then the triggers
-    if cluster_versions in kw.get("tables", ()):  # the tables this create_all created
-        keep_cluster_versions(conn)
+# creates the triggers on a connection (a migration); a new ledger gets them from create_all
+keep_cluster_versions = kept_by_triggers(cluster_versions, TRIGGERS)
