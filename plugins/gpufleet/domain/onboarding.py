@@ -276,8 +276,7 @@ def view_note(view: ProviderView, nodes: int) -> str:
     if not view.subblocks:
         why = view.why or "the provider lists no sub-block of it"
         return f"{where}: {why}: healthy hosts not judged"
-    healthy = sum(h.healthy_hosts or 0 for h in view.subblocks)
-    degraded = sum(h.degraded_hosts or 0 for h in view.subblocks)
+    healthy, degraded = _reported(view.subblocks)
     racks = ", ".join(
         f"{h.key} {h.status} {_or_q(h.healthy_hosts)}/{_or_q(h.degraded_hosts)}"
         for h in view.subblocks
@@ -295,9 +294,7 @@ def _short(
     bad: list[SubBlockReport],
     unknown: int,
 ) -> str:
-    subblocks = list(view.subblocks or ())
-    healthy = sum(h.healthy_hosts or 0 for h in subblocks)
-    degraded = sum(h.degraded_hosts or 0 for h in subblocks)
+    healthy, degraded = _reported(view.subblocks or ())
     where = f"block {view.block} of the reservation" if view.block else "the reservation"
     racks = ", ".join(
         f"{h.key} {_or_q(h.healthy_hosts)} healthy, {_or_q(h.degraded_hosts)} degraded of "
@@ -310,6 +307,12 @@ def _short(
         f"degraded (degraded sub-blocks: {racks})"
         + (f"; {unknown} hosts of no reported health counted as healthy" if unknown else "")
     )
+
+
+def _reported(subblocks: Iterable[SubBlockReport]) -> tuple[int, int]:
+    """The healthy and degraded hosts the provider reports over ``subblocks`` (unreported: 0)."""
+    listed = list(subblocks)
+    return sum(h.healthy_hosts or 0 for h in listed), sum(h.degraded_hosts or 0 for h in listed)
 
 
 def _or_q(value: int | None) -> str:
