@@ -9,6 +9,8 @@ the fleet, as **one `nightly_fabric_validation` run per cluster** (a cluster of 
   pools (saying so), checks the `sim_faults` against the scope (one bad fault starts no run),
   and plans the runs: run id `<this run id>--<cluster>`, the pools, and this run's settings.
 - **validate_clusters** starts each run and waits for it (deferred: it costs no worker).
+  A retry (its worker lost) waits for the run its first try started; it never starts a
+  second one for a cluster.
   The cluster runs go side by side (at most 16 at once); each records its own pools' verdicts
   as they come, so a slow or failing cluster holds no other cluster's verdicts. Open a run from
   the task's *Triggered DAG* link.
@@ -24,13 +26,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import dag
 from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
 from gpufleet.airflow.assets import REGION_READY
 from gpufleet.airflow.dagkit import default_args, index, nightly_params, run_poll_seconds
+from gpufleet.airflow.operators.cluster_run import ClusterRunOperator
 from gpufleet.airflow.operators.nightly import ClusterRunsOperator, ValidationReportOperator
 
 fleet = index()
@@ -65,7 +67,7 @@ def nightly_fleet_validation():
             "repair_drain": "{{ params.repair_drain }}",
         },
     )
-    validate = TriggerDagRunOperator.partial(
+    validate = ClusterRunOperator.partial(
         task_id="validate_clusters",
         trigger_dag_id="nightly_fabric_validation",
         wait_for_completion=True,
@@ -75,9 +77,8 @@ def nightly_fleet_validation():
         failed_states=["failed"],
         openlineage_inject_parent_info=False,
         fail_when_dag_is_paused=True,  # a paused cluster DAG would leave its runs queued
-        # a retry would find its run started and fail on it: the run records its verdicts
-        # whatever happens to this wait, and the report reads them
-        retries=0,
+        # retried as every task (default_args): a retry waits for the run its first try
+        # started, never a second one (ClusterRunOperator)
         on_failure_callback=None,  # the cluster run alerted on its own failure
         map_index_template="{{ task.trigger_run_id.rsplit('--', 1)[-1] }}",
     ).expand_kwargs(plan.output)

@@ -5,6 +5,8 @@ on a real scheduler is ``tests/live/test_trigger_live.py``'s (a scheduler runs t
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
 from gpufleet.errors import GpufleetError
@@ -197,3 +199,91 @@ def test_the_triggerers_polls_per_second_stay_bounded_as_the_fleet_grows():
     assert poll_interval(real, 2000) == 100
     sim = real.model_copy(update={"provider": "sim"})
     assert poll_interval(sim, 3) == SIM_POLL_S and poll_interval(sim, 2000) == 100
+
+
+@pytest.mark.slow
+def test_a_cluster_run_that_exists_is_waited_for_never_started_again(fleet, monkeypatch):
+    """``validate_clusters`` finding its cluster run already there (what a retry finds after its
+    worker was lost, or a task cleared by hand): an ended run ends the wait at once with its
+    state (failed: the wait fails, on every try); a queued one is waited for until it ends. No
+    second run is started for either cluster."""
+    import threading
+    from datetime import datetime
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from airflow.utils.types import DagRunType
+
+    from tests.support.fleet import run_dag, task_states
+
+    monkeypatch.setenv("AIRFLOW__GPUFLEET__RUN_POLL_SECONDS", "1")
+    run_dag(PLANNER, {"mode": "fabric"}, mark_success=".*")  # both DAGs in the metadata DB
+    when = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
+    planner_id = DagRun.generate_run_id(
+        run_type=DagRunType.MANUAL, logical_date=when, run_after=when
+    )
+    ids = {c: f"{planner_id}--{c}" for c in ("a3u-sim", "p5-sim")}
+    with create_session() as session:
+        for cluster, state in (("a3u-sim", DagRunState.FAILED), ("p5-sim", DagRunState.QUEUED)):
+            session.add(
+                DagRun(
+                    dag_id=CHILD,
+                    run_id=ids[cluster],
+                    run_type=DagRunType.MANUAL,
+                    state=state,
+                    run_after=when,
+                    conf={},
+                )
+            )
+
+    ended_at: list[datetime] = []
+    stop = threading.Event()
+
+    def end_the_queued_run_once_its_wait_started() -> None:
+        while not stop.wait(0.05):
+            with create_session() as session:
+                ti = (
+                    session.query(TaskInstance)
+                    .filter_by(dag_id=PLANNER, run_id=planner_id, task_id="validate_clusters")
+                    .filter_by(map_index=1)
+                    .one_or_none()
+                )
+                if ti is None or ti.next_method is None:  # not deferred (yet)
+                    continue
+                run = session.query(DagRun).filter_by(dag_id=CHILD, run_id=ids["p5-sim"]).one()
+                ended_at.append(datetime.now(UTC))
+                run.state = DagRunState.SUCCESS
+                return
+
+    ender = threading.Thread(target=end_the_queued_run_once_its_wait_started, daemon=True)
+    ender.start()
+    try:
+        dr = run_dag(PLANNER, {"mode": "fabric"}, mark_success="report", logical_date=when)
+    finally:
+        stop.set()
+        ender.join(timeout=10)
+    assert dr.run_id == planner_id
+    states = task_states(dr)
+    assert states["validate_clusters[0]"] == "failed", states  # the failed run's state
+    assert states["validate_clusters[1]"] == "success", states
+    with create_session() as session:
+        runs = session.query(DagRun.run_id).filter(DagRun.dag_id == CHILD)
+        started = sorted(r for (r,) in runs if r.startswith(planner_id))
+        assert started == sorted(ids.values())  # none started again
+        waited = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=PLANNER, run_id=planner_id, task_id="validate_clusters")
+            .filter_by(map_index=1)
+            .one()
+        )
+        tries = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=PLANNER, run_id=planner_id, task_id="validate_clusters")
+            .filter_by(map_index=0)
+            .one()
+            .try_number
+        )
+    assert ended_at and waited.end_date > ended_at[0]  # it waited for the run to end
+    assert tries == 3  # each retry found the failed run, and started none

@@ -18,9 +18,12 @@ def get_dag(dag_id: str):
     return bag.dags[dag_id]
 
 
-def run_dag(dag_id: str, conf: dict | None = None, mark_success: str | None = None):
+def run_dag(
+    dag_id: str, conf: dict | None = None, mark_success: str | None = None, logical_date=None
+):
     """``dag.test()``: every task in this process, triggers inline. Returns the DagRun.
-    ``mark_success``: a regex of task ids marked successful instead of run.
+    ``mark_success``: a regex of task ids marked successful instead of run; ``logical_date``:
+    the run's (its run id is then ``manual__<logical_date>``), else now.
 
     ``dag.test()`` waits for a retry on the wall clock (``retry_delay``, 30 s and growing):
     here a retry is due at once, as if that time had passed. How many tries a task gets and
@@ -32,7 +35,12 @@ def run_dag(dag_id: str, conf: dict | None = None, mark_success: str | None = No
         task.retry_delay = timedelta(0)
         task.retry_exponential_backoff = False
     with short_idle_waits():
-        return dag.test(run_conf=conf or {}, mark_success_pattern=mark_success)
+        when = (
+            {}
+            if logical_date is None
+            else {"logical_date": logical_date, "run_after": logical_date}
+        )
+        return dag.test(run_conf=conf or {}, mark_success_pattern=mark_success, **when)
 
 
 @contextlib.contextmanager

@@ -29,15 +29,12 @@ def _not_found(exc: BaseException) -> bool:
     return isinstance(detail, dict) and detail.get("status_code") == 404
 
 
-def run_liveness(context: Any, dag_id: str, run_id: str) -> bool | None:
-    """True while the run ``dag_id``/``run_id`` is queued or running, False once it ended,
-    None when this Airflow does not know it (404). Any other error raises: never "dead" on a
-    doubt."""
+def dag_run_state(context: Any, dag_id: str, run_id: str) -> str | None:
+    """The lower-case state of the run ``dag_id``/``run_id``, or None when this Airflow does
+    not know it (404). Any other error raises."""
     from airflow.sdk.api.client import ServerResponseError
     from airflow.sdk.exceptions import AirflowRuntimeError
 
-    if run_id == context["run_id"] and dag_id == context["dag"].dag_id:
-        return True
     try:
         state = context["ti"].get_dagrun_state(dag_id=dag_id, run_id=run_id)
     except AirflowRuntimeError as exc:
@@ -48,7 +45,17 @@ def run_liveness(context: Any, dag_id: str, run_id: str) -> bool | None:
         if exc.response.status_code == 404:
             return None
         raise
-    return run_state(state) in ALIVE
+    return run_state(state)
+
+
+def run_liveness(context: Any, dag_id: str, run_id: str) -> bool | None:
+    """True while the run ``dag_id``/``run_id`` is queued or running, False once it ended,
+    None when this Airflow does not know it (404). Any other error raises: never "dead" on a
+    doubt."""
+    if run_id == context["run_id"] and dag_id == context["dag"].dag_id:
+        return True
+    state = dag_run_state(context, dag_id, run_id)
+    return None if state is None else state in ALIVE
 
 
 def run_alive(context: Any, dag_id: str, run_id: str) -> bool:
