@@ -82,6 +82,36 @@ def trigger_clock(monkeypatch):
     monkeypatch.setattr(PollingTrigger, "clock", SimTriggerClock())
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure on SQLite's "disk I/O error" (seen once in CI on this worker's metadata DB, never
+    reproduced) carries what would explain it: the metadata DB and its folder as the worker
+    sees them, the disk's free space, and this process's open handles on the folder."""
+    report = yield
+    if report.failed and "disk I/O error" in str(report.longrepr):
+        report.sections.append(("sqlite disk I/O error: the worker's state", _home_state()))
+    return report
+
+
+def _home_state() -> str:
+    import shutil
+
+    lines = [f"AIRFLOW_HOME {_HOME} exists: {_HOME.exists()}"]
+    for path in sorted(_HOME.glob("airflow.db*")) if _HOME.exists() else []:
+        st = path.stat()
+        lines.append(f"{path.name}: {st.st_size} bytes, inode {st.st_ino}, links {st.st_nlink}")
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    lines.append(f"free in {tempfile.gettempdir()}: {free / 2**20:.0f} MiB")
+    for fd in sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else []:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if str(_HOME) in target:
+            lines.append(f"fd {fd} -> {target}")
+    return "\n".join(lines)
+
+
 def pytest_unconfigure(config):
     """After pytest's last line, so nobody misses it: only the browser tests were skipped, and
     why. Read from the reports the terminal received, so it holds with workers (xdist) too."""
