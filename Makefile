@@ -13,10 +13,11 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(AIRFLOW_HOME)/airflow.db
 export PATH := $(BIN):$(PATH)
-# pytest workers (pytest-xdist): most end-to-end tests wait on Airflow and the simulated fleet,
-# so two workers keep both cores busy (each test file on one worker, so module fixtures set up
-# once); TEST_WORKERS=0 runs in one process
-TEST_WORKERS ?= 2
+# pytest workers (pytest-xdist): each test file on one worker, so module fixtures set up once.
+# Three on two cores: the live Airflow and the subprocess tests wait on other processes, and a
+# third worker runs meanwhile (the whole suite 531 s on two, 470 s on three: docs/PERFORMANCE.md);
+# TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 3
 
 .PHONY: setup run up test lint bench clean constraints
 
