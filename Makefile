@@ -15,7 +15,7 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(AIRFLOW_HOME)/airflow.
 export PATH := $(BIN):$(PATH)
 # pytest workers (pytest-xdist): each test file on one worker, so module fixtures set up once.
 # Three on two cores: the live Airflow and the subprocess tests wait on other processes, and a
-# third worker runs meanwhile (the whole suite 531 s on two, 470 s on three: docs/PERFORMANCE.md);
+# third worker runs meanwhile (the whole suite 531 s on two, 470-510 s on three: docs/PERFORMANCE.md);
 # TEST_WORKERS=0 runs in one process
 TEST_WORKERS ?= 3
 
