@@ -5,6 +5,7 @@ on a real scheduler is ``tests/live/test_trigger_live.py``'s (a scheduler runs t
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC
 
 import pytest
@@ -20,6 +21,25 @@ from gpufleet.services.validation.fanout import (
 
 PLANNER = "nightly_fleet_validation"
 CHILD = "nightly_fabric_validation"
+
+
+@contextlib.contextmanager
+def child_dag_paused(paused: bool):
+    """The cluster DAG paused or not (a DAG is paused at creation here) for the block."""
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    def pause(value: bool | None) -> bool | None:
+        with create_session() as session:
+            model = session.query(DagModel).filter_by(dag_id=CHILD).one()
+            before, model.is_paused = model.is_paused, value
+            return before
+
+    before = pause(paused)
+    try:
+        yield
+    finally:
+        pause(before)
 
 
 def test_one_run_per_cluster_and_a_large_cluster_in_near_equal_parts():
@@ -201,32 +221,19 @@ def test_the_triggerers_polls_per_second_stay_bounded_as_the_fleet_grows():
     assert poll_interval(sim, 3) == SIM_POLL_S and poll_interval(sim, 2000) == 100
 
 
-@pytest.mark.slow
-def test_a_cluster_run_that_exists_is_waited_for_never_started_again(fleet, monkeypatch):
-    """``validate_clusters`` finding its cluster run already there (what a retry finds after its
-    worker was lost, or a task cleared by hand): an ended run ends the wait at once with its
-    state (failed: the wait fails, on every try); a queued one is waited for until it ends. No
-    second run is started for either cluster."""
-    import threading
-    from datetime import datetime
-
+def existing_cluster_runs(when, states: dict) -> tuple[str, dict[str, str]]:
+    """The cluster runs a planner run at ``when`` plans, already there in ``states`` (cluster ->
+    DagRunState), as a retry of its wait finds them; its run id and theirs by cluster."""
     from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
-    from airflow.utils.state import DagRunState
     from airflow.utils.types import DagRunType
 
-    from tests.support.fleet import run_dag, task_states
-
-    monkeypatch.setenv("AIRFLOW__GPUFLEET__RUN_POLL_SECONDS", "1")
-    run_dag(PLANNER, {"mode": "fabric"}, mark_success=".*")  # both DAGs in the metadata DB
-    when = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
     planner_id = DagRun.generate_run_id(
         run_type=DagRunType.MANUAL, logical_date=when, run_after=when
     )
-    ids = {c: f"{planner_id}--{c}" for c in ("a3u-sim", "p5-sim")}
+    ids = {cluster: f"{planner_id}--{cluster}" for cluster in states}
     with create_session() as session:
-        for cluster, state in (("a3u-sim", DagRunState.FAILED), ("p5-sim", DagRunState.QUEUED)):
+        for cluster, state in states.items():
             session.add(
                 DagRun(
                     dag_id=CHILD,
@@ -237,33 +244,76 @@ def test_a_cluster_run_that_exists_is_waited_for_never_started_again(fleet, monk
                     conf={},
                 )
             )
+    return planner_id, ids
+
+
+@contextlib.contextmanager
+def run_succeeds_once_waited_on(planner_id: str, map_index: int, run_id: str):
+    """A thread marks the cluster run ``run_id`` succeeded once the planner's wait
+    (``validate_clusters[map_index]``) has deferred on it; yields the times it did (none: the
+    wait never deferred)."""
+    import threading
+    from datetime import datetime
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
 
     ended_at: list[datetime] = []
     stop = threading.Event()
 
-    def end_the_queued_run_once_its_wait_started() -> None:
+    def end_once_deferred() -> None:
         while not stop.wait(0.05):
             with create_session() as session:
                 ti = (
                     session.query(TaskInstance)
                     .filter_by(dag_id=PLANNER, run_id=planner_id, task_id="validate_clusters")
-                    .filter_by(map_index=1)
+                    .filter_by(map_index=map_index)
                     .one_or_none()
                 )
                 if ti is None or ti.next_method is None:  # not deferred (yet)
                     continue
-                run = session.query(DagRun).filter_by(dag_id=CHILD, run_id=ids["p5-sim"]).one()
+                run = session.query(DagRun).filter_by(dag_id=CHILD, run_id=run_id).one()
                 ended_at.append(datetime.now(UTC))
                 run.state = DagRunState.SUCCESS
                 return
 
-    ender = threading.Thread(target=end_the_queued_run_once_its_wait_started, daemon=True)
+    ender = threading.Thread(target=end_once_deferred, daemon=True)
     ender.start()
     try:
-        dr = run_dag(PLANNER, {"mode": "fabric"}, mark_success="report", logical_date=when)
+        yield ended_at
     finally:
         stop.set()
         ender.join(timeout=10)
+
+
+@pytest.mark.slow
+def test_a_cluster_run_that_exists_is_waited_for_never_started_again(fleet, monkeypatch):
+    """``validate_clusters`` finding its cluster run already there (what a retry finds after its
+    worker was lost, or a task cleared by hand): an ended run ends the wait at once with its
+    state (failed: the wait fails, on every try); a queued one is waited for until it ends. No
+    second run is started for either cluster."""
+    from datetime import datetime
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+
+    from tests.support.fleet import run_dag, task_states
+
+    monkeypatch.setenv("AIRFLOW__GPUFLEET__RUN_POLL_SECONDS", "1")
+    run_dag(PLANNER, {"mode": "fabric"}, mark_success=".*")  # both DAGs in the metadata DB
+    when = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
+    planner_id, ids = existing_cluster_runs(
+        when, {"a3u-sim": DagRunState.FAILED, "p5-sim": DagRunState.QUEUED}
+    )
+    with (
+        child_dag_paused(False),
+        run_succeeds_once_waited_on(planner_id, 1, ids["p5-sim"]) as ended_at,
+    ):
+        dr = run_dag(PLANNER, {"mode": "fabric"}, mark_success="report", logical_date=when)
     assert dr.run_id == planner_id
     states = task_states(dr)
     assert states["validate_clusters[0]"] == "failed", states  # the failed run's state
@@ -287,3 +337,28 @@ def test_a_cluster_run_that_exists_is_waited_for_never_started_again(fleet, monk
         )
     assert ended_at and waited.end_date > ended_at[0]  # it waited for the run to end
     assert tries == 3  # each retry found the failed run, and started none
+
+
+@pytest.mark.slow
+def test_a_queued_cluster_run_of_a_paused_dag_fails_the_wait_at_once(fleet, monkeypatch):
+    """A retry finding its run queued while the cluster DAG is paused fails, as a first try
+    does before it triggers (``fail_when_dag_is_paused``): the run would never start."""
+    from datetime import datetime
+
+    from airflow.utils.state import DagRunState
+
+    from tests.support.fleet import run_dag, task_states
+
+    monkeypatch.setenv("AIRFLOW__GPUFLEET__RUN_POLL_SECONDS", "1")
+    conf = {"mode": "fabric", "clusters": ["p5-sim"]}
+    run_dag(PLANNER, conf, mark_success=".*")
+    when = datetime(2026, 12, 3, 3, 0, tzinfo=UTC)
+    planner_id, ids = existing_cluster_runs(when, {"p5-sim": DagRunState.QUEUED})
+    # had the wait deferred on the paused DAG's run, it would end it, so the run cannot hang
+    with (
+        child_dag_paused(True),
+        run_succeeds_once_waited_on(planner_id, 0, ids["p5-sim"]) as ended_at,
+    ):
+        dr = run_dag(PLANNER, conf, mark_success="report", logical_date=when)
+    assert task_states(dr)["validate_clusters[0]"] == "failed"
+    assert ended_at == []  # it failed without waiting

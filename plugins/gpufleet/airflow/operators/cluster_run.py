@@ -6,15 +6,16 @@ resumed from the wait) would fail on the very run its first try started, and the
 then read a cluster run still in progress. ``ClusterRunOperator`` first asks whether the run
 exists: when it does not, it triggers it as ``TriggerDagRunOperator`` does; when it does (a
 retry, or a task cleared by hand), it waits for that run, deferred on the same
-``DagStateTrigger``, or ends at once when the run has ended already. It never starts a second
-run for a cluster, and it never resets the one it found.
+``DagStateTrigger`` (failing at once when its DAG is paused, as a first try does), or ends at
+once when the run has ended already. It never starts a second run for a cluster, and it never
+resets the one it found.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.providers.standard.operators.trigger_dagrun import DagIsPaused, TriggerDagRunOperator
 
 
 class ClusterRunOperator(TriggerDagRunOperator):
@@ -40,6 +41,9 @@ class ClusterRunOperator(TriggerDagRunOperator):
         ended = {run_state(s) for s in [*self.allowed_states, *self.failed_states]}
         if state in ended:
             return self.execute_complete(context, ("", {"run_ids": [run_id], run_id: state}))
+        if self.fail_when_dag_is_paused and context["ti"].get_dag(self.trigger_dag_id).is_paused:
+            # its run would stay queued: fail now, as a first try does before triggering
+            raise DagIsPaused(dag_id=self.trigger_dag_id)
         from airflow.providers.standard.triggers.external_task import DagStateTrigger
 
         self.defer(
