@@ -102,13 +102,9 @@ def _home_state() -> str:
         lines.append(f"{path.name}: {st.st_size} bytes, inode {st.st_ino}, links {st.st_nlink}")
     free = shutil.disk_usage(tempfile.gettempdir()).free
     lines.append(f"free in {tempfile.gettempdir()}: {free / 2**20:.0f} MiB")
-    for fd in sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else []:
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if str(_HOME) in target:
-            lines.append(f"fd {fd} -> {target}")
+    from tests.support.procfs import open_files_under
+
+    lines += [f"open: {path}" for path in open_files_under(str(_HOME))]
     return "\n".join(lines)
 
 

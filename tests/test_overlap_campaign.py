@@ -29,6 +29,7 @@ import overlap_campaign as campaign  # noqa: E402
 
 from tests.support.fleet import short_idle_waits  # noqa: E402
 from tests.support.postgres import require_postgres  # noqa: E402
+from tests.support.procfs import open_files_under  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
@@ -237,18 +238,6 @@ def _warm_up() -> None:
     from gpufleet.store import Ledger  # noqa: F401
 
 
-def _open_files_under(*folders: str) -> list[str]:
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if any(target.startswith(f) for f in folders if f):
-            out.append(target)
-    return out
-
-
 def zygote_main() -> None:
     """The zygote's loop: warm up, then fork one process per ``MODE ARG OUT`` line read."""
     import selectors
@@ -258,7 +247,7 @@ def zygote_main() -> None:
     _warm_up()
     # a fork shares what is open: nothing may be open on the case's databases, and no thread
     # may run (a fork copies only the calling thread, and any lock another one held)
-    held = _open_files_under(os.environ["AIRFLOW_HOME"], os.environ["GPUFLEET_STATE_DIR"])
+    held = open_files_under(os.environ["AIRFLOW_HOME"], os.environ["GPUFLEET_STATE_DIR"])
     assert not held, f"open before fork: {held}"
     assert threading.active_count() == 1, threading.enumerate()
     modes = {
