@@ -2,7 +2,8 @@
 
 The one plugin file at the plugins root (Airflow imports every ``.py`` here as a module; the
 ``gpufleet`` package itself is in ``.airflowignore``). It only registers what the package
-builds: the FastAPI app (``gpufleet.airflow.ui``) served by the api-server under ``/gpufleet``,
+builds: the FastAPI app (``gpufleet.airflow.ui``) served by the api-server under ``/gpufleet``
+(built on its first request: every task process imports this file too, and never serves it),
 a "GPU fleet" entry in the UI's navigation and a "Fleet report" tab on DAG runs.
 """
 
@@ -10,14 +11,14 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from gpufleet.airflow.ui.app import create_app
+from gpufleet.airflow.ui import DeferredApp, create_app
 
 PREFIX = "/gpufleet"
 
 
 class GpufleetPlugin(AirflowPlugin):
     name = "gpufleet"
-    fastapi_apps = [{"app": create_app(), "url_prefix": PREFIX, "name": "gpufleet"}]
+    fastapi_apps = [{"app": DeferredApp(create_app), "url_prefix": PREFIX, "name": "gpufleet"}]
     external_views = [
         {
             "name": "GPU fleet",

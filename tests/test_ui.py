@@ -363,6 +363,36 @@ def test_airflow_loads_the_plugin(airflow_db):
     assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == ["/gpufleet"]
 
 
+def test_the_plugin_builds_its_app_on_its_first_request_only(ledger, token):
+    """Every process that loads plugins imports the plugin file (each task process does, for
+    its listeners): it must not import FastAPI or the pages. What it registers is what the
+    api-server mounts, and that serves the pages."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    plugins = Path(__file__).resolve().parents[1] / "plugins"
+    probe = (
+        f"import sys; sys.path.insert(0, {str(plugins)!r}); import gpufleet_plugin; "
+        "print(sorted(m for m in ('fastapi', 'gpufleet.airflow.ui.app') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+    from gpufleet_plugin import PREFIX, GpufleetPlugin
+
+    root = FastAPI()
+    for entry in GpufleetPlugin.fastapi_apps:  # as the api-server's init_plugins mounts them
+        root.mount(entry["url_prefix"], entry["app"])
+    r = TestClient(root).get(f"{PREFIX}/fleet", headers=auth(token))
+    assert r.status_code == 200 and POOL in r.text, r.text[:300]
+
+
 CSP_DIRECTIVES = ("default-src 'self'", "frame-ancestors 'self'")
 
 
