@@ -592,11 +592,15 @@ def airflow_env(
     extra_env: Mapping[str, str] | None = None,
     celery: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment every component (and every task) runs with."""
+    """The environment every component (and every task) runs with. It writes its bytecode
+    caches as a deployment does, whatever the calling shell says (PYTHONDONTWRITEBYTECODE):
+    without them every task process compiles gpufleet from source, a third of a validation
+    task's CPU (docs/PERFORMANCE.md)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("AIRFLOW") and k not in ("PYTHONPATH", "VIRTUAL_ENV")
+        if not k.startswith("AIRFLOW")
+        and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
     }
     bin_dir = venv_bin()
     env.update(
@@ -652,6 +656,9 @@ def airflow_env(
         env.update(
             {
                 "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                # as deployed (docker-compose.yaml): each worker imports gpufleet once, before
+                # it forks its task processes (gpufleet.airflow.preload)
+                "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": "gpufleet.airflow.workers.CELERY_CONFIG",
                 "AIRFLOW__CELERY__BROKER_URL": celery["broker"],
                 "AIRFLOW__CELERY__RESULT_BACKEND": celery["results"],
                 "AIRFLOW__OPERATORS__DEFAULT_QUEUE": celery["queue"],
