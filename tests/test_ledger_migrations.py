@@ -351,6 +351,27 @@ def test_many_processes_upgrade_an_old_ledger_at_once(ledger_url):  # noqa: F811
     assert ledger.count("gf_pool_events") == 4
 
 
+def test_a_ledger_at_head_is_opened_with_one_read_and_no_lock(ledger_url):  # noqa: F811
+    """Every task process opens the ledger: one at head costs one statement, without the
+    schema lock, the table listing or DDL (a new or older ledger takes the locked path: the
+    tests above)."""
+    from sqlalchemy import event
+
+    Ledger(ledger_url)  # created at head
+    engine = engine_for(ledger_url)
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_rest):
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert seen == [f"SELECT version_num FROM {migrations.VERSION_TABLE}"]
+
+
 def test_the_scripts_ship_with_the_package():
     """Every file Alembic reads at run time is package data (the ledger upgrades from a wheel)."""
     import tomllib

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from gpufleet.errors import LedgerError
 from gpufleet.store.schema import SCHEMA_VERSION, metadata
@@ -73,7 +74,11 @@ def ensure_schema(engine: Engine) -> int:
     Airflow starts many task processes at once, each opening the ledger: the schema is
     prepared under a database lock (SQLite: an immediate transaction, DDL included;
     PostgreSQL: a transaction-scoped advisory lock), so one process creates the tables while
-    the others wait and then find them at head. Returns the schema version (``SCHEMA_VERSION``)."""
+    the others wait and then find them at head. A ledger already at head, what every task
+    process but the first finds, is settled by one read, without the lock. Returns the schema
+    version (``SCHEMA_VERSION``)."""
+    if _at_head(engine):
+        return SCHEMA_VERSION
     with engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -86,6 +91,17 @@ def ensure_schema(engine: Engine) -> int:
             conn.rollback()
             raise
     return SCHEMA_VERSION
+
+
+def _at_head(engine: Engine) -> bool:
+    """Whether the ledger records the head revision; False when it records another one or
+    none (no version table yet: the read fails), which the locked path settles."""
+    with engine.connect() as conn:
+        try:
+            current = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+        except DBAPIError:
+            return False
+    return current == revision_of(SCHEMA_VERSION)
 
 
 def _prepare(conn: Connection) -> None:
