@@ -137,17 +137,6 @@ class GkeCloud(CloudUnderTest):
 
 
 @contextmanager
-def gcp_fake() -> Iterator[GcpFake]:
-    """The strict GCP fake (operations complete on their second read), answering without
-    Nagle's delay: its handler sends a response's headers and body in two writes, and with
-    Nagle's algorithm on the body waits for the client's delayed ACK, about 40 ms a request
-    (the AWS fake's front sets TCP_NODELAY for the same reason)."""
-    with GcpFake(operation_polls=2) as fake:
-        fake._server.RequestHandlerClass.disable_nagle_algorithm = True
-        yield fake
-
-
-@contextmanager
 def onboarding(tmp_path: Path, monkeypatch: Any, kube: KubeEmulator) -> Iterator[GkeCloud]:
     """The example region as the only catalog region, Google APIs at a fresh fake whose
     clusters answer at kmock, controllers from the bundled copies."""
@@ -155,7 +144,7 @@ def onboarding(tmp_path: Path, monkeypatch: Any, kube: KubeEmulator) -> Iterator
     write_catalog(EXAMPLE, tmp_path / "catalog")
     monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(tmp_path / "catalog"))
     monkeypatch.setenv("GPUFLEET_ADDONS_DIR", str(ROOT / "include/addons"))
-    with gcp_fake() as fake:
+    with GcpFake(operation_polls=2) as fake:
         monkeypatch.setenv("GPUFLEET_GCP_ENDPOINT", fake.url)
         fake.add_reservation(PROJECT, ZONE, RES, MACHINE, 16, blocks=[BLOCK])
         fake.set_cluster_endpoint(kube.url, ca_data="")
@@ -185,7 +174,7 @@ def transition(
         pool_ref={"name": NEW_RES, "block": NEW_BLOCK},
     )
     monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(tmp_path / "catalog"))
-    with gcp_fake() as fake:
+    with GcpFake(operation_polls=2) as fake:
         monkeypatch.setenv("GPUFLEET_GCP_ENDPOINT", fake.url)
         fake.add_reservation(PROJECT, ZONE, RES, MACHINE, 16, blocks=[BLOCK])
         in_use = 10 if short else 0

@@ -85,6 +85,10 @@ class GcpFake:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # a response goes out as two writes (headers, body): with Nagle's algorithm the
+            # body waits for the client's delayed ACK, about 40 ms a request (the AWS fake's
+            # front sets TCP_NODELAY for the same reason)
+            disable_nagle_algorithm = True
 
             def _serve(self) -> None:
                 fake._handle(self)
