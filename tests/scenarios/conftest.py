@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
 
 import pytest
 
@@ -22,12 +21,8 @@ BACKENDS = ["gke", "eks"]
 
 @pytest.fixture(scope="module")
 def kube(request) -> Iterator[KubeEmulator]:
-    """kmock, one per test module (each test resets it), matching each request against its
-    reactions in constant time (``reactions_match_the_new_request_only``)."""
-    with (
-        reactions_match_the_new_request_only(),
-        KubeEmulator(conn_id=f"kmock_{request.module.__name__.rsplit('.', 1)[-1]}") as emulator,
-    ):
+    """kmock, one per test module (each test resets it)."""
+    with KubeEmulator(conn_id=f"kmock_{request.module.__name__.rsplit('.', 1)[-1]}") as emulator:
         yield emulator
 
 
@@ -87,44 +82,6 @@ def shared_botocore_loader_cache() -> Iterator[None]:
     finally:
         for name, method in originals.items():
             setattr(Loader, name, method)
-
-
-@contextmanager
-def reactions_match_the_new_request_only() -> Iterator[None]:
-    """kmock decides which reaction serves a request by asking each reaction's view whether it
-    holds the request, and a view answers by re-filtering the server's whole request history
-    (``View.__contains__``), so every request costs more than the last: in an onboarding,
-    most of the emulator's time. Every reaction here is a filter (or a priority) over the
-    server itself, for which "holds the request" is "the server received it and the filter's
-    criteria accept it": asked of the new request alone. Any other view answers as before."""
-    from kmock._internal import dsl
-
-    original = dsl.View.__contains__
-
-    def sees(view: Any, request: Any) -> bool | None:  # None: not a plain chain, ask kmock
-        if isinstance(view, dsl.Root):
-            return any(r is request for r in view)
-        if type(view) is dsl.Filter:
-            held = sees(view._source, request)
-            return bool(view.criteria(request)) if held else held
-        if type(view) is dsl.Priority:
-            return sees(view._source, request)
-        return None
-
-    def contains(self: Any, item: Any) -> bool:
-        from kmock._internal import rendering
-
-        if isinstance(item, rendering.Request) and not isinstance(self, dsl.Root):
-            held = sees(self, item)
-            if held is not None:
-                return held
-        return original(self, item)
-
-    dsl.View.__contains__ = contains
-    try:
-        yield
-    finally:
-        dsl.View.__contains__ = original
 
 
 @pytest.fixture(params=BACKENDS)

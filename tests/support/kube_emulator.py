@@ -20,7 +20,10 @@ Gaps of kmock 0.8 filled here (each checked against the released package):
 - list calls ignore ``labelSelector`` and ``fieldSelector`` (every object comes back):
   ``GpufleetKubeEmulator`` applies both, with the API server's syntax, to list responses;
 - ``/api/v1/namespaces`` (list, create) answers 500 and ``/api/v1/namespaces/NAME`` is read as
-  "namespace NAME, no resource": the path parser is wrapped so Namespace objects work;
+  "namespace NAME, no resource": the path parser is wrapped so Namespace objects work
+  (``tests.support.kmock_fixes``);
+- each request is matched against the reactions by re-filtering the whole request history, so
+  requests get slower as they add up: ``kmock_fixes`` matches the new request alone;
 - ``pods/eviction``, ``pods/log`` and ``pods/proxy`` have no default behaviour (404 "Endpoint
   Not Found"): reactions provide them (kmock reads ``pods/exp-1:9400/proxy/metrics`` as pod
   ``exp-1:9400``, subresource ``proxy/metrics``);
@@ -50,7 +53,8 @@ from typing import Any, TypeVar
 
 import aiohttp.web
 import kmock
-from kmock._internal import parsing as _kmock_parsing
+
+from tests.support import kmock_fixes
 
 T = TypeVar("T")
 
@@ -80,47 +84,6 @@ _REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
-
-
-# ---- kmock fixes ---------------------------------------------------------------------------
-
-_NAMESPACE_PATH = re.compile(
-    r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$"
-)
-
-
-def _install_namespace_path_fix() -> None:
-    """Make kmock read /api/v1/namespaces[/NAME[/status|finalize]] as the Namespace resource.
-
-    kmock 0.8 fails to parse ``/api/v1/namespaces`` (500, "not enough values to unpack") and
-    reads ``/api/v1/namespaces/NAME`` as a namespace without a resource. The wrapper only
-    touches those paths, and only while the installed kmock still gets them wrong.
-    """
-    original = _kmock_parsing.parse_path
-    if getattr(original, "_gpufleet_fix", False):
-        return
-    try:
-        broken = original("/api/v1/namespaces/x").plural != "namespaces"
-    except ValueError:
-        broken = True
-    if not broken:
-        return
-
-    def parse_path(path: str) -> Any:
-        match = _NAMESPACE_PATH.match(path)
-        if match is None:
-            return original(path)
-        return _kmock_parsing.ParsedPath(
-            group="",
-            version="v1",
-            plural="namespaces",
-            namespace=None,
-            name=match["name"],
-            subresource=match["sub"],
-        )
-
-    parse_path._gpufleet_fix = True  # type: ignore[attr-defined]
-    _kmock_parsing.parse_path = parse_path
 
 
 # ---- selectors, as the API server reads them ----------------------------------------------
@@ -286,7 +249,7 @@ class KubeEmulator:
         self.stop()
 
     def start(self) -> None:
-        _install_namespace_path_fix()
+        kmock_fixes.install()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(
             target=self._run, args=(ready,), name="kube-emulator", daemon=True
