@@ -49,7 +49,7 @@ def test_a_worker_has_imported_what_its_tasks_import_and_no_cloud_sdk():
     probe = (
         f"import json, sys; sys.path.insert(0, {str(ROOT / 'plugins')!r}); "
         "import gpufleet.airflow.preload as p; "
-        "print(json.dumps({'modules': sorted(sys.modules), 'failed': p.warm()}))"
+        "print(json.dumps({'modules': sorted(sys.modules), 'failed': p.FAILED}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
@@ -82,3 +82,12 @@ def test_the_deployments_name_the_configuration():
     assert "celery_config_options: gpufleet.airflow.workers.CELERY_CONFIG" in deploy
     module, name = env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"].rsplit(".", 1)
     assert getattr(importlib.import_module(module), name)["imports"]
+
+
+def test_a_module_the_worker_cannot_import_is_logged_and_the_worker_starts(monkeypatch, caplog):
+    import gpufleet.airflow.preload as preload
+
+    monkeypatch.setattr(preload, "MODULES", ("gpufleet.no_such_module", "gpufleet.store"))
+    with caplog.at_level("WARNING", logger=preload.__name__):
+        assert preload.warm() == ["gpufleet.no_such_module"]
+    assert "gpufleet.no_such_module not imported" in caplog.text

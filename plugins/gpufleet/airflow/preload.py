@@ -80,4 +80,4 @@ def warm() -> list[str]:
     return failed
 
 
-warm()
+FAILED = warm()  # what this worker could not preload (logged): its tasks import and report it
