@@ -8,10 +8,10 @@ way on the same deployment.
     python bench/nightly_scale.py [--pools 100[,500,...]] [--nodes 4] [--speed 0.02]
                                   [--timeout 1800] [--worker-concurrency 4]
 
-Per point: the nightly's wall time (trigger to the run's end), the no-op DAG's, their ratio
-(the orchestration overhead the nightly adds over Airflow's own cost for that many tasks; goal
-1.5 or less; the nightly's run is the one Airflow schedules when the planner is unpaused, the
-no-op planner's is triggered; both count every task of the planner and of its runs), the
+Per point: the nightly's wall time (trigger to the run's end), the no-op DAGs', the ratios
+(the orchestration overhead the nightly adds over Airflow's own cost for that many tasks; the
+nightly's run is the one Airflow schedules when the planner is unpaused, the no-op planners'
+are triggered; all count every task of the planner and of its runs), the
 scheduler's and triggerer's CPU seconds (and every component's, its task processes included,
 and the whole machine's), the peak number of deferred tasks, and the ledger's growth
 (validation and pair rows). The two workers run ``--worker-concurrency`` task processes each
@@ -40,7 +40,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "tests" / "live")]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from airflow_live import COMPONENTS, WORKERS, LiveAirflow, _descendants, start_airflow  # noqa: E402
+from airflow_live import COMPONENTS, WORKERS, LiveAirflow, descendants, start_airflow  # noqa: E402
 from fleetgen import generate_catalog  # noqa: E402
 
 PLANNER = "nightly_fleet_validation"
@@ -158,7 +158,7 @@ def cpu_seconds(live: LiveAirflow, name: str) -> float:
     proc = live.processes.get(name)
     if proc is None:
         return 0.0
-    return sum(_proc_cpu(pid) for pid in (proc.pid, *_descendants(proc.pid)))
+    return sum(_proc_cpu(pid) for pid in (proc.pid, *descendants(proc.pid)))
 
 
 def machine_cpu_seconds() -> float:

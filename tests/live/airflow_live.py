@@ -492,7 +492,7 @@ class LiveAirflow:
         processes that started sessions of their own too), as a machine that dies would, and
         wait for its leader; it is no longer one of ``processes``."""
         proc = self.processes.pop(name)
-        doomed = _descendants(proc.pid)
+        doomed = descendants(proc.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         for pid in doomed:
@@ -532,7 +532,7 @@ class LiveAirflow:
         (the triggerer takes ~11 s to honour it in 3.3.2, Celery's warm shutdown waits for its
         tasks). What a killed worker leaves in Redis goes with its queue (``_forget_queue``).
         """
-        doomed = [pid for proc in self.processes.values() for pid in _descendants(proc.pid)]
+        doomed = [pid for proc in self.processes.values() for pid in descendants(proc.pid)]
         for proc in self.processes.values():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -560,7 +560,7 @@ def _parent(pid: int) -> int | None:
         return None
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     """Every live process descended from ``root`` (from /proc)."""
     parents = {int(p): _parent(int(p)) for p in os.listdir("/proc") if p.isdigit()}
     found, frontier = [], {root}
