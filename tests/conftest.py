@@ -59,6 +59,28 @@ def airflow_db() -> Path:
     return _HOME
 
 
+@pytest.fixture(scope="session")
+def aws_server():
+    """moto behind the AWS fake (``tests/support/aws_fake.py``), started once per test process
+    when a test first asks for it; tests take ``aws``, which empties it."""
+    from tests.support.aws_fake import AwsFake
+
+    with AwsFake() as fake:
+        yield fake
+
+
+@pytest.fixture
+def aws(aws_server, monkeypatch):
+    """The AWS fake, emptied, with boto3 pointed at it (``AWS_ENDPOINT_URL``, test
+    credentials, no profile)."""
+    aws_server.reset()
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in aws_server.environ().items():
+        monkeypatch.setenv(key, value)
+    return aws_server
+
+
 @pytest.fixture
 def fleet_state(tmp_path, monkeypatch) -> Path:
     """A fresh sim fleet and SQLite ledger for this test. The sim's clock is frozen: time

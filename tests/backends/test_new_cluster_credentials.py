@@ -11,8 +11,6 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-import pytest
-
 from gpufleet.backends.eks import EksCloudBackend
 from gpufleet.backends.gke import GkeCloudBackend
 from gpufleet.backends.gke.clients import ANONYMOUS_TOKEN
@@ -53,21 +51,6 @@ def test_gke_credentials_become_a_kube_client_for_the_new_cluster():
     assert Path(config.ssl_ca_cert).read_bytes() == PEM  # the master's CA, decoded
     assert config.verify_ssl is not False
     assert header(config) == ("authorization", f"Bearer {ANONYMOUS_TOKEN}")
-
-
-@pytest.fixture
-def aws():
-    from tests.support.aws_fake import AwsFake
-
-    with AwsFake() as fake:
-        fake.reset()  # moto's state is per process: start from an empty account
-        mp = pytest.MonkeyPatch()
-        for key, value in fake.environ().items():
-            mp.setenv(key, value)
-        for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-            mp.delenv(key, raising=False)
-        yield fake
-        mp.undo()
 
 
 def test_eks_access_entry_and_token_become_a_kube_client_for_the_new_cluster(aws):

@@ -133,22 +133,14 @@ class EksCloud(CloudUnderTest):
         assert "DescribeCapacityReservations" in self.fake.actions()
 
 
-def _reset(aws: AwsFake, kube: KubeEmulator, monkeypatch: Any) -> None:
-    kube.reset()
-    aws.reset()
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in aws.environ().items():
-        monkeypatch.setenv(key, value)
-
-
 @contextmanager
 def onboarding(
     tmp_path: Path, monkeypatch: Any, kube: KubeEmulator, aws: AwsFake
 ) -> Iterator[EksCloud]:
-    """The example region as the only catalog region, boto3 at a reset AWS fake whose cluster
-    answers at kmock, the Capacity Block seeded, controllers from the bundled copies."""
-    _reset(aws, kube, monkeypatch)
+    """The example region as the only catalog region, boto3 at the emptied AWS fake (``aws``)
+    whose cluster answers at kmock, the Capacity Block seeded, controllers from the bundled
+    copies."""
+    kube.reset()
     write_catalog(EXAMPLE, tmp_path / "catalog")
     monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(tmp_path / "catalog"))
     monkeypatch.setenv("GPUFLEET_ADDONS_DIR", str(ROOT / "include/addons"))
@@ -167,7 +159,7 @@ def transition(
     """The example region with a second Capacity Block and a ``state: planned`` pool on it;
     the network, the cluster and the old node group brought up through the cloud backend.
     ``short``: the new Capacity Block has 3 of 8 instances available."""
-    _reset(aws, kube, monkeypatch)
+    kube.reset()
     write_transition_catalog(
         EXAMPLE,
         tmp_path / "catalog",

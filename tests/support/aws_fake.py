@@ -118,6 +118,17 @@ def protocol(service: str) -> str:
     return botocore.session.get_session().get_service_model(service).metadata["protocol"]
 
 
+def _moto_reads_partitions_once() -> None:
+    """moto's EKS checks a role ARN's partition against a new boto3 ``Session()`` for every
+    CreateCluster and CreateNodegroup, which parses botocore's endpoints file (a megabyte of
+    JSON) each time; the rest of moto asks the one session it caches
+    (``AccountSpecificBackend.get_session``). Its EKS asks that one too."""
+    import moto.eks.utils
+    from moto.core.base_backend import AccountSpecificBackend
+
+    moto.eks.utils.Session = AccountSpecificBackend.get_session
+
+
 class AwsFake:
     """moto + the front. ``start()``/``stop()`` or use as a context manager."""
 
@@ -152,6 +163,7 @@ class AwsFake:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> AwsFake:
+        _moto_reads_partitions_once()
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
         self.moto_port = self._moto.get_host_and_port()[1]

@@ -8,11 +8,16 @@ Endpoints are boto3's own: ``AWS_ENDPOINT_URL`` and the per-service ``AWS_ENDPOI
 
 botocore's own retries are off (one attempt per call): the retry rule lives in one place,
 ``backends/retry.py``, which retries the ``TransientBackendError`` raised here with backoff.
+
+Every session made here reads botocore's service models and endpoints through one loader per
+process (``share_model_reads``): each backend object has its own session, and botocore caches
+what it reads per session.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +33,7 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
+from botocore.loaders import Loader, create_loader
 from botocore.parsers import ResponseParserError  # not a BotoCoreError: an unreadable answer
 
 from gpufleet.backends.retry import is_transient_status, parse_retry_after
@@ -129,6 +135,28 @@ def translate(exc: Exception, service: str, operation: str, what: str) -> Backen
     return BackendError(f"{what}: AWS {action} failed: {exc}")
 
 
+# botocore data path (None: botocore's own) -> this process's loader of it
+_LOADERS: dict[str | None, Loader] = {}
+_LOADERS_LOCK = threading.Lock()
+
+
+def share_model_reads(session: boto3.session.Session) -> boto3.session.Session:
+    """``session`` reads service models and endpoints through this process's one loader for
+    its data path (``AWS_DATA_PATH``), which botocore would otherwise give each session anew.
+    botocore caches what a loader reads, so one session hands the same parsed models to all its
+    clients; without sharing, every backend object (every task, every trigger that builds one)
+    parsed ec2's model and the endpoints file again, megabytes of JSON. botocore treats the
+    cached data as read-only; two threads reading at once at worst both parse it."""
+    core = session._session
+    data_path = core.get_config_variable("data_path")
+    with _LOADERS_LOCK:
+        loader = _LOADERS.get(data_path)
+        if loader is None:
+            loader = _LOADERS[data_path] = create_loader(data_path)
+    core.register_component("data_loader", loader)
+    return session
+
+
 def _session(conn_id: str | None, region: str) -> boto3.session.Session:
     """A boto3 session from the Airflow AWS connection (amazon provider) or the standard chain."""
     try:
@@ -169,7 +197,7 @@ class AwsClients:
     @property
     def session(self) -> boto3.session.Session:
         if self._session is None:
-            self._session = self._session_factory()
+            self._session = share_model_reads(self._session_factory())
         return self._session
 
     def client(self, service: str) -> Any:
