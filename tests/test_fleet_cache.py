@@ -135,3 +135,61 @@ def test_requests_in_parallel_threads_judge_whole_tables(night, threads):  # noq
         sizes = list(pool_.map(one, range(24)))
     assert set(sizes) == {len(list(catalog.pools()))}
     assert cache.inputs(catalog, ledger) == fresh(ledger)
+
+
+def test_verdicts_are_kept_while_they_hold_and_judged_again_when_they_may_not(
+    night,  # noqa: F811
+    monkeypatch,
+):
+    """``judge`` over a cache's inputs keeps each cluster's verdicts: a request judges only the
+    clusters whose ledger moved, every cluster when the regions moved, time went back or a
+    validation turned stale since, and the clusters holding a stale validation each time (its
+    age is in the text). Whatever it keeps, it answers what judging afresh answers."""
+    from gpufleet.services.views import fleet
+
+    ledger, catalog, cache = night, load_catalog(), FleetCache()
+    clusters = pools_by_cluster(catalog.pools())
+    c = next(iter(clusters))
+    judged: list[str] = []
+    real = fleet._judge_pool
+
+    def counted(inputs, ref, now):
+        judged.append(ref.cluster.name)
+        return real(inputs, ref, now)
+
+    monkeypatch.setattr(fleet, "_judge_pool", counted)
+    now = datetime.now(UTC)
+
+    def request(at: datetime, expect: set[str] | None = None) -> set[str]:
+        judged.clear()
+        verdicts = judge(cache.inputs(catalog, ledger), at)
+        again = set(judged)
+        assert verdicts == judge(fresh(ledger), at)  # kept or not, the fresh answer
+        stale = {v.ref.cluster.name for v in verdicts if any("stale" in p for p in v.problems)}
+        assert stale <= again  # a stale age is written at every request
+        if expect is not None:
+            assert again == expect | stale, (again, expect, stale)
+        return again
+
+    assert request(now) == set(clusters)
+    request(now, set())
+    request(now + timedelta(minutes=5), set())
+    pool = clusters[c][0]
+    ledger.record_validation(
+        run_id="night-2", cluster=c, pool=pool, kind="fabric", passed=True,
+        started_at=now, finished_at=now, transport="gib", expected_transport="gib",
+    )  # fmt: skip
+    request(now + timedelta(minutes=6), {c})
+    request(now + timedelta(minutes=7), set())
+    request(now - timedelta(minutes=1), set(clusters))  # the clock went back: none kept
+    region = next(r.region.name for r in catalog.pools() if r.cluster.name == c)
+    ledger.set_region_state(region, "failed", "by hand")
+    request(now + timedelta(minutes=8), set(clusters))
+    validated = {
+        cluster for cluster in clusters
+        if any(v.fact.fabric for v in judge(fresh(ledger), now) if v.ref.cluster.name == cluster)
+    }  # fmt: skip
+    assert c in validated
+    later = now + timedelta(hours=27)  # tonight's validations are stale by then
+    assert validated <= request(later)
+    assert any("stale" in p for v in judge(fresh(ledger), later) for p in v.problems)

@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 
 from gpufleet.domain.gate import (
     DEFAULT_MAX_AGE,
+    MAX_SKEW,
     HealthFact,
     PoolFacts,
     PoolState,
     ValidationFact,
     Verdict,
     decide,
+    pool_problems,
+    problems_change_at,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -356,3 +359,44 @@ def test_a_malformed_request_is_a_recorded_refusal(fleet_state):
     assert decision["launch"] is False and decision["run_id"] == "r1"
     assert (decision["job"], decision["nodes"]) == ("j", 0)
     assert "nodes: 'many' is not of type 'integer'" in decision["reasons"]
+
+
+near = st.timedeltas(min_value=timedelta(hours=-3), max_value=timedelta(hours=30))
+soon = st.timedeltas(min_value=timedelta(0), max_value=timedelta(hours=6))
+
+
+@settings(max_examples=600, deadline=None)
+@given(facts, near, near, st.one_of(soon, st.timedeltas(timedelta(0), timedelta(days=40))))
+def test_problems_hold_until_the_moment_the_clock_can_change_them(f, fabric, storage, later):
+    """What a reader keeping verdicts between requests relies on (``services.views.fleet``):
+    ``pool_problems`` answers the same, text included, at any moment before
+    ``problems_change_at``. Validations dated around the moments that matter (just fresh,
+    just stale, a little ahead)."""
+    f = replace(
+        f,
+        fabric=f.fabric and replace(f.fabric, finished_at=NOW - fabric),
+        storage=f.storage and replace(f.storage, finished_at=NOW - storage),
+    )
+    until = problems_change_at(f, NOW, DEFAULT_MAX_AGE)
+    assert until is None or until >= NOW
+    t = NOW + later
+    if until is None or t < until:
+        assert pool_problems(f, t, DEFAULT_MAX_AGE) == pool_problems(f, NOW, DEFAULT_MAX_AGE)
+
+
+def test_the_moment_a_pool_turns_stale_or_stops_being_in_the_future_is_the_one_named():
+    tick = timedelta(microseconds=1)
+    fresh = good()
+    turns_stale = FRESH + DEFAULT_MAX_AGE
+    assert problems_change_at(fresh, NOW, DEFAULT_MAX_AGE) == turns_stale
+    assert pool_problems(fresh, turns_stale, DEFAULT_MAX_AGE) == []
+    assert "stale" in pool_problems(fresh, turns_stale + tick, DEFAULT_MAX_AGE)[0]
+    ahead = replace(fresh, fabric=ValidationFact(True, NOW + timedelta(hours=1), "gib", PASS))
+    arrives = NOW + timedelta(hours=1) - MAX_SKEW
+    assert problems_change_at(ahead, NOW, DEFAULT_MAX_AGE) == arrives
+    assert "future" in pool_problems(ahead, arrives - tick, DEFAULT_MAX_AGE)[0]
+    assert pool_problems(ahead, arrives, DEFAULT_MAX_AGE) == []
+    stale = replace(fresh, storage=ValidationFact(True, NOW - timedelta(days=3), None, PASS))
+    assert problems_change_at(stale, NOW, DEFAULT_MAX_AGE) == NOW  # "3.0 days old" moves
+    unchecked = replace(fresh, fabric=None, has_filesystem=False)
+    assert problems_change_at(unchecked, NOW, DEFAULT_MAX_AGE) is None

@@ -292,6 +292,28 @@ def pool_problems(f: PoolFacts, now: datetime, max_age: timedelta) -> list[str]:
     return out
 
 
+def problems_change_at(f: PoolFacts, now: datetime, max_age: timedelta) -> datetime | None:
+    """Until when ``pool_problems(f, t, max_age)`` says what it says at ``now``, for every ``t``
+    from ``now`` up to (not including) the answer: the first moment after ``now`` a validation
+    turns stale or stops being dated in the future. ``now`` itself while a validation is stale
+    (its problem names how old it is, so its text moves with the clock); None when the clock
+    changes nothing. A reader that keeps verdicts between requests re-judges from then on."""
+    if not f.known or f.error:
+        return None  # refused before any validation is looked at
+    until: datetime | None = None
+    judged = (f.fabric, f.storage if f.has_filesystem not in (None, False) else None)
+    for fact in judged:
+        if fact is None or fact.finished_at is None:
+            continue
+        future, stale = fact.finished_at - MAX_SKEW, fact.finished_at + max_age
+        if now > stale:
+            return now
+        for moment in (future, stale):
+            if moment >= now and (until is None or moment < until):
+                until = moment
+    return until
+
+
 def unhealthy_in_service(f: PoolFacts) -> dict[str, str]:
     """The nodes counted in ``schedulable_nodes`` whose latest GPU health check failed, each
     with NVIDIA's action: the nodes no job may be placed on. By name when the cluster's nodes

@@ -115,31 +115,70 @@ def pool_verdicts(
 
 def judge(inputs: FleetInputs, now: datetime) -> list[PoolVerdict]:
     """The verdicts of ``inputs``' pools at ``now``: the gate's rules (``domain.gate.
-    pool_problems``: a validation's age counts) and what the catalog and the regions say."""
+    pool_problems``: a validation's age counts) and what the catalog and the regions say.
+
+    Inputs a ``FleetCache`` keeps (``inputs.judged``) keep each cluster's verdicts too, for as
+    long as they hold: the cluster's version and the regions' (``FLEET``) unchanged, and the
+    clock before the first moment one of its pools' answer can change
+    (``domain.gate.problems_change_at``: a validation turning stale; a stale one's age text
+    moves, so a cluster with one is judged on every call) and not behind the time they were
+    judged at. A scrape while a nightly moves a few clusters judges those few."""
+    from gpufleet.store.schema_versions import FLEET
+
+    memo, versions = inputs.judged, inputs.versions
+    if memo is None or versions is None:
+        return [_judge_pool(inputs, ref, now) for ref in inputs.refs]
+    clusters: dict[str, list] = {}
+    for ref in inputs.refs:
+        clusters.setdefault(ref.cluster.name, []).append(ref)
+    by_key: dict[str, PoolVerdict] = {}
+    for cluster, refs in clusters.items():
+        stamp = (versions.get(cluster), versions.get(FLEET))
+        kept = memo.get(cluster)
+        if (
+            kept is not None
+            and kept[0] == stamp
+            and kept[1] <= now
+            and (kept[2] is None or now < kept[2])
+            and all(ref.key in kept[3] for ref in refs)
+        ):
+            by_key.update(kept[3])
+            continue
+        verdicts = {ref.key: _judge_pool(inputs, ref, now) for ref in refs}
+        memo[cluster] = (stamp, now, _holds_until(verdicts.values(), now), verdicts)
+        by_key.update(verdicts)
+    return [by_key[ref.key] for ref in inputs.refs]
+
+
+def _holds_until(verdicts: Iterable[PoolVerdict], now: datetime) -> datetime | None:
+    from gpufleet.domain.gate import DEFAULT_MAX_AGE, problems_change_at
+
+    moments = [problems_change_at(v.fact, now, DEFAULT_MAX_AGE) for v in verdicts]
+    return min((m for m in moments if m is not None), default=None)
+
+
+def _judge_pool(inputs: FleetInputs, ref: Any, now: datetime) -> PoolVerdict:
     from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
 
-    out = []
-    for ref in inputs.refs:
-        cluster, name = ref.cluster.name, ref.pool.name
-        fact = inputs.facts[ref.key]
-        seen = inputs.snapshots.get((cluster, name))
-        problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
-        region_state = (inputs.region_states.get(ref.region.name) or {}).get("state")
-        if fact.state == "retired":
-            problems.insert(0, "retired: remove from the catalog")
-        elif ref.pool.planned and (cluster, name) not in inputs.transitioned:
-            problems.insert(0, "planned: a reservation transition creates it")
-        elif region_state in ("onboarding", "failed"):
-            problems.insert(0, f"region: onboarding {region_state}")
-        elif region_state is None and seen is None and not _exists_unonboarded(ref):
-            problems.insert(0, "region: not onboarded (run region_onboarding)")
-        state = str(fact.state.value if hasattr(fact.state, "value") else fact.state or "-")
-        why = problems[0].split(": ", 1)[-1] if problems else ""
-        if not why and state == DRIFTING:
-            why = fact.state_reason or "drifting"
-        lifecycle = inputs.lifecycle.get((cluster, name), {})
-        out.append(PoolVerdict(ref, fact, problems, state, why, seen, lifecycle))
-    return out
+    cluster, name = ref.cluster.name, ref.pool.name
+    fact = inputs.facts[ref.key]
+    seen = inputs.snapshots.get((cluster, name))
+    problems = pool_problems(fact, now, DEFAULT_MAX_AGE)
+    region_state = (inputs.region_states.get(ref.region.name) or {}).get("state")
+    if fact.state == "retired":
+        problems.insert(0, "retired: remove from the catalog")
+    elif ref.pool.planned and (cluster, name) not in inputs.transitioned:
+        problems.insert(0, "planned: a reservation transition creates it")
+    elif region_state in ("onboarding", "failed"):
+        problems.insert(0, f"region: onboarding {region_state}")
+    elif region_state is None and seen is None and not _exists_unonboarded(ref):
+        problems.insert(0, "region: not onboarded (run region_onboarding)")
+    state = str(fact.state.value if hasattr(fact.state, "value") else fact.state or "-")
+    why = problems[0].split(": ", 1)[-1] if problems else ""
+    if not why and state == DRIFTING:
+        why = fact.state_reason or "drifting"
+    lifecycle = inputs.lifecycle.get((cluster, name), {})
+    return PoolVerdict(ref, fact, problems, state, why, seen, lifecycle)
 
 
 def pool_readiness(

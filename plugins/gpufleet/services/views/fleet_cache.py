@@ -9,7 +9,8 @@ ledger (``gf_cluster_versions``, v17, kept by triggers in the writer's transacti
 regions move ``FLEET``. The cache reads the versions first and the rows after, so what it files
 under a version is never older than that version; a write it races is read again next time.
 Nothing here depends on the time: ``services.views.fleet.judge`` decides each request's
-verdicts (a validation's age) from these inputs and the request's ``now``.
+verdicts (a validation's age) from these inputs and the request's ``now``, and keeps a
+cluster's in ``FleetInputs.judged`` while its version stands and the clock cannot change them.
 
 With ``gpufleet status`` (one read, then exit) there is nothing to keep: ``read_inputs``.
 """
@@ -47,6 +48,9 @@ class FleetInputs:
     quarantined: dict[tuple[str, str], int] = field(default_factory=dict)
     # cluster -> the ledger version its inputs were read at (a ``FleetCache``'s; None: unknown)
     versions: dict[str, int] | None = field(default=None, compare=False)
+    # a ``FleetCache``'s: each cluster's verdicts, kept by ``services.views.fleet.judge`` with
+    # the versions and the time span they hold for (None: judged anew on each call)
+    judged: dict[str, Any] | None = field(default=None, compare=False)
 
 
 def pools_by_cluster(refs: Iterable[Any]) -> dict[str, list[str]]:
@@ -156,6 +160,7 @@ class FleetCache:
                 seen = {c: versions.get(c, 0) for c in [*pools, FLEET]}
                 kept = self._kept[ledger.url] = _Kept(catalog, seen, pools, inputs)
                 inputs.versions = dict(seen)
+                inputs.judged = {}
                 self.reread += len(pools)
             else:
                 self._refresh(kept, catalog, ledger, versions)
