@@ -3,11 +3,12 @@
 Read from the ledger (and the catalog) at scrape time, as far as it changed: the router keeps
 the ledger's rows (``services.views.fleet_cache.FleetCache``, shared with the app's pages) and
 each cluster's series text (``SeriesMemo``) between scrapes, re-reading and re-writing only the
-clusters whose ledger version moved; ready and the ages are the scrape's own. Nothing registers
-in ``prometheus_client``'s global registry (the api-server's own metrics stay apart). The text is
-written by ``exposition.Exposition`` as ``prometheus_client.generate_latest`` writes it, without
-a sample object per value: 2,000 pools make some 30,000 samples (``pool_series.py`` writes each
-pool's).
+clusters whose ledger version moved; ready and the ages are the scrape's own (a cluster's
+verdicts are kept only while the clock cannot change them: ``services.views.fleet.judge``).
+Nothing registers in ``prometheus_client``'s global registry (the api-server's own metrics stay
+apart). The text is written by ``exposition.Exposition`` as
+``prometheus_client.generate_latest`` writes it, without a sample object per value: 2,000 pools
+make some 30,000 samples (``pool_series.py`` writes each pool's).
 
 Prometheus cannot hold a UI session, so ``/metrics`` does not use Airflow's login: it takes a
 static bearer token, the password of the Airflow connection ``gpufleet_metrics`` (Prometheus
