@@ -327,7 +327,7 @@ def _ensure(url: str, barrier, worker: int) -> None:
 
 def test_racing_submits_record_one_launch(ledger_url):
     Ledger(ledger_url)  # the schema exists; the race is on the row
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(4)
     procs = [ctx.Process(target=_ensure, args=(ledger_url, barrier, w)) for w in range(4)]
     for p in procs:
@@ -354,7 +354,7 @@ def _writer(url: str, worker: int) -> None:
 
 def test_concurrent_task_processes(ledger_url):
     """Airflow runs every task in its own process: concurrent writers must all land."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_writer, args=(ledger_url, w)) for w in range(4)]
     for p in procs:
         p.start()
@@ -366,6 +366,44 @@ def test_concurrent_task_processes(ledger_url):
     assert len(ledger.pool_states()) == 4
 
 
+def test_a_forked_child_opens_its_own_connections_and_leaves_the_parents_alone():
+    """A process that used the ledger, then forked (Celery's prefork pool, Airflow's task
+    supervisor): the child's ledger works on a connection of its own, and the parent's pooled
+    one still answers when the child has exited."""
+    require_postgres()
+    import os
+
+    from gpufleet.store.database import _engines, engine_for
+
+    url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/postgres?application_name=fork-{uuid.uuid4().hex[:8]}"
+    engine = engine_for(url)
+    backend = "SELECT pg_backend_pid()"
+    try:
+        with engine.connect() as conn:
+            parent = conn.execute(text(backend)).scalar()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: answer its backend, then leave as a process does
+            code = 1
+            try:
+                with engine_for(url).connect() as conn:
+                    os.write(write, str(conn.execute(text(backend)).scalar()).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        os.close(write)
+        child = os.read(read, 64).decode()
+        os.close(read)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert child and int(child) != parent
+        with engine.connect() as conn:  # the same pooled connection, still in step
+            assert conn.execute(text(backend)).scalar() == parent
+    finally:
+        _engines.pop(url, None)
+        engine.dispose()
+
+
 def _open(url: str, barrier) -> None:
     barrier.wait(30)  # every process opens the fresh ledger at the same moment
     Ledger(url).set_pool_state("c", "p", "validated")
@@ -373,7 +411,7 @@ def _open(url: str, barrier) -> None:
 
 def test_many_processes_create_the_schema_at_once(ledger_url):
     """What Airflow does when a DAG's first tasks start together on a new ledger."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(6)
     procs = [ctx.Process(target=_open, args=(ledger_url, barrier)) for _ in range(6)]
     for p in procs:

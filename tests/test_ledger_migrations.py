@@ -337,7 +337,7 @@ def _open(url: str, barrier) -> None:
 def test_many_processes_upgrade_an_old_ledger_at_once(ledger_url):  # noqa: F811
     """What Airflow does when the first tasks after an upgrade of gpufleet start together."""
     build(ledger_url, 3)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(4)
     procs = [ctx.Process(target=_open, args=(ledger_url, barrier)) for _ in range(4)]
     for p in procs:

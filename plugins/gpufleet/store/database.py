@@ -1,7 +1,8 @@
 """Where the ledger lives: the Airflow connection id, the one order in which every entry point
 resolves it (``resolve_ledger_url``; Airflow's connection lookup is injected, the store imports
-no Airflow), connection -> SQLAlchemy URL, and one cached engine per URL (SQLite gets WAL and a
-busy timeout: many task processes share the file)."""
+no Airflow), connection -> SQLAlchemy URL, and one cached engine per URL and process (SQLite
+gets WAL and a busy timeout: many task processes share the file; a forked child opens its own
+connections)."""
 
 from __future__ import annotations
 
@@ -204,3 +205,19 @@ def engine_for(url: str) -> Engine:
                 engine = create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
             _engines[url] = engine
         return engine
+
+
+def _forget_engines_after_fork() -> None:
+    """In the child of a fork (Celery's prefork pool, multiprocessing's fork start, a runner that
+    forks a warm interpreter): the engines' pooled connections are the parent's, and two
+    processes on one socket or SQLite handle corrupt both. Each engine drops its pool without
+    closing them (the parent keeps using them; ``Engine.dispose(close=False)``, SQLAlchemy's
+    way for a forked child), so the child opens its own; the lock is new (another thread may
+    have held it at the fork)."""
+    global _lock
+    _lock = threading.Lock()
+    for engine in list(_engines.values()):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_engines_after_fork)
