@@ -13,7 +13,9 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(AIRFLOW_HOME)/airflow.db
 export PATH := $(BIN):$(PATH)
-# pytest workers (pytest-xdist): each test file on one worker, so module fixtures set up once.
+# pytest workers (pytest-xdist): each test file on one worker, so module fixtures set up once,
+# handed out in collection order with the files of end-to-end (slow) tests first
+# (tests/conftest.py), so that none of those starts last and runs alone at the end.
 # Three on two cores: the live Airflow and the subprocess tests wait on other processes, and a
 # third worker runs meanwhile (the whole suite 531 s on two, 470-510 s on three: docs/PERFORMANCE.md);
 # TEST_WORKERS=0 runs in one process
@@ -54,7 +56,7 @@ lint: $(VENV)/.installed
 	cd plugins && $(BIN)/lint-imports --no-cache ../pyproject.toml
 
 test: setup lint
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: setup  # each prints its figures and exits 1 when it misses its target; all of them run
 	-$(BIN)/python bench/parse_time.py
