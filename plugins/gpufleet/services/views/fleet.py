@@ -137,17 +137,27 @@ def judge(inputs: FleetInputs, now: datetime) -> list[PoolVerdict]:
         kept = memo.get(cluster)
         if (
             kept is not None
-            and kept[0] == stamp
-            and kept[1] <= now
-            and (kept[2] is None or now < kept[2])
-            and all(ref.key in kept[3] for ref in refs)
+            and kept.stamp == stamp
+            and kept.judged_at <= now
+            and (kept.until is None or now < kept.until)
+            and all(ref.key in kept.verdicts for ref in refs)
         ):
-            by_key.update(kept[3])
+            by_key.update(kept.verdicts)
             continue
         verdicts = {ref.key: _judge_pool(inputs, ref, now) for ref in refs}
-        memo[cluster] = (stamp, now, _holds_until(verdicts.values(), now), verdicts)
+        memo[cluster] = _Judged(stamp, now, _holds_until(verdicts.values(), now), verdicts)
         by_key.update(verdicts)
     return [by_key[ref.key] for ref in inputs.refs]
+
+
+class _Judged(NamedTuple):
+    """A cluster's verdicts as ``judge`` keeps them: the versions (the cluster's, ``FLEET``)
+    they were judged at, when, and until when the clock cannot change them (None: never)."""
+
+    stamp: tuple
+    judged_at: datetime
+    until: datetime | None
+    verdicts: dict[str, PoolVerdict]
 
 
 def _holds_until(verdicts: Iterable[PoolVerdict], now: datetime) -> datetime | None:
