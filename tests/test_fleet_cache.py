@@ -65,6 +65,42 @@ def test_each_request_rereads_only_the_clusters_whose_ledger_moved(night):  # no
     )
 
 
+def test_clusters_that_moved_together_are_read_in_one_statement_per_table(night):  # noqa: F811
+    """A scrape while a nightly moves several clusters reads each table once for all of them
+    (naming them), not once per cluster, and answers what a fresh read answers."""
+    from sqlalchemy import event
+
+    ledger, catalog, cache = night, load_catalog(), FleetCache()
+    by_cluster = pools_by_cluster(catalog.pools())
+    clusters = list(by_cluster)
+    assert len(clusters) >= 3
+    cache.inputs(catalog, ledger)
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    def moved(names: list[str]) -> int:
+        for i, c in enumerate(names):
+            pool = by_cluster[c][0]
+            ledger.set_pool_state(c, pool, "degraded", f"moved {i}")
+            ledger.quarantine(c, pool, f"{pool}-node-{len(statements)}", "bad link", run_id="n")
+        statements.clear()
+        event.listen(ledger.engine, "before_cursor_execute", count)
+        try:
+            before = cache.reread
+            kept = cache.inputs(catalog, ledger)
+            assert cache.reread - before == len(names)
+        finally:
+            event.remove(ledger.engine, "before_cursor_execute", count)
+        assert kept == fresh(ledger)
+        assert all(kept.quarantined[(c, by_cluster[c][0])] >= 1 for c in names)
+        return len(statements)
+
+    one = moved(clusters[:1])
+    assert moved(clusters[:3]) == one
+
+
 def test_a_write_while_the_rows_are_read_is_not_lost(night, monkeypatch):  # noqa: F811
     """A writer that commits while the cache reads the rows (after the pool states, before the
     transitions): the version the cache files them under was read before, so the write moved

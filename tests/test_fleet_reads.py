@@ -56,7 +56,7 @@ def test_the_readiness_tables_rows_are_the_gates_own(night):
         )
         assert ours.latest[cluster] == night.latest_validations(cluster, pools, GATE_KINDS)
     assert set(ours.latest) == set(by_cluster)
-    assert LedgerReads.read(night, by_cluster, per_cluster=True) == ours
+    assert LedgerReads.read(night, by_cluster, named=True) == ours
     health = {
         (cluster, pool): row
         for cluster, rows in night.latest_validations_by_cluster(by_cluster, (HEALTH,)).items()

@@ -20,7 +20,7 @@ from gpufleet.store.database import (
 )
 from gpufleet.store.nodes import NodeRecords
 from gpufleet.store.regions import RegionRecords
-from gpufleet.store.rows import select_dicts
+from gpufleet.store.rows import Clusters, of_clusters, select_dicts
 from gpufleet.store.snapshots import SnapshotRecords
 from gpufleet.store.transitions import TransitionRecords
 from gpufleet.store.validations import ValidationRecords
@@ -108,11 +108,11 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
                 conn.execute(select(t).where(t.c.cluster == cluster, t.c.pool == pool)).first()
             )
 
-    def pool_states(self, cluster: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-        """Every pool's state (one cluster's with ``cluster``), keyed by (cluster, pool)."""
+    def pool_states(self, cluster: Clusters = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every pool's state (only ``cluster``'s: one name or several), by (cluster, pool)."""
         q = select(s.pool_state)
         if cluster is not None:
-            q = q.where(s.pool_state.c.cluster == cluster)
+            q = q.where(of_clusters(s.pool_state.c.cluster, cluster))
         with self.engine.connect() as conn:
             rows = select_dicts(conn, q)
         return {(r["cluster"], r["pool"]): r for r in rows}
@@ -142,10 +142,11 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
         return True
 
     def quarantined(
-        self, cluster: str | None = None, pool: str | None = None
+        self, cluster: Clusters = None, pool: str | None = None
     ) -> list[dict[str, Any]]:
         """The nodes out of service since a quarantine that was not followed by a release, by
-        node: the quarantine's reason, run id and time (``quarantined_at``), the current pool."""
+        node: the quarantine's reason, run id and time (``quarantined_at``), the current pool
+        (of ``cluster``: one name or several)."""
         e, t, later = s.node_events, s.node_states, s.node_events.alias("later")
         last_release = (
             select(func.max(later.c.id))
@@ -163,8 +164,8 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
             .where(e.c.to_state == "quarantined", e.c.id > func.coalesce(last_release, 0))
             .order_by(e.c.id)
         )
-        if cluster:
-            query = query.where(t.c.cluster == cluster)
+        if cluster is not None:
+            query = query.where(of_clusters(t.c.cluster, cluster))
         if pool:
             query = query.where(t.c.pool == pool)
         first: dict[tuple[str, str], dict[str, Any]] = {}

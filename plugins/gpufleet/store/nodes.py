@@ -19,6 +19,7 @@ from sqlalchemy import insert, select, update
 
 from gpufleet.domain.nodes import IN_SERVICE, check_move
 from gpufleet.store import schema as s
+from gpufleet.store.rows import Clusters, of_clusters
 
 
 class NodeRecords:
@@ -31,13 +32,14 @@ class NodeRecords:
         return dict(row._mapping) if row is not None else None
 
     def node_states(
-        self, cluster: str | None = None, pool: str | None = None, states: Any = None
+        self, cluster: Clusters = None, pool: str | None = None, states: Any = None
     ) -> list[dict[str, Any]]:
-        """Rows of nodes (of ``cluster``/``pool``; in ``states`` when given), by node name."""
+        """Rows of nodes (of ``cluster``, one name or several, and ``pool``; in ``states`` when
+        given), by node name."""
         t = s.node_states
         query = select(t).order_by(t.c.cluster, t.c.node)
-        if cluster:
-            query = query.where(t.c.cluster == cluster)
+        if cluster is not None:
+            query = query.where(of_clusters(t.c.cluster, cluster))
         if pool:
             query = query.where(t.c.pool == pool)
         if states is not None:

@@ -5,7 +5,19 @@ of its time there otherwise."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
+
+# What a read covers: every cluster (None), one cluster's name, or several clusters' names
+Clusters = str | Collection[str] | None
+
+
+def of_clusters(column: Any, clusters: str | Collection[str]) -> Any:
+    """The condition that ``column`` names ``clusters``: one cluster's name, or any of several
+    (one statement for a few clusters of many; none named: no row)."""
+    if isinstance(clusters, str):
+        return column == clusters
+    return column.in_(list(clusters))
 
 
 def typed_rows(result: Any, columns: Any, dialect: Any) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gpufleet.store import schema as s
 from gpufleet.store.locks import LeaseLock
-from gpufleet.store.rows import select_dicts
+from gpufleet.store.rows import Clusters, of_clusters, select_dicts
 
 COUNTS = ("nodes", "ready", "free", "quarantined", "busy")
 
@@ -67,15 +67,16 @@ class SnapshotRecords:
                 conn.execute(update(t).where(*where).values(**row))
 
     def node_snapshots(
-        self, cluster: str | None = None, *, detail: bool = True
+        self, cluster: Clusters = None, *, detail: bool = True
     ) -> dict[tuple[str, str], dict[str, Any]]:
-        """(cluster, pool) -> the pool's latest snapshot (every pool, or one cluster's);
+        """(cluster, pool) -> the pool's latest snapshot (every pool, or ``cluster``'s: one name
+        or several);
         without ``detail`` the counts only (a fleet-wide page needs no per-node list)."""
         t = s.node_snapshots
         columns = [c for c in t.c if detail or c.name != "detail"]
         query = select(*columns)
         if cluster is not None:
-            query = query.where(t.c.cluster == cluster)
+            query = query.where(of_clusters(t.c.cluster, cluster))
         with self.engine.connect() as conn:
             return {(r["cluster"], r["pool"]): r for r in select_dicts(conn, query)}
 

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gpufleet.domain.gate import FINISHED_TRANSITIONS
 from gpufleet.store import schema as s
+from gpufleet.store.rows import Clusters, of_clusters
 
 
 def _now() -> datetime:
@@ -51,15 +52,15 @@ def _finished_into(conn: Any, cluster: str, pool: str) -> dict[str, Any] | None:
 class TransitionRecords:
     engine: Any
 
-    def transitions_in_flight(self, cluster: str | None) -> list[dict[str, Any]]:
-        """The cluster's transitions not known to be finished (every cluster's with None):
-        ``running`` ones and any whose state is not one of the finished states (the reader
-        decides what an unknown one means)."""
+    def transitions_in_flight(self, cluster: Clusters) -> list[dict[str, Any]]:
+        """The cluster's transitions not known to be finished (every cluster's with None, or
+        several clusters' names): ``running`` ones and any whose state is not one of the
+        finished states (the reader decides what an unknown one means)."""
         t = s.transitions
         finished = [str(v) for v in FINISHED_TRANSITIONS]
         where = [or_(t.c.state.is_(None), t.c.state.not_in(finished))]
         if cluster is not None:
-            where.append(t.c.cluster == cluster)
+            where.append(of_clusters(t.c.cluster, cluster))
         with self.engine.connect() as conn:
             rows = conn.execute(select(t).where(*where)).all()
             return [dict(r._mapping) for r in rows]

@@ -91,18 +91,16 @@ class LedgerReads:
 
     @classmethod
     def read(
-        cls, ledger: Ledger, by_cluster: Mapping[str, list[str]], per_cluster: bool = False
+        cls, ledger: Ledger, by_cluster: Mapping[str, list[str]], named: bool = False
     ) -> LedgerReads:
-        """The rows of ``by_cluster``'s clusters: the transitions and pool states of every
-        cluster in one statement each, or one per cluster asked (``per_cluster``: a few of
-        many); the latest validations in one statement either way."""
-        clusters = list(by_cluster) if per_cluster else [None]
+        """The rows of ``by_cluster``'s clusters, one statement per table: the transitions and
+        pool states of every cluster, or of the clusters asked only (``named``: a few of
+        many); the latest validations of those asked."""
+        scope = list(by_cluster) if named else None
         transitions: dict[str, list[dict]] = {}
-        states: dict[tuple[str, str], dict] = {}
-        for cluster in clusters:
-            for row in ledger.transitions_in_flight(cluster):
-                transitions.setdefault(row["cluster"], []).append(row)
-            states.update(ledger.pool_states(cluster))
+        for row in ledger.transitions_in_flight(scope):
+            transitions.setdefault(row["cluster"], []).append(row)
+        states = ledger.pool_states(scope)
         return cls(
             transitions=transitions,
             states={k: v for k, v in states.items() if k[0] in by_cluster},

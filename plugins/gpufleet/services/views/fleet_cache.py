@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from gpufleet.services.launch.gate import LedgerReads
     from gpufleet.store import Ledger
 
-# Past this many changed clusters, one fleet-wide statement per table beats one per cluster.
-PER_CLUSTER_READS = 8
+# Up to this many changed clusters, each table is read naming them; past it, fleet-wide.
+NAMED_READS = 8
 
 
 @dataclass
@@ -64,32 +64,23 @@ def pools_by_cluster(refs: Iterable[Any]) -> dict[str, list[str]]:
 def _read_clusters(
     catalog: Catalog, ledger: Ledger, by_cluster: Mapping[str, list[str]], everything: bool
 ) -> FleetInputs:
-    """The inputs of ``by_cluster``'s pools (refs and regions left empty): one statement per
-    table for every cluster (``everything``), else one per table per cluster."""
+    """The inputs of ``by_cluster``'s pools (refs and regions left empty), one statement per
+    table: of every cluster (``everything``), else naming ``by_cluster``'s."""
     from gpufleet.services.launch.gate import LedgerReads, gather_facts
 
     wanted = set(by_cluster)
-
-    def per_cluster(read, *args, **kwargs) -> Iterable:
-        if everything:
-            return [read(None, *args, **kwargs)]
-        return [read(c, *args, **kwargs) for c in by_cluster]
-
-    reads = LedgerReads.read(ledger, by_cluster, per_cluster=not everything)
-    snapshots: dict[tuple[str, str], dict] = {}
-    for part in per_cluster(ledger.node_snapshots, detail=False):
-        snapshots.update(part)
+    scope = None if everything else list(by_cluster)
+    reads = LedgerReads.read(ledger, by_cluster, named=not everything)
+    snapshots = ledger.node_snapshots(scope, detail=False)
     lifecycle: dict[tuple[str, str], dict[str, int]] = {}
-    for rows in per_cluster(ledger.node_states):
-        for row in rows:
-            if row["state"] != "released":
-                pool = lifecycle.setdefault((row["cluster"], row["pool"]), {})
-                pool[row["state"]] = pool.get(row["state"], 0) + 1
+    for row in ledger.node_states(scope):
+        if row["state"] != "released":
+            pool = lifecycle.setdefault((row["cluster"], row["pool"]), {})
+            pool[row["state"]] = pool.get(row["state"], 0) + 1
     quarantined: dict[tuple[str, str], int] = {}
-    for rows in per_cluster(ledger.quarantined):
-        for q in rows:
-            key = (q["cluster"], q["pool"])
-            quarantined[key] = quarantined.get(key, 0) + 1
+    for q in ledger.quarantined(scope):
+        key = (q["cluster"], q["pool"])
+        quarantined[key] = quarantined.get(key, 0) + 1
     facts = {
         f.key: f
         for cluster, names in by_cluster.items()
@@ -183,7 +174,7 @@ class FleetCache:
         new = FleetInputs(**old.__dict__)
         if changed:
             self.reread += len(changed)
-            fresh = _read_clusters(catalog, ledger, changed, len(changed) > PER_CLUSTER_READS)
+            fresh = _read_clusters(catalog, ledger, changed, len(changed) > NAMED_READS)
 
             def merge(table: Mapping, part: Mapping, cluster_of) -> dict:
                 return {**{k: v for k, v in table.items() if cluster_of(k) not in changed}, **part}
