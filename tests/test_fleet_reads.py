@@ -111,6 +111,37 @@ def test_rows_read_past_sqlalchemy_are_typed_as_sqlalchemy_types_them(ledger_url
     assert ledger.pool_states()[("c", "p")]["updated_at"].tzinfo is not None
 
 
+def test_a_read_of_several_named_clusters_is_the_union_of_their_reads(ledger_url):  # noqa: F811
+    """The reads a refresh of a few moved clusters makes (``store.rows.of_clusters``): naming
+    several clusters answers their rows together, one name answers that cluster's, no name
+    (an empty list) none, and ``None`` every cluster's; SQLite and PostgreSQL."""
+    ledger = Ledger(ledger_url)
+    counts = {"nodes": 2, "ready": 2, "free": 1, "quarantined": 1, "busy": 0}
+    for c in ("a", "b", "c"):
+        ledger.set_pool_state(c, "p", "validated", f"{c} passed")
+        ledger.record_node_snapshot(c, "p", counts, [], source="fabric", at=NOW)
+        ledger.quarantine(c, "p", f"{c}-n1", "bad link", run_id="r")
+        ledger.start_transition(c, "p", "q", run_id=f"t-{c}")
+
+    def reads(scope) -> list:
+        return [
+            sorted(ledger.pool_states(scope)),
+            sorted(ledger.node_snapshots(scope, detail=False)),
+            sorted((r["cluster"], r["node"]) for r in ledger.node_states(scope)),
+            sorted((r["cluster"], r["node"]) for r in ledger.quarantined(scope)),
+            sorted((r["cluster"], r["to_pool"]) for r in ledger.transitions_in_flight(scope)),
+        ]
+
+    def union(*scopes) -> list:
+        return [sorted(sum(parts, [])) for parts in zip(*map(reads, scopes), strict=True)]
+
+    assert reads(["a", "c"]) == union("a", "c")
+    assert all(len(table) == 2 for table in reads(["a", "c"]))
+    assert reads(["b"]) == reads("b") and all(len(table) == 1 for table in reads("b"))
+    assert reads([]) == [[]] * 5
+    assert reads(None) == union("a", "b", "c")
+
+
 def test_the_catalogs_resolved_pools_are_its_lookups():
     catalog = load_catalog()
     refs = list(catalog.pools())
