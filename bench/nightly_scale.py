@@ -14,8 +14,13 @@ Per point: the nightly's wall time (trigger to the run's end), the no-op DAGs', 
 nightly's run is the one Airflow schedules when the planner is unpaused, the no-op planners'
 are triggered; all count every task of the planner and of its runs), the
 scheduler's and triggerer's CPU seconds (and every component's, its task processes included,
-and the whole machine's), the peak number of deferred tasks, and the ledger's growth
-(validation and pair rows). The two workers run ``--worker-concurrency`` task processes each
+and the whole machine's), the peak number of deferred tasks, the ledger's growth
+(validation and pair rows), and the cloud and Kubernetes API calls each cluster took during
+the night, as the simulated clouds count them (``gpufleet.backends.sim.calls``): per cluster,
+the calls, their mean rate over the cluster's first to last call and the busiest 10 s, and
+fleet-wide which calls they were. The rate is on the wall clock with the sim's delays
+shortened by ``--speed``, so a real night spreads the same calls over more time.
+The two workers run ``--worker-concurrency`` task processes each
 (4: eight at once on two cores; Airflow's default, 16, swamped the one api-server worker).
 The sim's delays are scaled by ``--speed`` (``GPUFLEET_SIM_SPEED``), so the figures are
 Airflow's and gpufleet's own costs, not the simulated programs' run times.
@@ -44,6 +49,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "tests" / "live")]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from airflow_live import COMPONENTS, WORKERS, LiveAirflow, descendants, start_airflow  # noqa: E402
 from fleetgen import generate_catalog  # noqa: E402
+
+from gpufleet.backends.sim.calls import CALL_LOG_ENV, rates  # noqa: E402
+from gpufleet.backends.sim.calls import read as read_calls  # noqa: E402
 
 PLANNER = "nightly_fleet_validation"
 CHILD = "nightly_fabric_validation"
@@ -262,6 +270,8 @@ def point(
     (catalog / "fleet.yaml").write_text(text)
     dags = work / "dags"
     dags.mkdir()
+    call_log = work / "calls"  # only the nightly's sim backends call: its calls alone
+    call_log.mkdir()
     for dag_id in (PLANNER, CHILD):
         (dags / f"{dag_id}.py").symlink_to(ROOT / "dags" / f"{dag_id}.py")
     for fleet_dag, (cluster_dag, fabric_rounds, storage_rounds) in NOOPS.items():
@@ -283,6 +293,7 @@ def point(
             "GPUFLEET_CATALOG_DIR": str(catalog),
             "GPUFLEET_STATE_DIR": str(work / "state"),
             "GPUFLEET_SIM_SPEED": str(speed),
+            CALL_LOG_ENV: str(call_log),
             "AIRFLOW__CORE__PARALLELISM": "32",
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "32",
             "AIRFLOW__GPUFLEET__RUN_POLL_SECONDS": str(POLL_S),
@@ -297,7 +308,30 @@ def point(
         rows = ledger_rows(live.env["GPUFLEET_LEDGER_URL"])
     finally:
         live.stop()
-    return {"pools": pools, **runs, "ledger": rows}
+    return {"pools": pools, **runs, "ledger": rows, "api": api_calls(call_log)}
+
+
+def api_calls(folder: Path) -> dict:
+    """The night's API calls per cluster (``sim.calls.rates``) summed up: clusters, calls per
+    cluster and their mean and busiest-10-s rates (median and max), and the commonest calls."""
+    from collections import Counter
+    from statistics import median
+
+    per_cluster = rates(folder)
+    if not per_cluster:
+        return {"clusters": 0}
+    kinds = Counter(what for logged in read_calls(folder).values() for _, what in logged)
+
+    def spread(values: list[float]) -> tuple[float, float]:
+        return median(values), max(values)
+
+    return {
+        "clusters": len(per_cluster),
+        "calls": spread([r.calls for r in per_cluster.values()]),
+        "per_s": spread([r.per_s for r in per_cluster.values()]),
+        "peak_per_s": spread([r.peak_per_s for r in per_cluster.values()]),
+        "commonest": kinds.most_common(5),
+    }
 
 
 def main() -> int:
@@ -357,6 +391,17 @@ def main() -> int:
             f"{ratios['deferring']:.2f}"
         )
         print(f"{n:>6} ledger rows after one night: {result['ledger']}", flush=True)
+        api = result["api"]
+        if api["clusters"]:
+            print(
+                f"{n:>6} API calls per cluster over the night (median / max of "
+                f"{api['clusters']} clusters): {api['calls'][0]:.0f} / {api['calls'][1]:.0f} "
+                f"calls; {api['per_s'][0]:.2f} / {api['per_s'][1]:.2f} per s over its span; "
+                f"busiest 10 s {api['peak_per_s'][0]:.1f} / {api['peak_per_s'][1]:.1f} per s",
+                flush=True,
+            )
+            common = ", ".join(f"{what} {count}" for what, count in api["commonest"])
+            print(f"{n:>6} commonest calls: {common}", flush=True)
     print(
         f"worst nightly / deferring no-op {worst:.2f} (goal {GOAL}): "
         f"{'OK' if worst <= GOAL else 'OVER'}"

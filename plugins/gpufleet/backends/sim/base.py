@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+from gpufleet.backends.sim import calls
 from gpufleet.backends.sim.faults import PoolFaults
 from gpufleet.backends.sim.sim_clock import SimClock
 from gpufleet.backends.sim.state import SimState
@@ -38,7 +39,9 @@ class SimBackendBase:
 
     def _api_call(self, what: str) -> None:
         """Injected cloud/cluster API errors: fail this call with the configured probability
-        (with ``after=N``, only once N calls went through since the fault was injected)."""
+        (with ``after=N``, only once N calls went through since the fault was injected).
+        Counted in the cluster's call log when one is kept (``sim.calls``)."""
+        calls.record(self.cluster.name, what)
         faults = self.faults()
         rate = faults.api_error_rate
         if not rate:
