@@ -36,6 +36,12 @@ def test_each_call_a_sim_backend_answers_is_one_line_in_its_clusters_log(tmp_pat
     assert all(at > 0 for at, _ in logged[CLUSTER])
 
 
+def test_a_folder_not_made_yet_is_made(tmp_path, monkeypatch):
+    monkeypatch.setenv(calls.CALL_LOG_ENV, str(tmp_path / "bench" / "calls"))
+    cluster_backend(load_catalog().cluster(CLUSTER)).list_nodes()
+    assert [what for _, what in calls.read(tmp_path / "bench" / "calls")[CLUSTER]] == ["list nodes"]
+
+
 def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.delenv(calls.CALL_LOG_ENV, raising=False)
     monkeypatch.chdir(tmp_path)

@@ -22,12 +22,19 @@ SUFFIX = ".calls"
 
 
 def record(cluster: str, what: str) -> None:
-    """Append this call to ``cluster``'s log when ``GPUFLEET_SIM_CALL_LOG`` is set."""
+    """Append this call to ``cluster``'s log when ``GPUFLEET_SIM_CALL_LOG`` is set (the
+    folder is made if missing)."""
     folder = os.environ.get(CALL_LOG_ENV)
     if not folder:
         return
     line = f"{time.time():.3f}\t{what}\n".encode()
-    fd = os.open(Path(folder) / f"{cluster}{SUFFIX}", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    path = Path(folder) / f"{cluster}{SUFFIX}"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
     try:
         os.write(fd, line)
     finally:
