@@ -230,6 +230,12 @@ def _age(now: datetime, then: datetime) -> str:
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
 
 
+def _fresh_span(fact: ValidationFact, max_age: timedelta) -> tuple[datetime, datetime]:
+    """When a validation counts as fresh: from ``finished_at - MAX_SKEW`` (before it, it is
+    dated in the future) to ``finished_at + max_age`` (after it, it is stale)."""
+    return fact.finished_at - MAX_SKEW, fact.finished_at + max_age
+
+
 def _validation_problems(
     key: str, name: str, fact: ValidationFact, now: datetime, max_age: timedelta
 ) -> list[str]:
@@ -238,9 +244,10 @@ def _validation_problems(
         out.append(f"{key}: the latest {name} validation could not finish: {fact.reason}")
     elif fact.passed is not True or fact.verdict is not Verdict.PASS:
         out.append(f"{key}: the latest {name} validation failed")
-    if fact.finished_at > now + MAX_SKEW:
+    future, stale = _fresh_span(fact, max_age)
+    if now < future:
         out.append(f"{key}: {name} validation is dated in the future (clock skew?)")
-    elif now - fact.finished_at > max_age:
+    elif now > stale:
         out.append(
             f"{key}: {name} validation is stale ({_age(now, fact.finished_at)} old, "
             f"limit {_age(now, now - max_age)})"
@@ -305,7 +312,7 @@ def problems_change_at(f: PoolFacts, now: datetime, max_age: timedelta) -> datet
     for fact in judged:
         if fact is None or fact.finished_at is None:
             continue
-        future, stale = fact.finished_at - MAX_SKEW, fact.finished_at + max_age
+        future, stale = _fresh_span(fact, max_age)
         if now > stale:
             return now
         for moment in (future, stale):

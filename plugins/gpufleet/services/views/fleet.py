@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems, problems_change_at
 from gpufleet.services.views.fleet_cache import (
     FleetCache,
     FleetInputs,
@@ -161,15 +162,11 @@ class _Judged(NamedTuple):
 
 
 def _holds_until(verdicts: Iterable[PoolVerdict], now: datetime) -> datetime | None:
-    from gpufleet.domain.gate import DEFAULT_MAX_AGE, problems_change_at
-
     moments = [problems_change_at(v.fact, now, DEFAULT_MAX_AGE) for v in verdicts]
     return min((m for m in moments if m is not None), default=None)
 
 
 def _judge_pool(inputs: FleetInputs, ref: Any, now: datetime) -> PoolVerdict:
-    from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems
-
     cluster, name = ref.cluster.name, ref.pool.name
     fact = inputs.facts[ref.key]
     seen = inputs.snapshots.get((cluster, name))
