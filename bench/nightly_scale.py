@@ -317,10 +317,11 @@ def api_calls(folder: Path) -> dict:
     from collections import Counter
     from statistics import median
 
-    per_cluster = rates(folder)
+    logged = read_calls(folder)
+    per_cluster = rates(logged)
     if not per_cluster:
         return {"clusters": 0}
-    kinds = Counter(what for logged in read_calls(folder).values() for _, what in logged)
+    kinds = Counter(what for calls in logged.values() for _, what in calls)
 
     def spread(values: list[float]) -> tuple[float, float]:
         return median(values), max(values)

@@ -76,10 +76,10 @@ def test_rates_per_cluster_over_its_span_and_its_busiest_window(tmp_path):
         "".join(f"{t}\tlist pods\n" for t in [100.0, 101.0, 102.0, 103.0, 130.0, 160.0])
     )
     (tmp_path / f"b{calls.SUFFIX}").write_text("500.5\tget cluster\n")
-    got = calls.rates(tmp_path, window=10)
+    got = calls.rates(calls.read(tmp_path), window=10)
     assert got["a"] == calls.CallRate(calls=6, span_s=60.0, per_s=0.1, peak_per_s=0.4)
     assert got["b"] == calls.CallRate(calls=1, span_s=0.0, per_s=0.0, peak_per_s=0.1)
     # a call exactly one window after the first starts a new window
-    assert calls.rates(tmp_path, window=3)["a"].peak_per_s == pytest.approx(1.0)
+    assert calls.rates(calls.read(tmp_path), window=3)["a"].peak_per_s == pytest.approx(1.0)
     with pytest.raises(ValueError, match="window must be positive"):
-        calls.rates(tmp_path, window=0)
+        calls.rates(calls.read(tmp_path), window=0)

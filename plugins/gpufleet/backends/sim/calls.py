@@ -1,8 +1,8 @@
 """The simulated clouds' own count of the API calls they answer, as a cloud's quota page counts
 them: with ``GPUFLEET_SIM_CALL_LOG`` naming a folder, every call a sim backend answers (each
 ``_api_call``: cloud and Kubernetes API alike) appends one line, ``<unix time>\\t<call>``, to
-``<folder>/<cluster>.calls``. ``bench/nightly_scale.py`` reads them (``rates``) for the API
-calls per second each cluster takes during a night on a live deployment.
+``<folder>/<cluster>.calls``. ``bench/nightly_scale.py`` reads them (``read``, ``rates``) for
+the API calls per second each cluster takes during a night on a live deployment.
 
 Off by default: nothing is written unless the variable is set. Each line is one ``write`` on a
 file opened for appending, so the task processes of every worker add whole lines side by side
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,12 +64,15 @@ class CallRate:
     peak_per_s: float
 
 
-def rates(folder: Path, window: float = 10.0) -> dict[str, CallRate]:
-    """Per cluster, the rate its calls came at (``read``'s logs); ``window``: the peak's."""
+def rates(
+    logged: Mapping[str, list[tuple[float, str]]], window: float = 10.0
+) -> dict[str, CallRate]:
+    """Per cluster, the rate its calls came at (``logged``: what ``read`` returns);
+    ``window``: the peak's."""
     if window <= 0:
         raise ValueError(f"window must be positive, not {window!r}")
     out = {}
-    for cluster, calls in read(folder).items():
+    for cluster, calls in logged.items():
         times = sorted(at for at, _ in calls)
         if not times:
             continue
