@@ -7,13 +7,12 @@ Set before anything imports Airflow: Airflow reads its configuration at import.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.support.airflow_db import MIGRATED_HOME_ENV, copy_migrated_db
 from tests.support.skips import BROWSER_SKIP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,37 +38,13 @@ for var in (
 ):
     os.environ.pop(var, None)
 
-# Airflow's migrated metadata DB, made once per test run and copied by each worker (an
-# `airflow db migrate` costs about 4 CPU-s): the first process that asks migrates it under a
-# lock. The run's controller (or the only process, without workers) owns it: its folder goes
-# with the controller's home at the end, and the workers it starts inherit the path.
+# Airflow's migrated metadata DB, made once per test run and copied by each worker and the
+# browser tests (``tests.support.airflow_db``). The run's controller (or the only process,
+# without workers) owns it: its folder goes with the controller's home at the end, and the
+# workers it starts inherit the path.
 if "PYTEST_XDIST_WORKER" not in os.environ:
-    os.environ["GPUFLEET_TEST_MIGRATED_HOME"] = str(_HOME / "migrated")
+    os.environ[MIGRATED_HOME_ENV] = str(_HOME / "migrated")
 _migrated = False
-
-
-def venv_airflow() -> str:
-    return str(Path(sys.executable).parent / "airflow")
-
-
-def _migrated_db() -> Path:
-    import fcntl
-
-    template = Path(os.environ["GPUFLEET_TEST_MIGRATED_HOME"])
-    template.mkdir(parents=True, exist_ok=True)
-    with open(template / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (template / "done").exists():
-            env = os.environ | {
-                "AIRFLOW_HOME": str(template),
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{template}/airflow.db",
-            }
-            proc = subprocess.run(
-                [venv_airflow(), "db", "migrate"], capture_output=True, text=True, env=env
-            )
-            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-            (template / "done").touch()
-    return template / "airflow.db"
 
 
 @pytest.fixture(scope="session")
@@ -77,9 +52,7 @@ def airflow_db() -> Path:
     """Airflow's metadata DB in this process's home: a copy of the run's migrated one."""
     global _migrated
     if not _migrated:
-        import shutil
-
-        shutil.copyfile(_migrated_db(), _HOME / "airflow.db")
+        copy_migrated_db(_HOME / "airflow.db")
         _migrated = True
     return _HOME
 
