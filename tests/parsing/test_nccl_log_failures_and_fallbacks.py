@@ -123,3 +123,74 @@ def test_single_node_nvls_run_uses_no_network():
     assert info.nccl_version == "2.24.3+cuda12.2"
     assert any("single node" in e and "nNodes 1" in e for e in info.evidence), info.evidence
     assert info.failures == ()
+
+
+def _nvls_v2_19_unprefixed(*, rings: bool = True) -> list[str]:
+    """A single-node NVLS run of NCCL 2.19 (8 x H100, one process per GPU) as pasted without
+    NCCL's ``host:pid:tid [dev] NCCL INFO`` prefixes, as NVIDIA/nccl#1584 was. NCCL before 2.20
+    prints no ``nNodes`` line (``src/init.cc``); its channel lines are NCCL's own wording
+    (``src/transport/p2p.cc``, ``src/transport/generic.cc``, ``src/transport/nvls.cc``)."""
+    lines = ["NCCL version 2.19.3+cuda12.3"]
+    for rank in range(8):
+        lines += [
+            f"NVLS multicast support is available on dev {rank}",
+            f"ncclCommInitRank comm 0x55d9{rank:04x} rank {rank} nranks 8 cudaDev {rank} "
+            f"nvmlDev {rank} busId {rank + 1}8000 commId 0x8f0c55e1a9b2d374 - Init START",
+            f"Channel 00/0 : {rank}[{rank}] -> {(rank + 1) % 8}[{(rank + 1) % 8}] via P2P/IPC/read",
+            f"NVLS comm 0x55d9{rank:04x} headRank {rank} nHeads 8 buffSize 1048576 "
+            "memSize 2097152 nvlsPerRankSize 201326592 nvlsTotalSize 1610612736",
+        ]
+        if rings:
+            lines.append("Connected all rings")
+        lines.append(
+            f"ncclCommInitRank comm 0x55d9{rank:04x} rank {rank} nranks 8 cudaDev {rank} "
+            f"nvmlDev {rank} busId {rank + 1}8000 commId 0x8f0c55e1a9b2d374 - Init COMPLETE"
+        )
+    return lines
+
+
+def test_unprefixed_single_node_nvls_run_before_nnodes_lines_uses_no_network():
+    """Issue 31: read ``unknown`` before. Every rank of the communicator seen, each connected
+    within the node, no ``via NET/`` line: no connection crossed a node."""
+    info = classify_nccl_log(_nvls_v2_19_unprefixed())
+    assert info.transport == "none", info.evidence
+    assert any("connected within the node" in e for e in info.evidence), info.evidence
+
+
+def test_unprefixed_run_without_its_connections_logged_stays_unknown():
+    """The same init lines with no channel or ring line: nothing says where the connections went."""
+    lines = [line for line in _nvls_v2_19_unprefixed(rings=False) if "via P2P" not in line]
+    assert classify_nccl_log(lines).transport == "unknown"
+
+
+def test_unprefixed_run_with_a_rank_missing_is_not_called_single_node():
+    lines = [line for line in _nvls_v2_19_unprefixed() if " rank 7 " not in line]
+    assert classify_nccl_log(lines).transport == "unknown"
+
+
+def test_pod_log_of_a_socket_run_with_cross_node_communicators_is_socket():
+    """Issue 31: a socket run in Kubernetes read ``none``. One pod's log (NCCL 2.6, which prints
+    no ``Using network`` line) holds its host's 8 ranks of an 8-rank communicator, all on one
+    host, and rank 0 of each 2-rank communicator whose other rank runs in the other pod (a
+    hybrid-sharded job's inter-node groups). Those span nodes: the transport each process
+    initialised (``NET/Socket : Using``) decides."""
+    host = "trainer-worker-0"
+    lines = [
+        f"{host}:{20 + r}:{20 + r} [{r}] NCCL INFO NET/Socket : Using [0]eth0:10.4.0.7<0>"
+        for r in range(8)
+    ]
+    lines += [f"{host}:20:20 [0] NCCL INFO NCCL version 2.6.4+cuda10.2"]
+    for r in range(8):
+        lines.append(
+            f"{host}:{20 + r}:{40 + r} [{r}] NCCL INFO comm 0x7f{r:02x} rank {r} nranks 8 cudaDev {r} "
+            f"busId {r + 1}8000 - Init COMPLETE"
+        )
+        lines.append(
+            f"{host}:{20 + r}:{50 + r} [{r}] NCCL INFO comm 0x8f{r:02x} rank 0 nranks 2 cudaDev {r} "
+            f"busId {r + 1}8000 - Init COMPLETE"
+        )
+    info = classify_nccl_log(lines)
+    assert info.transport == "socket", info.evidence
+    # the same pod's log without the cross-node communicators is one node's run
+    local = [line for line in lines if "nranks 2" not in line]
+    assert classify_nccl_log(local).transport == "none"

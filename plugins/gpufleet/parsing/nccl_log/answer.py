@@ -24,7 +24,11 @@ What decides (wording checked against NVIDIA/nccl ``src/init.cc``, ``src/plugin/
   ``Selected provider is efa, fabric is ...``) was seen.
 * Several networks in one file (ranks disagree) -> the WORST one is reported (a fallback anywhere
   is a fallback) and the disagreement is named in ``evidence``.
-* Single node (``nNodes 1``, or every rank on one host) with no ``via NET/`` channel -> ``none``.
+* Single node (``nNodes 1``; or, with no ``nNodes`` line, every rank of every communicator seen
+  on one host, or, pasted without NCCL's host prefixes, every rank seen with connections made
+  within the node: ``Connected all rings``, ``via P2P/``, ``via SHM/``) with no ``via NET/``
+  channel -> ``none``. A communicator with ranks missing from the log (a pod's own log of a
+  job whose other ranks ran in other pods) may span nodes: no single-node answer then.
   No network line and nothing else conclusive -> ``unknown``, except that a failed verbs call
   (``NCCL WARN Call to ibv_modify_qp failed ...``) shows NCCL connecting over its IB transport:
   ``ib``, or ``roce`` on RoCE devices.
@@ -149,15 +153,23 @@ def _single_node_reason(facts: LogFacts) -> str | None:
         return None
     if facts.max_nodes == 1:
         return facts.single_node_line or "nNodes 1"
-    if (
-        facts.max_nodes is None
-        and facts.init_seen
-        and len(facts.init_hosts) == 1
-        and len(facts.comm_ranks) == facts.max_nranks
-    ):
+    if facts.max_nodes is not None or not facts.init_seen:
+        return None
+    # no nNodes line (NCCL before 2.20 prints none): every communicator seen must be whole in
+    # the log, or one whose other ranks are elsewhere (another pod's log) may span nodes
+    partial = [n for n, ranks in facts.ranks_by_size.items() if len(ranks) < n]
+    if partial:
+        return None
+    if len(facts.init_hosts) == 1:
         return (
             f"all {facts.max_nranks} ranks of the largest communicator on host "
             f"{text(next(iter(facts.init_hosts)))}"
+        )
+    if not facts.init_hosts and facts.intra_node_line is not None:
+        # pasted without NCCL's host prefixes: every rank's connections were logged (INIT lines)
+        # and none went over the network
+        return (
+            f"all {facts.max_nranks} ranks seen, connected within the node: {facts.intra_node_line}"
         )
     return None
 

@@ -78,6 +78,13 @@ class LogFacts:
     max_nranks: int = 0
     comm_ranks: set[int] = field(default_factory=set)
     init_hosts: set[bytes] = field(default_factory=set)
+    # every communicator size seen -> the ranks of that size seen (capped): a communicator with
+    # ranks missing from the log may span hosts the log does not show
+    ranks_by_size: dict[int, set[int]] = field(default_factory=dict)
+    # the first line showing the communicator's connections made within the node
+    # (``Connected all rings``, ``via P2P/``, ``via SHM/``): with no ``via NET/`` line, and INIT
+    # lines logged, no connection crossed a node
+    intra_node_line: str | None = None
     init_seen: bool = False
     max_nodes: int | None = None
     single_node_line: str | None = None
@@ -194,6 +201,11 @@ class LogFacts:
             self.refuse(why, buf, pos)
             return
         self.init_seen = True
+        sized = self.ranks_by_size.get(nranks)
+        if sized is None and len(self.ranks_by_size) < 64:
+            sized = self.ranks_by_size[nranks] = set()
+        if sized is not None and len(sized) < 1 << 16:
+            sized.add(rank)
         if nranks > self.max_nranks:
             self.max_nranks = nranks
             self.comm_ranks = set()
@@ -254,6 +266,11 @@ class LogFacts:
         match = RING_RE.search(line)
         if match:
             self.ring_gdr.setdefault(text(match.group(1)), clip(line))
+
+    def intra_node(self, line: bytes) -> None:
+        """``Connected all rings``, or a channel line ``via P2P/...`` or ``via SHM/...``."""
+        if self.intra_node_line is None:
+            self.intra_node_line = clip(line)
 
     def net_channel_line(self, line: bytes) -> None:
         """A ``Channel ... via NET/<name>/<dev>[/GDRDMA]`` line: a connection over the network."""

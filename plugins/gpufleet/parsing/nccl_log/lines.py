@@ -27,6 +27,7 @@ __all__ = [
     "IBV_OPEN_FAIL",
     "IB_USING",
     "INFO_MARK",
+    "INTRA_NODE",
     "INIT_RE",
     "LINK_RE",
     "NODES_RE",
@@ -73,6 +74,10 @@ NRANKS = b" nranks "
 NRANKS_NODES = b" nRanks "
 GDR_LINE = b"GPU Direct RDMA "
 RING_PXN = b"use ring PXN"
+# connections made within a node (``src/transport/p2p.cc``, ``shm.cc``; ``generic.cc`` after the
+# rings: ``INFO(NCCL_INIT, "Connected all rings ...")``). Every channel line is logged at INIT, the
+# network's ``via NET/`` ones too (``src/transport/net.cc``: ``NCCL_INIT|NCCL_NET``)
+INTRA_NODE = (b"Connected all rings", b" via P2P/", b" via SHM/")
 
 # readers of the lines found
 PREFIX_RE = re.compile(  # host:pid:tid [dev], after a log viewer's timestamp glued to it

@@ -43,6 +43,7 @@ from gpufleet.parsing.nccl_log.lines import (
     IBV_OPEN_FAIL,
     INFO_MARK,
     INIT_RE,
+    INTRA_NODE,
     NODES_RE,
     NRANKS,
     NRANKS_NODES,
@@ -222,6 +223,12 @@ class Scanner:
             for match in NODES_RE.finditer(buf, lo, hi):
                 facts.nodes(match, buf)
         _each(buf, IBV_CALL_FAIL, lo, hi, facts.verbs_failure)
+        if facts.intra_node_line is None:
+            for needle in INTRA_NODE:
+                pos = buf.find(needle, lo, hi)
+                if pos >= 0:
+                    facts.intra_node(line_at(buf, pos, lo, hi))
+                    break
         if facts.gdr_channel is None:
             _each(buf, GDR_LINE, lo, hi, facts.gdr_line)
             _each(buf, RING_PXN, lo, hi, facts.ring)
