@@ -256,12 +256,15 @@ def test_nvidia_smi_remap_and_ecc():
     )
     assert first["ecc_volatile"]["dram_correctable"] == 177
     assert first["bank_histogram"]["max"] == 639
-    junk = gpufleet("nvidia-smi", "-", stdin=b"No devices were found\n")
-    assert junk.returncode == 2
-    assert junk.stderr.decode() == (
-        "gpufleet: stdin: no GPU found (expected nvidia-smi -q output with "
-        "'GPU 00000000:3B:00.0' headers)\n"
-    )
+    # nvidia-smi's own failure is read: the check could not run, which is not an unreadable file
+    failed = gpufleet("nvidia-smi", "-", stdin=b"No devices were found\n")
+    assert failed.returncode == 0, failed.stderr
+    assert json.loads(failed.stdout)["not_run"] == [
+        {"what": "nvidia-smi -q", "why": "No devices were found", "code": None}
+    ]
+    empty = gpufleet("nvidia-smi", "-", stdin=b"")
+    assert empty.returncode == 2 and empty.stdout == b""
+    assert empty.stderr.decode() == "gpufleet: stdin: is empty\n"
 
 
 def test_nvlink_error_counters():
@@ -280,13 +283,17 @@ def test_nvlink_error_counters():
         "inactive": False,
         "not_supported": False,
         "counters": {"replay": 37, "recovery": 1, "crc": 12},
+        "state": None,
+        "speed_gbps": None,
     }
-    junk = gpufleet("nvlink", "-", stdin=b"No devices were found\n")
-    assert junk.returncode == 2 and junk.stdout == b""
-    assert junk.stderr.decode() == (
-        "gpufleet: stdin: no GPU found (expected nvidia-smi nvlink -e output with "
-        "'GPU 0: <name> (UUID: GPU-...)' headers)\n"
-    )
+    failed = gpufleet("nvlink", "-", stdin=b"No devices were found\n")
+    assert failed.returncode == 0, failed.stderr
+    assert json.loads(failed.stdout)["not_run"] == [
+        {"what": "nvidia-smi nvlink", "why": "No devices were found", "code": None}
+    ]
+    empty = gpufleet("nvlink", "-", stdin=b"")
+    assert empty.returncode == 2 and empty.stdout == b""
+    assert empty.stderr.decode() == "gpufleet: stdin: is empty\n"
 
 
 def test_nvlink_garbage_file_exits_2_with_one_line(tmp_path):

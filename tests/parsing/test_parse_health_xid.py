@@ -83,3 +83,85 @@ def test_impossible_values_are_refused(line, reason):
 def test_no_nvrm_line_raises(text):
     with pytest.raises(ParseError, match="no NVRM line"):
         parse_xid_lines(text)
+
+
+@pytest.mark.parametrize(
+    ("line", "instances"),
+    [
+        # NVIDIA's A100 memory error management guide, and the driver's comment above it
+        (
+            "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel "
+            "(0x9). RST: No, D-RST: No",
+            (5, None),
+        ),
+        # the driver's format string: "PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u"
+        (
+            "[ 8012.44] NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, pid=9, name=a, "
+            "Graphics Exception",
+            (1, 2),
+        ),
+        (
+            "NVRM: Xid (PCI:0000:01:00): 94, pid=7062, Contained: CE User Channel (0x9).",
+            (None, None),
+        ),
+    ],
+)
+def test_mig_lines_keep_their_gpu_and_compute_instance(line, instances):
+    log = parse_xid_lines(line + "\n")
+    assert log.problems == ()
+    (event,) = log.events
+    assert event.pci_bus in ("0000:01:00", "0000:3b:00")
+    assert (event.gpu_instance, event.compute_instance) == instances
+
+
+def test_something_else_inside_the_parentheses_is_refused():
+    log = parse_xid_lines("NVRM: Xid (PCI:0000:01:00 VF:03): 94, pid=1, Contained: SM (0x1).\n")
+    assert log.events == ()
+    (problem,) = log.problems
+    assert problem.startswith("line 1: ") and "'VF:03'" in problem
+
+
+@pytest.mark.parametrize(
+    ("line", "logged_at"),
+    [
+        (
+            "[Thu Feb 23 16:24:18 2025] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus",
+            "[Thu Feb 23 16:24:18 2025]",
+        ),
+        ("kernel: NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.", None),
+        (
+            "2025-03-04T10:21:55.120031+00:00 gpu-07 kernel: NVRM: Xid (PCI:0000:9b:00): 79, x",
+            "2025-03-04T10:21:55.120031+00:00 gpu-07",
+        ),
+        (
+            "2025-03-04T10:21:55.120031Z stdout F [ 5107.64] NVRM: Xid (PCI:0000:9b:00): 79, x",
+            "2025-03-04T10:21:55.120031Z stdout F [ 5107.64]",
+        ),  # a pod tailing dmesg, CRI log
+        (
+            "kern  :warn  : [ 5107.644336] NVRM: Xid (PCI:0000:9b:00): 79, x",
+            "kern  :warn  : [ 5107.644336]",
+        ),  # dmesg -x
+    ],
+)
+def test_every_prefix_is_kept_as_when_it_was_logged(line, logged_at):
+    (event,) = parse_xid_lines(line + "\n").events
+    assert (event.code, event.pci_bus, event.logged_at) == (79, "0000:9b:00", logged_at)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # journalctl -k -o json
+        '{"__REALTIME_TIMESTAMP":"1700000000000000","_TRANSPORT":"kernel","MESSAGE":"NVRM: Xid '
+        '(PCI:0000:3b:00 GPU-I:02): 43, pid=77, name=python3, Ch 00000008"}',
+        # a log collector's record (Fluent Bit "log", Vector "message")
+        '{"log":"NVRM: Xid (PCI:0000:3b:00 GPU-I:02): 43, pid=77, name=python3, Ch 00000008\\n",'
+        '"stream":"stdout"}',
+    ],
+)
+def test_a_line_wrapped_as_json_is_read_through_its_message(line):
+    log = parse_xid_lines(line + "\n")
+    assert log.problems == ()
+    (event,) = log.events
+    assert (event.code, event.pci_bus, event.gpu_instance, event.pid) == (43, "0000:3b:00", 2, 77)
+    assert event.message == "Ch 00000008"

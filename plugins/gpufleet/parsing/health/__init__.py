@@ -18,6 +18,7 @@ from gpufleet.parsing.health.dcgm_exporter import (
     ExporterLink,
     parse_dcgm_exporter,
 )
+from gpufleet.parsing.health.dcgm_nvlink import parse_dcgmi_nvlink
 from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
 from gpufleet.parsing.health.nvidia_smi import (
     GpuMemoryHealth,
@@ -53,6 +54,7 @@ __all__ = [
     "parse_dcgm_diag_json",
     "parse_dcgm_diag_text",
     "parse_dcgm_exporter",
+    "parse_dcgmi_nvlink",
     "parse_nvidia_smi_remap_ecc",
     "parse_node_health",
     "parse_nvlink_errors",

@@ -6,22 +6,35 @@ A function over the text handed in: no I/O. The driver writes one line per event
     NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception ...
     NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, ...
     NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 ...           (old drivers: no "PCI:")
+    NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). ...
+    NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, pid=..., name=..., Graphics Exception
 
-with any prefix before ``NVRM:`` (``[ 5107.644336] ``, ``[Fri Aug 30 11:43:09 2024] ``,
-``May 18 19:02:39 host kernel: ``, an ISO timestamp). Per event: the PCI bus id as the driver
-writes it (``0000:3b:00``, lower case), the Xid code, the pid and process name when the driver
-knew them (``'<unknown>'`` is ``None``), the message, and the prefix before ``NVRM:`` (the
-timestamp as logged, or ``None``). What an Xid code means and what to do about it (NVIDIA's
-Xid catalog) is not this parser's business.
+The last two are a MIG GPU's: the driver adds the GPU instance (``GPU-I:%02u``) and, when it
+can attribute the error to one, the compute instance (``GPU-CI:%02u``) inside the parentheses
+(``kernel_rc.c`` / ``kernel_gsp.c`` of NVIDIA/open-gpu-kernel-modules: ``"NVRM: Xid (PCI:%04x:
+%02x:%02x GPU-I:%02u GPU-CI:%02u): %d, pid=%s, name=%s, %s"``; the ``GPU-I:05`` example is in
+NVIDIA's A100 memory error management guide). Anything else inside the parentheses is refused.
 
-A line saying ``NVRM: Xid`` that cannot be read (no bus id, a code that is not a decimal number
-in 1..999, a negative pid) is refused into ``problems``. Text holding no ``NVRM`` line at all is
-not a kernel log of a host with the NVIDIA driver: a :class:`ParseError`. A log with NVRM lines
-but no Xid is a clean log: no events.
+Any prefix before ``NVRM:`` is kept as the time it was logged (``[ 5107.644336] ``, ``dmesg -T``'s
+``[Fri Aug 30 11:43:09 2024] ``, syslog's ``May 18 19:02:39 host kernel: ``, an ISO timestamp,
+a log viewer's ``2025-03-04T10:21:55Z stdout F `` ...). A line that is a JSON object (``journalctl
+-o json``'s ``MESSAGE``, a log collector's ``message`` / ``log`` / ``msg``) is read through its
+message. Per event: the PCI bus id as the driver writes it (``0000:3b:00``, lower case), the
+MIG GPU instance and compute instance (``None`` without MIG), the Xid code, the pid and process
+name when the driver knew them (``'<unknown>'`` is ``None``), the message, and the prefix before
+``NVRM:`` (the timestamp as logged, or ``None``). What an Xid code means and what to do about it
+(NVIDIA's Xid catalog) is not this parser's business.
+
+A line saying ``NVRM: Xid`` that cannot be read (no bus id, something unknown inside the
+parentheses, a code that is not a decimal number in 1..999, a negative pid) is refused into
+``problems`` with the line. Text holding no ``NVRM`` line at all is not a kernel log of a host
+with the NVIDIA driver: a :class:`ParseError`. A log with NVRM lines but no Xid is a clean log:
+no events.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -33,9 +46,11 @@ MAX_XID = 999  # NVIDIA's catalog runs to the 150s; a 4-digit code is no Xid
 _MAX_PROBLEMS = 16
 
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\):"
-    r"\s*(?P<code>[^,\s]+)\s*,?\s*(?P<rest>.*)$"
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+    r"(?P<inside>[^)]*)\):\s*(?P<code>[^,\s]+)\s*,?\s*(?P<rest>.*)$"
 )
+_MIG = re.compile(r"^(?:\s+GPU-I:(?P<gi>\d{1,3}))?(?:\s+GPU-CI:(?P<ci>\d{1,3}))?\s*$")
+_JSON_MESSAGE = ("MESSAGE", "message", "log", "msg")
 _PID = re.compile(r"^pid=(?P<pid>'<unknown>'|<unknown>|-?\d+|\S+?)\s*(?:,\s*|$)")
 _NAME = re.compile(r"^name=(?P<name>[^,]*?)\s*(?:,\s*|$)")
 
@@ -48,6 +63,8 @@ class XidEvent:
     process: str | None
     message: str
     logged_at: str | None = None  # the text before "NVRM:" (timestamp, host), if any
+    gpu_instance: int | None = None  # MIG: "GPU-I:05" -> 5; None on a GPU without MIG
+    compute_instance: int | None = None  # MIG: "GPU-CI:02" -> 2, when the driver names one
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +85,9 @@ def _prefix(line: str, start: int) -> str | None:
 
 def _read(line: str, match: re.Match[str]) -> XidEvent | str:
     """The event of one ``NVRM: Xid`` line, or why it cannot be one."""
+    mig = _MIG.match(match.group("inside"))
+    if mig is None:
+        return f"{match.group('inside').strip()[:40]!r} after the bus id is no MIG instance"
     raw_code = match.group("code")
     if not raw_code.isdigit() or not 1 <= int(raw_code) <= MAX_XID:
         return f"Xid code {raw_code[:16]!r} is not a number in 1..{MAX_XID}"
@@ -96,7 +116,26 @@ def _read(line: str, match: re.Match[str]) -> XidEvent | str:
         process=process,
         message=rest.strip(),
         logged_at=_prefix(line, match.start()),
+        gpu_instance=int(mig.group("gi")) if mig.group("gi") else None,
+        compute_instance=int(mig.group("ci")) if mig.group("ci") else None,
     )
+
+
+def _unwrap(line: str) -> str:
+    """The message of a line a log collector wrapped as a JSON object (``journalctl -o json``'s
+    ``MESSAGE``, Fluent Bit's ``log``, Vector's ``message``); any other line as it is."""
+    stripped = line.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return line
+    try:
+        record = json.loads(stripped)
+    except ValueError:
+        return line
+    if isinstance(record, dict):
+        for key in _JSON_MESSAGE:
+            if isinstance(record.get(key), str):
+                return record[key].rstrip("\n")
+    return line
 
 
 def parse_xid_lines(text: str) -> XidLog:
@@ -112,6 +151,7 @@ def parse_xid_lines(text: str) -> XidLog:
     for number, line in enumerate(text.splitlines(), start=1):
         if "NVRM: Xid" not in line:
             continue
+        line = _unwrap(line)
         match = _XID.search(line)
         if match is None:
             problems.append(
