@@ -1,17 +1,30 @@
-"""Parse the text table ``dcgmi diag -r N`` prints (DCGM 2.x/3.x and 4.x).
+"""Parse the text table ``dcgmi diag -r N`` prints (DCGM 2.x, 3.x and 4.x).
 
 A function over the text handed in: no I/O. Rows are ``| name | value |`` inside ``+---+``
-boxes; ``|-----  Deployment  ----+---|`` rows open a category. Read:
+boxes (NVIDIA/DCGM ``dcgmi/Diag.cpp``: ``DIAG_HEADER``, ``DIAG_DATA``, ``DIAG_FOOTER``);
+``|-----  Deployment  ----+---|`` / ``+-----  Hardware  ---+---+`` rows open a category. Read:
 
-- metadata rows: ``DCGM Version``, ``Driver Version Detected``;
-- a test row: ``| PCIe | Pass |``, ``| PCIe | Pass - All |``, ``| PCIe | Fail - GPU: 0 |`` (3.x:
-  the status, and the GPUs it names), ``| Denylist | Skip |``;
-- a per-GPU row (4.x): ``|  | GPU0: Pass |`` under its test;
-- ``| Warning | GPU 0 <message> |`` / ``| Error | ...`` rows (3.x) and their continuation
-  rows (empty name, wrapped text): the message goes to the GPU it names in the test above it.
-  ``| Info | ... |`` rows are informational and not kept.
+- metadata rows: ``DCGM Version``, ``Driver Version Detected`` (the other metadata rows, such
+  as ``GPU Device IDs Detected``, are not kept);
+- a test row: ``| PCIe | Pass |``, ``| PCIe | Pass - All |``, ``| PCIe | Fail - GPU: 0 |``,
+  ``| PCIe | Pass - GPUs: 1, 2 |`` (2.x/3.x: the status and the GPUs it names), ``| Denylist |
+  Skip |``, ``| pcie | Not Run |``; 2.x/3.x put the GPUs of each other status on continuation
+  rows under it (``|  | Fail - GPU: 0 |``): those GPUs get that status, and the test the worst
+  of its rows;
+- an entity row (4.x): ``|  | GPU0: Pass |`` (``CPU0: Fail``, ``Switch1: Warn`` are not GPUs: a
+  failing one fails the test, with a message saying which);
+- message rows and their continuation rows (empty name, the text wrapped at 45 characters):
+  ``| Warning | ... |`` / ``| Error | ... |`` (2.x/3.x, and 4.x's errors of no entity) and
+  ``| Warning: GPU0 | ... |`` (4.x). A message goes to the GPU its name cell says, else to
+  every GPU its text names (``GPU 0``, ``GPU0``, ``GPU ID: 0``, ``for GPU 0``...), else it is
+  the test's own (``DcgmTest.messages``). ``Info`` rows are informational and not kept;
+  ``Code: (000000000000)`` under a 3.x ``Warn - All`` Diagnostic is not kept either.
 
-A test row whose value is not a status DCGM prints is refused into ``problems``.
+A GPU named only by a message gets its test's status (2.x/3.x print one status for all GPUs).
+A test row whose value is not a status DCGM prints is refused into ``problems``. A table whose
+box does not close, or whose last row is cut, is cut short: a :class:`NotRun` says what was
+read last. ``Error: ...`` lines ``dcgmi`` printed around the table are read as run errors
+(``gpufleet.parsing.health.dcgm.run_errors``).
 """
 
 from __future__ import annotations
@@ -20,132 +33,237 @@ import re
 
 from gpufleet.errors import ParseError
 from gpufleet.parsing.health.dcgm import (
+    _BANNER,
+    RUN,
     DcgmDiagResult,
-    DcgmGpuResult,
     DcgmTest,
+    _nothing_ran,
+    _TestBuilder,
+    named_gpus,
+    run_errors,
+    run_level,
     status_word,
     worst,
 )
+from gpufleet.parsing.health.not_run import NotRun
 
 __all__ = ["parse_dcgm_diag_text"]
 
 _SECTION = re.compile(r"^\s*[|+]-{2,}\s+(\S.*?)\s+-+\+")
+_BORDER = re.compile(r"^\s*\+[-=+]+\+\s*$")
 _STATUS = re.compile(
-    r"^(?P<word>[A-Za-z][A-Za-z ]*?)\s*(?:-\s*(?P<scope>All|GPUs?\s*:?\s*(?P<ids>[\d,\s]+)))?$"
+    r"^(?P<word>[A-Za-z][A-Za-z ]*?)\s*"
+    r"(?:-\s*(?P<scope>All|GPUs?\s*:?\s*(?P<ids>\d+(?:\s*,\s*\d+)*)\s*,?))?$"
 )
-_GPU_ROW = re.compile(r"^GPU\s*(?P<gpu>\d+)\s*:\s*(?P<word>[A-Za-z][A-Za-z ]*)$")
-_MESSAGE_GPU = re.compile(r"^GPU\s*(?P<gpu>\d+)\b[:\s]*(?P<text>.*)$")
+_ENTITY_ROW = re.compile(
+    r"^(?P<group>GPU|vGPU|Switch|GPU_I|GPU_CI|LINK|CPU|CPU_CORE|ConnectX|None)(?P<id>\d+)"
+    r"\s*:\s*(?P<word>[A-Za-z][A-Za-z ]*)$"
+)
+_MESSAGE_NAME = re.compile(
+    r"^(?P<kind>Warning|Error|Info)(?:\s*:\s*(?P<group>[A-Za-z_]+?)(?P<id>\d+))?$", re.IGNORECASE
+)
+_CODE_ROW = re.compile(r"^Code:\s*\(\d+\)$")
 _METADATA = {"DCGM Version": "version", "Driver Version Detected": "driver"}
-_IGNORED_NAMES = {"Diagnostic", "GPU Device IDs Detected", "GPU Device Serials", "Metadata"}
-_MESSAGE_NAMES = {"warning": True, "error": True, "info": False}
+_OTHER_METADATA = re.compile(
+    r"^(?:.* Device IDs Detected|GPU Device Serials|Number of CPUs Detected|"
+    r"(?:CPU )?EUD (?:Test|Package) Version|Metadata)$"
+)
 _MAX_PROBLEMS = 16
+_WRAP = 45  # dcgmi wraps messages at DATA_INFO_TAG_LEN characters
 
 
-class _Test:
-    def __init__(self, name: str, category: str | None, status: str | None, ids: list[int]):
-        self.name = name
-        self.category = category
-        self.status = status
-        self.gpu_status: dict[int, str] = {gpu: status for gpu in ids if status is not None}
-        self.messages: dict[int, list[str]] = {}
+class _Test(_TestBuilder):
+    def __init__(
+        self, name: str, category: str | None, status: str, ids: list[int], every: bool = False
+    ) -> None:
+        super().__init__(name, category)
+        self.row_status = status
+        self.every = every  # "Pass - All", "Fail - All": the status of every GPU of the run
+        self.rows: list[str] = [status]  # the test row and 2.x/3.x continuation status rows
+        for gpu in ids:
+            self.gpu(gpu, status, [])
+        # messages as read: [kind, GPU of the name cell, other entity label, text]
+        self.said: list[list[object]] = []
+        self.last = f"test {name!r}"
 
-    def freeze(self) -> DcgmTest:
-        gpus = sorted(set(self.gpu_status) | set(self.messages))
-        results = tuple(
-            DcgmGpuResult(
-                gpu,
-                self.gpu_status.get(gpu) or self.status or "fail",
-                tuple(self.messages.get(gpu, ())),
-            )
-            for gpu in gpus
-        )
-        status = self.status or worst([r.status for r in results])
-        return DcgmTest(self.name, self.category, status, results)
+    def named(self) -> set[int]:
+        """The GPUs this test names: its rows' GPUs and the GPUs its messages name."""
+        found = set(self.gpu_status)
+        for _kind, gpu, _label, text in self.said:
+            found |= {gpu} if isinstance(gpu, int) else set(named_gpus(" ".join(str(text).split())))
+        return found
+
+    def done(self, every_gpu: set[int]) -> DcgmTest:
+        if self.every:  # "X - All": every GPU the output names has this status in this test
+            for gpu in every_gpu - set(self.gpu_status):
+                self.gpu(gpu, self.row_status, [])
+        for _kind, gpu, label, text in self.said:
+            message = " ".join(str(text).split())
+            if not message:
+                continue
+            if isinstance(gpu, int):
+                self.gpu(gpu, None, [(message, None)])
+            elif label:
+                self.own_said.append((f"{label}: {message}", None))
+            else:
+                self.own(None, [(message, None)])
+        self.summary = worst(self.rows)
+        frozen = self.freeze()
+        return frozen
 
 
-def _cells(line: str) -> tuple[str, str] | None:
+def _cells(line: str) -> tuple[str, str, str] | None:
+    """``(name, value, raw value)`` of a ``| name | value |`` row; the raw value keeps the
+    spaces a wrapped message's chunk starts with."""
     stripped = line.strip()
     if not stripped.startswith("|") or stripped.startswith("|-") or stripped.startswith("|="):
         return None
-    parts = stripped.strip("|").split("|")
+    parts = stripped[1:].split("|")
+    if stripped.endswith("|"):
+        parts = parts[:-1]
     if len(parts) < 2:
         return None
-    return parts[0].strip(), "|".join(parts[1:]).strip()
+    raw = "|".join(parts[1:])
+    raw = raw[1:] if raw.startswith(" ") else raw
+    # a chunk of a wrapped message is the first 45 characters of the cell, spaces included
+    chunk = raw if len(raw.rstrip()) > _WRAP else raw[:_WRAP]
+    return parts[0].strip(), raw.strip(), chunk
 
 
 def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:
-    """Per-test, per-GPU results of the ``dcgmi diag`` text table."""
+    """Per-test, per-GPU results of the ``dcgmi diag`` text table, with its run errors and
+    what is missing from a table cut short."""
     problems: list[str] = []
     meta: dict[str, str] = {}
     tests: list[_Test] = []
     category: str | None = None
     current: _Test | None = None
-    # where a continuation row's text goes: (test, gpu, index of the message) or None
-    target: tuple[_Test, int, int] | None = None
+    target: list[object] | None = None  # the message a continuation row goes on
+    skip_continuation = False  # an Info message's rows
+    started = closed = refused = False
+    last_row = ""
+    cut: str | None = None
     for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
         section = _SECTION.match(line)
         if section:
+            started, closed = True, False
             category = section.group(1).strip()
-            target = None
+            target, skip_continuation = None, False
+            continue
+        if _BORDER.match(line):
+            started, closed = True, True
+            continue
+        if stripped == _BANNER:
+            started = True
             continue
         cells = _cells(line)
         if cells is None:
             continue
-        name, value = cells
+        started, closed = True, False
+        if not stripped.endswith("|"):
+            cut = f"a row cut short ({stripped[:60]!r})"
+        name, value, chunk = cells
         if not name and not value:
             continue
+        last_row = stripped
+        if name == "Diagnostic" and value == "Result":
+            continue  # the header (3.x also has a test named Diagnostic)
         if name in _METADATA:
             meta[_METADATA[name]] = value
             continue
-        if name in _IGNORED_NAMES or category == "Metadata":
+        if category == "Metadata" or _OTHER_METADATA.match(name):
             continue
-        kind = _MESSAGE_NAMES.get(name.lower())
-        if kind is not None:
-            target = None
-            found = _MESSAGE_GPU.match(value)
-            if kind and current is not None and found:
-                gpu = int(found.group("gpu"))
-                said = current.messages.setdefault(gpu, [])
-                said.append(found.group("text").strip())
-                target = (current, gpu, len(said) - 1)
-            elif kind and current is not None:
-                problems.append(f"test {current.name!r}: message names no GPU: {value[:60]!r}")
+        message = _MESSAGE_NAME.match(name)
+        if message:
+            target, skip_continuation = None, message.group("kind").lower() == "info"
+            if skip_continuation:
+                continue
+            if current is None:
+                problems.append(f"a '{message.group('kind')}' row before any test: {value[:60]!r}")
+                continue
+            group, number = message.group("group"), message.group("id")
+            gpu = int(number) if group and group.upper() == "GPU" else None
+            label = f"{group}{number}" if group and gpu is None else None
+            target = [message.group("kind"), gpu, label, chunk]
+            current.said.append(target)
+            current.last = f"test {current.name!r} {message.group('kind')} message"
             continue
         if not name:
-            gpu_row = _GPU_ROW.match(value)
-            if gpu_row and current is not None:
-                status = status_word(gpu_row.group("word"))
-                gpu = int(gpu_row.group("gpu"))
+            if current is None:
+                if not refused:  # the rows of a refused test are refused with it
+                    problems.append(f"a row before any test: {value[:60]!r}")
+                continue
+            entity = _ENTITY_ROW.match(value)
+            found = _STATUS.match(value) if entity is None else None
+            if entity:
+                target, skip_continuation = None, False
+                status = status_word(entity.group("word"))
+                label = f"{entity.group('group')}{entity.group('id')}"
                 if status is None:
                     problems.append(
-                        f"test {current.name!r} GPU {gpu}: status {gpu_row.group('word')!r} "
+                        f"test {current.name!r} {label}: status {entity.group('word')!r} "
                         "is not a word DCGM prints"
                     )
+                elif entity.group("group") == "GPU":
+                    current.gpu(int(entity.group("id")), status, [])
                 else:
-                    current.gpu_status[gpu] = status
-                target = None
+                    current.other(label, status, [])
+                    current.rows.append(status)
+                current.last = f"test {current.name!r} {label}"
+            elif found and found.group("scope") and status_word(found.group("word")):
+                target, skip_continuation = None, False
+                status = status_word(found.group("word"))
+                assert status is not None
+                for gpu in _ids(found.group("ids")):
+                    current.gpu(gpu, status, [])
+                current.rows.append(status)
+                current.last = f"test {current.name!r} row {value!r}"
             elif target is not None:
-                test, gpu, index = target
-                test.messages[gpu][index] += value
+                target[3] = str(target[3]) + chunk
+            elif skip_continuation or _CODE_ROW.match(value):
+                continue
+            else:
+                problems.append(f"test {current.name!r}: row {value[:60]!r} not read")
             continue
         # a test row
-        target = None
+        target, skip_continuation = None, False
         found = _STATUS.match(value)
         status = status_word(found.group("word")) if found else None
-        if status is None:
+        if status is None or found is None:
             problems.append(f"test {name!r}: {value[:40]!r} is not a status DCGM prints")
-            current = None
+            current, refused = None, True
             continue
-        ids = [int(i) for i in re.findall(r"\d+", found.group("ids") or "")] if found else []
-        current = _Test(name, category, status, ids)
+        refused = False
+        current = _Test(
+            name, category, status, _ids(found.group("ids")), found.group("scope") == "All"
+        )
         tests.append(current)
-    if not tests:
+    not_run = run_errors(text, problems)
+    if started and not closed and cut is None:
+        cut = "the table's box does not close"
+    if cut is not None:
+        last = tests[-1].last if tests else (f"row {last_row[:60]!r}" if last_row else "nothing")
+        not_run.append(NotRun(RUN, f"the output is cut short: {cut}; last read: {last}"))
+    if not tests and not started and not not_run:
         reason = "; ".join(problems[:_MAX_PROBLEMS])
         raise ParseError("no dcgmi diag test row found" + (f": {reason}" if reason else ""))
+    every_gpu = set().union(*(t.named() for t in tests)) if tests else set()
+    frozen = [t.done(every_gpu) for t in tests]
+    not_run += _nothing_ran(frozen, not_run, problems)
+    level = run_level(text, problems)
     return DcgmDiagResult(
         source="text",
         dcgm_version=meta.get("version") or None,
         driver_version=meta.get("driver") or None,
-        tests=tuple(t.freeze() for t in tests),
+        tests=tuple(frozen),
         problems=tuple(dict.fromkeys(problems[:_MAX_PROBLEMS])),
+        level=level,
+        not_run=tuple(dict.fromkeys(not_run)),
     )
+
+
+def _ids(ids: str | None) -> list[int]:
+    return [int(i) for i in re.findall(r"\d+", ids or "")]
