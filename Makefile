@@ -1,7 +1,7 @@
 # gpufleet: `make run` runs the main job on the simulated fleet; `make test` runs every test.
 # Both create .venv if missing, install the pinned requirements-dev.txt (the runtime
 # requirements.txt plus the test tools) with -c constraints.txt (and gpufleet itself, editable),
-# set AIRFLOW_HOME to .airflow/ and migrate Airflow's metadata DB.
+# set AIRFLOW_HOME to .airflow/, migrate Airflow's metadata DB and create gpufleet's ledger.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := $(CURDIR)/.venv
@@ -37,7 +37,13 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 	$(BIN)/airflow db migrate > $(AIRFLOW_HOME)/db-migrate.log 2>&1 || (cat $(AIRFLOW_HOME)/db-migrate.log; exit 1)
 	touch $@
 
-setup: $(AIRFLOW_HOME)/.migrated
+# the ledger: created here, once (`gpufleet ledger init`: the configured one, else the local
+# default $(AIRFLOW_HOME)/gpufleet/ledger.db); nothing else creates a configured ledger
+$(AIRFLOW_HOME)/.ledger-init: $(AIRFLOW_HOME)/.migrated
+	$(BIN)/gpufleet ledger init
+	touch $@
+
+setup: $(AIRFLOW_HOME)/.migrated $(AIRFLOW_HOME)/.ledger-init
 
 run: setup
 	$(BIN)/python scripts/run_fleet.py

@@ -26,7 +26,10 @@ most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming 
   `tolerance x tier x capacity`.
 
 Nodes running training jobs are not disturbed. A pool another run is validating (a second
-deployment's nightly, a manual run) is skipped, naming that run: its verdict stands.
+deployment's nightly, a manual run) is skipped, naming that run: its verdict stands. A run that
+skipped every pool validated nothing: it fails, and its report says so first; a holder Airflow
+still shows running but silent past its lease (a killed `airflow dags test`) is named with how
+to mark its run failed.
 Results go to the gpufleet ledger; the **report** task writes the report (Markdown + HTML
 with a bandwidth chart per pool) under
 `$AIRFLOW_HOME/gpufleet/reports/`. Prometheus metrics are not files: the gpufleet plugin serves

@@ -148,6 +148,11 @@ def fresh_fleet(home: Path) -> None:
         for suffix in ("", "-wal", "-shm"):
             (home / "gpufleet" / f"ledger.db{suffix}").unlink(missing_ok=True)
     shutil.rmtree(home / "gpufleet" / "reports", ignore_errors=True)
+    # the ledger is created by its one setup step, never by the first task that opens it
+    init = subprocess.run(["gpufleet", "ledger", "init"], capture_output=True, text=True)
+    print(f"    {(init.stdout or init.stderr).strip()}")
+    if init.returncode != 0:
+        raise SystemExit(init.returncode)
 
 
 def main() -> int:

@@ -178,7 +178,14 @@ def test_a_check_that_could_not_finish_is_reported_as_error_until_a_retry_supers
     assert "**0 of 1 checks passed; 1 could not finish.**" in report.markdown
     assert "| a3u-sim/h200-a | ERROR |" in report.markdown
     assert '<span class="ERROR">ERROR</span>' in Path(report.paths["report.html"]).read_text()
-    assert set(report.to_dict()) == {"paths", "markdown", "failed", "checks", "warnings"}
+    assert set(report.to_dict()) == {
+        "paths",
+        "markdown",
+        "failed",
+        "checks",
+        "warnings",
+        "not_validated",
+    }
     assert "metrics.prom" not in report.paths  # /metrics serves them live
     # the task's retry passes: its verdict is the check's last word in this run
     ledger.record_validation(
@@ -243,7 +250,10 @@ def test_a_drifting_pool_is_reported_and_alerted_with_its_figures_but_does_not_f
     run = record_drifting_history(ledger)
     ctx = {
         "run_id": run,
-        "ti": SimpleNamespace(get_task_states=lambda dag_id, run_ids: {}),  # no task failed
+        "ti": SimpleNamespace(
+            get_task_states=lambda dag_id, run_ids: {},  # no task failed
+            xcom_pull=lambda task_ids: None,  # no targets: checks recorded by hand
+        ),
         "dag": SimpleNamespace(dag_id="nightly_fabric_validation"),
     }
     paths = ValidationReportOperator(task_id="report").execute(ctx)  # a warning: no failure

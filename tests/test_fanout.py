@@ -362,3 +362,65 @@ def test_a_queued_cluster_run_of_a_paused_dag_fails_the_wait_at_once(fleet, monk
         dr = run_dag(PLANNER, conf, mark_success="report", logical_date=when)
     assert task_states(dr)["validate_clusters[0]"] == "failed"
     assert ended_at == []  # it failed without waiting
+
+
+def test_what_a_cluster_run_was_planned_to_check_follows_its_mode_and_filesystems():
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.services.validation.unvalidated import planned_checks
+
+    catalog = load_catalog()
+    keys = ["a3u-sim/h200-a", "a3u-sim/gone"]  # a pool since removed from the catalog
+    assert planned_checks(catalog, keys, "both") == [
+        ("a3u-sim", "h200-a", "fabric"),
+        ("a3u-sim", "h200-a", "storage"),
+        ("a3u-sim", "gone", "fabric"),
+    ]
+    assert planned_checks(catalog, keys, "fabric") == [
+        ("a3u-sim", "h200-a", "fabric"),
+        ("a3u-sim", "gone", "fabric"),
+    ]
+    assert planned_checks(catalog, keys, "storage") == [("a3u-sim", "h200-a", "storage")]
+
+
+def test_the_planners_report_fails_when_its_cluster_runs_validated_nothing(fleet):
+    """Every pool of both cluster runs skipped (other runs hold their locks): the planner's
+    report fails saying the fleet validated nothing, naming each pool and its holder."""
+    from datetime import UTC as utc
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from gpufleet.airflow.operators.nightly import ValidationReportOperator
+    from gpufleet.store import Ledger
+
+    ledger = Ledger()
+    pools = {"a3u-sim": ["h200-a"], "p5-sim": ["h100-a"]}
+    for cluster, names in pools.items():
+        for pool in names:
+            lock = ledger.validation_lock(cluster, pool, "fabric")
+            lock.hold("nightly_elsewhere", "night-x", datetime.now(utc))
+    runs = [
+        {
+            "trigger_run_id": f"planner-9--{cluster}",
+            "conf": {"pools": [f"{cluster}/{p}" for p in names], "mode": "fabric"},
+        }
+        for cluster, names in pools.items()
+    ]
+
+    def unknown(dag_id, run_id):  # neither holder is known to this Airflow: alive by lease
+        import httpx
+        from airflow.sdk.api.client import ServerResponseError
+
+        request = httpx.Request("GET", "http://api/execution/dag-runs/x/y/state")
+        response = httpx.Response(404, json={"detail": "not found"}, request=request)
+        raise ServerResponseError.from_response(response)
+
+    ti = SimpleNamespace(get_task_states=lambda dag_id, run_ids: {}, get_dagrun_state=unknown)
+    ctx = {"run_id": "planner-9", "ti": ti, "dag": SimpleNamespace(dag_id=PLANNER)}
+    with pytest.raises(AirflowFailException) as err:
+        ValidationReportOperator(task_id="report", runs=runs).execute(ctx)
+    message = str(err.value)
+    assert message.startswith("this run validated nothing: none of its 2 planned checks")
+    assert "a3u-sim/h200-a fabric: skipped" in message and "p5-sim/h100-a fabric" in message
+    assert message.count("run night-x of nightly_elsewhere") == 2

@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 
 from gpufleet.errors import LedgerError
 from gpufleet.store import LEDGER_CONN_ID, Ledger
+from tests.test_ledger import ledger_url  # noqa: F401 - fixture (SQLite and PostgreSQL)
 
 PASSWORD = "pw-s3cret"
 
@@ -79,7 +80,15 @@ def _cli_ledger():
     return open_ledger()
 
 
+def _task_ledger():
+    from gpufleet.airflow.operators.common import ledger
+
+    return ledger()
+
+
 ENTRY_POINTS = {"ui": _ui_ledger, "metrics": _metrics_ledger, "cli": _cli_ledger}
+# every entry point that opens the ledger, tasks included: none of them creates a configured one
+OPENERS = {**ENTRY_POINTS, "task": _task_ledger}
 
 
 def test_every_entry_point_reads_the_ledger_the_metastore_connection_names(
@@ -114,18 +123,94 @@ def test_an_unreachable_configured_ledger_is_an_error(metastore_connection, flee
     assert not (fleet_state / "ledger.db").exists()
 
 
-@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("entry", sorted(OPENERS))
 def test_a_configured_ledger_file_that_does_not_exist_is_not_created(
     metastore_connection, fleet_state, tmp_path, entry
 ):
+    """Tasks too (issue 31): the next scheduled task used to create the file, and from then on
+    the UI, /metrics and the CLI read an empty fleet without a word."""
     missing = tmp_path / "typo" / "ledger.db"
     missing.parent.mkdir()
     metastore_connection(conn_type="sqlite", host=str(missing))
-    with pytest.raises(LedgerError, match="does not exist"):
-        ENTRY_POINTS[entry]()
+    with pytest.raises(LedgerError, match="does not exist") as err:
+        OPENERS[entry]()
+    message = str(err.value)
+    assert LEDGER_CONN_ID in message and str(missing) in message
+    assert "`gpufleet ledger init`" in message  # what to do
     assert not missing.exists()
+    assert not (fleet_state / "ledger.db").exists()  # nor an empty default in its place
+
+
+def test_ledger_init_creates_the_configured_ledger_once_and_every_entry_point_opens_it(
+    metastore_connection, fleet_state, tmp_path, capsys
+):
+    """``gpufleet ledger init`` is the one step that creates a configured ledger: it finds it
+    as the entry points do (here the metastore's connection), says what it did, and run again
+    changes nothing and says so."""
+    from gpufleet.cli import main
+
+    path = tmp_path / "new" / "fleet-ledger.db"
+    metastore_connection(conn_type="sqlite", host=str(path))
+    assert main(["ledger", "init"]) == 0
+    out = capsys.readouterr().out
+    assert "created the ledger" in out and str(path) in out and LEDGER_CONN_ID in out
+    assert path.exists()
+    Ledger(f"sqlite:///{path}").set_pool_state("a3u-sim", "h200-a", "validated", "kept")
+    assert main(["ledger", "init"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to do" in out and str(path) in out
+    for name, open_ in OPENERS.items():
+        assert open_().pool_state("a3u-sim", "h200-a")["reason"] == "kept", name
+    assert not (fleet_state / "ledger.db").exists()
+
+
+def test_ledger_init_refuses_an_unreachable_ledger_without_its_password(
+    monkeypatch, fleet_state, capsys
+):
+    from gpufleet.cli import main
+
+    monkeypatch.setenv(
+        "GPUFLEET_LEDGER_URL", f"postgresql+psycopg2://fleet:{PASSWORD}@127.0.0.1:1/ledger"
+    )
+    assert main(["ledger", "init"]) == 2
+    err = capsys.readouterr().err
+    assert "127.0.0.1:1/ledger" in err and "GPUFLEET_LEDGER_URL" in err
+    assert PASSWORD not in err and "fleet@" not in err
+
+
+def test_open_refuses_a_missing_file_gives_an_empty_one_tables_and_create_makes_it(
+    fleet_state, tmp_path
+):
+    """Opening prepares an existing ledger's schema (``ensure_schema``); ``create`` is the only
+    way a configured file comes to be (``gpufleet ledger init`` and tests' fixtures)."""
+    from gpufleet.store import open_ledger
+
+    source = "GPUFLEET_LEDGER_URL"
+    missing = f"sqlite:///{tmp_path / 'absent.db'}"
+    with pytest.raises(LedgerError, match="does not exist"):
+        open_ledger(missing, source)
+    assert not (tmp_path / "absent.db").exists()
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # a file with no tables yet: given them on open
+    assert open_ledger(f"sqlite:///{empty}", source).count("gf_validations") == 0
+    made = open_ledger(f"sqlite:///{tmp_path / 'sub' / 'made.db'}", source, create=True)
+    assert made.count("gf_validations") == 0 and (tmp_path / "sub" / "made.db").exists()
 
 
 def test_nothing_configured_is_the_local_default(airflow_db, fleet_state):
     for name, open_ in ENTRY_POINTS.items():
         assert open_().url == f"sqlite:///{fleet_state / 'ledger.db'}", name
+
+
+def test_init_ledger_creates_then_finds_it_on_sqlite_and_postgresql(ledger_url):  # noqa: F811
+    """On a database server the database exists (its administrator made it) and init gives it
+    the tables; a SQLite file is made. Either way, run again, it changes nothing."""
+    from gpufleet.store import init_ledger
+
+    first = init_ledger(ledger_url, "GPUFLEET_LEDGER_URL")
+    assert first.action == "created", first
+    Ledger(ledger_url).set_pool_state("a3u-sim", "h200-a", "validated", "kept")
+    again = init_ledger(ledger_url, "GPUFLEET_LEDGER_URL")
+    assert again.action == "ready" and "nothing to do" in again.text()
+    assert "GPUFLEET_LEDGER_URL" in again.text() and "postgres@" not in again.text()
+    assert Ledger(ledger_url).pool_state("a3u-sim", "h200-a")["reason"] == "kept"

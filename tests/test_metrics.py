@@ -360,3 +360,65 @@ def test_a_scrape_from_what_the_api_server_keeps_is_a_fresh_scrape(airflow_db, f
     again = scrape(now)
     assert memo.written == written + 1  # a3u-sim alone
     assert samples(again.decode())[("gpufleet_fabric_transport_ok", at("h200-a"))] == 0
+
+
+# --- a ledger that cannot be read (issue 31): 503 in text naming it, never a bare 500 ----------
+
+LEDGER_PASSWORD = "metrics-ledger-pw-s3cret"
+DOWN = {  # a PostgreSQL ledger nothing answers for (port 1: refused at once)
+    "conn_type": "postgres",
+    "host": "127.0.0.1",
+    "port": 1,
+    "login": "fleetuser",
+    "password": LEDGER_PASSWORD,
+    "schema": "ledger",
+}
+
+
+def _scrape_503(resp, *must: str) -> None:
+    assert resp.status_code == 503, (resp.status_code, resp.text[:300])
+    assert resp.headers["content-type"].startswith("text/plain")
+    assert resp.headers.get("retry-after") == "60"
+    assert "gpufleet_ledger" in resp.text and "# TYPE" not in resp.text
+    for word in must:
+        assert word in resp.text, (word, resp.text)
+    assert LEDGER_PASSWORD not in resp.text and "fleetuser" not in resp.text
+
+
+def test_an_unreachable_ledger_is_a_503_in_text_naming_it(client, monkeypatch, fleet_state):
+    configure(monkeypatch)
+    monkeypatch.setenv("AIRFLOW_CONN_GPUFLEET_LEDGER", json.dumps(DOWN))
+    resp = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    _scrape_503(resp, "127.0.0.1:1/ledger", "Connection refused", "What to do")
+    assert not (fleet_state / "ledger.db").exists()
+
+
+def test_a_configured_ledger_file_that_does_not_exist_is_a_503_and_is_not_made(
+    client, monkeypatch, tmp_path
+):
+    configure(monkeypatch)
+    missing = tmp_path / "typo" / "ledger.db"
+    missing.parent.mkdir()
+    conn = {"conn_type": "sqlite", "host": str(missing)}
+    monkeypatch.setenv("AIRFLOW_CONN_GPUFLEET_LEDGER", json.dumps(conn))
+    resp = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    _scrape_503(resp, str(missing), "does not exist", "gpufleet ledger init")
+    assert not missing.exists()
+
+
+def test_a_ledger_that_stops_answering_after_opening_is_a_503(
+    airflow_db, fleet_state, monkeypatch, tmp_path
+):
+    from sqlalchemy import create_engine
+
+    from gpufleet.store import open_ledger
+
+    configure(monkeypatch)
+    led = open_ledger(
+        f"sqlite:///{tmp_path / 'fleet.db'}", "the Airflow connection gpufleet_ledger", create=True
+    )
+    led.engine = create_engine(f"postgresql+psycopg2://fleetuser:{LEDGER_PASSWORD}@127.0.0.1:1/x")
+    app = FastAPI()
+    app.include_router(make_router(ledger_factory=lambda: led))
+    resp = TestClient(app).get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    _scrape_503(resp, "127.0.0.1:1/x", "OperationalError", "What to do")

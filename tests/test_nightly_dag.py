@@ -316,3 +316,56 @@ def test_sim_faults_outside_the_runs_scope_are_refused_before_any_is_injected(fl
     assert states["inject_faults"] == "failed" and states["fabric_targets"] == "upstream_failed"
     assert Ledger().validations_for_run(dr.run_id) == []  # nothing was validated
     assert SimState().faults() == []
+
+
+# --- a nightly that validated nothing says so and fails (issue 31) -----------------------------
+
+
+def test_a_nightly_that_skips_every_pool_fails_saying_it_validated_nothing(fleet):
+    """Another run holds h200-a's fabric and storage locks (a run this Airflow does not know,
+    heard from just now: alive by its lease). Every task skips the pool and the run recorded
+    nothing: it fails, and its report says it validated nothing and who holds the locks."""
+    from datetime import UTC, datetime
+
+    ledger = Ledger()
+    for kind in ("fabric", "storage"):
+        lock = ledger.validation_lock("a3u-sim", "h200-a", kind)
+        lock.hold("nightly_elsewhere", "night-x", datetime.now(UTC))
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"]})
+    states = task_states(dr)
+    assert str(dr.state) == "failed", states
+    assert states["validate_fabric[0]"] == "skipped" and states["validate_storage[0]"] == "skipped"
+    assert states["report"] == "failed"
+    assert Ledger().validations_for_run(dr.run_id) == []
+    report = (state_dir() / "reports" / "latest" / "report.md").read_text()
+    assert "**VALIDATED NOTHING: 2 planned checks recorded no verdict**" in report
+    assert "a3u-sim/h200-a fabric: skipped, its lock is held by run night-x" in report
+    assert "its verdict stands" in report
+
+
+def test_a_killed_dags_test_still_running_in_airflow_is_named_with_how_to_clear_it(fleet):
+    """A ``dags test`` killed while it validated h200-a: its run stays ``running`` in Airflow
+    (nothing marks it failed), so its lock is never seen dead, and three hours after its last
+    heartbeat every nightly would skip the pool. The next nightly names that run as stuck, with
+    how to mark it failed, and fails."""
+    from datetime import UTC, datetime, timedelta
+
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    killed = run_dag(DAG, {"pools": ["a3u-sim/nope"]}).run_id  # a real run of this Airflow
+    with create_session() as session:
+        session.query(DagRun).filter(DagRun.dag_id == DAG, DagRun.run_id == killed).update(
+            {"state": "running"}
+        )
+    lock = Ledger().validation_lock("a3u-sim", "h200-a", "fabric")
+    lock.hold(DAG, killed, datetime.now(UTC) - timedelta(hours=3))
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"], "mode": "fabric"})
+    states = task_states(dr)
+    assert str(dr.state) == "failed", states
+    assert states["validate_fabric[0]"] == "skipped" and states["report"] == "failed"
+    report = (state_dir() / "reports" / "latest" / "report.md").read_text()
+    assert f"its lock is held by run {killed} of {DAG}" in report
+    assert "Airflow still shows that run running" in report
+    assert f"Runs > {killed} > Mark run as failed" in report
+    assert f"PATCH /api/v2/dags/{DAG}/dagRuns/{killed}" in report

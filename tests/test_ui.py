@@ -446,3 +446,96 @@ def test_the_report_tab_shows_hostile_reasons_as_text_within_the_csp(client, tok
     assert '<link rel="stylesheet" href="/gpufleet/static/gpufleet.css">' in r.text
     assert "<style" not in r.text and " style=" not in r.text
     assert_security_headers(r)
+
+
+# --- a ledger that cannot be read (issue 31): 503 naming it and what to do, never a bare 500 or
+# a 404 "Unknown pool"; never its password -----------------------------------------------------
+
+LEDGER_PASSWORD = "ui-ledger-pw-s3cret"
+DOWN = {  # a PostgreSQL ledger nothing answers for (port 1: refused at once)
+    "conn_type": "postgres",
+    "host": "127.0.0.1",
+    "port": 1,
+    "login": "fleetuser",
+    "password": LEDGER_PASSWORD,
+    "schema": "ledger",
+}
+
+
+def _configured_app(monkeypatch, conn: dict):
+    """The app as the api-server serves it (the ledger found by ``LedgerHook``), with the
+    ``gpufleet_ledger`` connection ``conn`` in the environment."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from gpufleet.airflow.ui.app import create_app
+
+    monkeypatch.setenv("AIRFLOW_CONN_GPUFLEET_LEDGER", json.dumps(conn))
+    root = FastAPI()
+    root.mount("/gpufleet", create_app())
+    return TestClient(root)
+
+
+def _unreachable_answer(r, *must: str) -> str:
+    """The 503's text, checked: it names the connection and holds ``must`` (which ledger,
+    why, what to do), and shows no credential."""
+    assert r.status_code == 503, (r.request.url, r.status_code, r.text[:300])
+    assert r.headers.get("retry-after") == "60"
+    text = r.json()["detail"] if "/api/" in r.request.url.path else r.text
+    assert "gpufleet_ledger" in text, text
+    for word in must or ("What to do",):
+        assert word in text, (word, text)
+    for secret in (LEDGER_PASSWORD, "fleetuser"):
+        assert secret not in r.text, r.text
+    assert "Unknown pool" not in r.text
+    return text
+
+
+def test_an_unreachable_ledger_answers_503_naming_it_on_every_page(
+    airflow_db, fleet_state, token, monkeypatch
+):
+    client = _configured_app(monkeypatch, DOWN)
+    for path in PAGES:
+        r = client.get(path, headers=auth(token))
+        _unreachable_answer(r, "127.0.0.1:1/ledger", "Connection refused", "What to do")
+        assert_security_headers(r)
+    r = client.get(f"/gpufleet/pools/{CLUSTER}/{POOL}", headers=auth(token))
+    assert "Ledger unreachable" in r.text  # the page, not "Unknown pool"
+    assert not (fleet_state / "ledger.db").exists()  # no empty default stands in for it
+
+
+def test_a_configured_ledger_file_that_does_not_exist_answers_503_and_is_not_made(
+    airflow_db, fleet_state, token, monkeypatch, tmp_path
+):
+    missing = tmp_path / "typo" / "ledger.db"
+    missing.parent.mkdir()
+    client = _configured_app(monkeypatch, {"conn_type": "sqlite", "host": str(missing)})
+    for path in PAGES:
+        _unreachable_answer(
+            client.get(path, headers=auth(token)), str(missing), "gpufleet ledger init"
+        )
+    assert not missing.exists()
+
+
+def test_a_ledger_that_goes_away_after_opening_answers_503_not_500(
+    airflow_db, fleet_state, token, tmp_path
+):
+    """Opened (its schema read), then its database stops answering: the reads fail at the
+    driver, and every route says which ledger and what to do."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from sqlalchemy import create_engine
+
+    from gpufleet.airflow.ui.app import create_app
+    from gpufleet.store import open_ledger
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    led = open_ledger(url, "the Airflow connection gpufleet_ledger", create=True)
+    down = f"postgresql+psycopg2://fleetuser:{LEDGER_PASSWORD}@127.0.0.1:1/ledger"
+    led.engine = create_engine(down, pool_pre_ping=True)
+    root = FastAPI()
+    root.mount("/gpufleet", create_app(ledger_factory=lambda: led))
+    client = TestClient(root)
+    for path in PAGES:
+        r = client.get(path, headers=auth(token))
+        _unreachable_answer(r, "127.0.0.1:1/ledger", "OperationalError", "What to do")

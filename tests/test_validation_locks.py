@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException, TaskDeferred
@@ -116,3 +117,144 @@ def test_a_validation_that_cannot_finish_hands_the_lock_on(airflow_db, fleet_sta
     with pytest.raises(Exception):  # noqa: B017, PT011 - any error: it is recorded
         op.execute(_context("night-z"))
     assert Ledger().validation_lock("no-such-cluster", POOL, "fabric").row() is None
+
+
+# --- a run that validated nothing says so (issue 31) --------------------------------------------
+
+
+class _Ti:
+    """The report task's task instance: this run's targets (XCom), no failed task, and what
+    Airflow says of another run (``states``: run id -> state; 404 for the rest)."""
+
+    def __init__(self, targets: dict[str, list[dict]], states: dict[str, str]):
+        self.targets, self.states = targets, states
+
+    def xcom_pull(self, task_ids: str):
+        return self.targets.get(task_ids)
+
+    def get_task_states(self, dag_id, run_ids):
+        return {}
+
+    def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
+        if run_id not in self.states:
+            from airflow.sdk.api.client import ServerResponseError
+
+            raise ServerResponseError.from_response(_404())  # unknown to this Airflow
+        return self.states[run_id]
+
+
+def _404():
+    import httpx
+
+    request = httpx.Request("GET", "http://api/execution/dag-runs/x/y/state")
+    return httpx.Response(404, json={"detail": "not found"}, request=request)
+
+
+def _report(run_id: str, ti: _Ti):
+    from types import SimpleNamespace
+
+    from gpufleet.airflow.operators.nightly import ValidationReportOperator
+
+    ctx = {"run_id": run_id, "ti": ti, "dag": SimpleNamespace(dag_id=DAG)}
+    return ValidationReportOperator(task_id="report").execute(ctx)
+
+
+TARGETS = {
+    "fabric_targets": [{"cluster": CLUSTER, "node_pool": POOL}],
+    "storage_targets": [{"cluster": CLUSTER, "node_pool": POOL}],
+}
+
+
+def test_a_run_that_skipped_every_pool_fails_saying_it_validated_nothing(airflow_db, fleet_state):
+    """Another run (unknown to this Airflow, its lease fresh) validates the pool: this run's
+    tasks skipped it and it recorded nothing. Green would read "validated"; it fails, naming
+    the holder, and its report says so first."""
+    from datetime import UTC, datetime
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    ledger = Ledger()
+    now = datetime.now(UTC)
+    for kind in ("fabric", "storage"):
+        ledger.validation_lock(CLUSTER, POOL, kind).hold("nightly_elsewhere", "night-x", now)
+    with pytest.raises(AirflowFailException) as err:
+        _report("night-y", _Ti(TARGETS, {}))
+    message = str(err.value)
+    assert message.startswith("this run validated nothing: none of its 2 planned checks")
+    assert f"{CLUSTER}/{POOL} fabric: skipped" in message and "run night-x" in message
+    assert "its verdict stands" in message and "Mark run as failed" not in message
+    report = (fleet_state / "reports" / "night-y" / "report.md").read_text()
+    assert "## Not validated by this run" in report
+    assert "**VALIDATED NOTHING: 2 planned checks recorded no verdict**" in report
+    html = (fleet_state / "reports" / "night-y" / "report.html").read_text()
+    assert 'id="not-validated"' in html and "night-x" in html
+
+
+def test_a_stuck_holder_is_named_with_how_to_clear_it(airflow_db, fleet_state):
+    """A killed ``airflow dags test`` leaves its run ``running``: Airflow calls it alive, so
+    its lock never passes on. Silent for three hours (the lease is one), it is named as stuck,
+    with the exact way to mark its run failed, and the run fails even though another pool
+    was validated."""
+    from datetime import UTC, datetime, timedelta
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    ledger = Ledger()
+    silent_since = datetime.now(UTC) - timedelta(hours=3)
+    ledger.validation_lock(CLUSTER, POOL, "fabric").hold(DAG, "manual__killed", silent_since)
+    ledger.record_validation(
+        run_id="night-y",
+        cluster=CLUSTER,
+        pool="h200-b",
+        kind="fabric",
+        passed=True,
+        transport="gib",
+        expected_transport="gib",
+        busbw_gbps=350.0,
+        baseline_gbps=355.0,
+        started_at=datetime.now(UTC),
+    )
+    targets = {"fabric_targets": [{"cluster": CLUSTER, "node_pool": p} for p in (POOL, "h200-b")]}
+    with pytest.raises(AirflowFailException) as err:
+        _report("night-y", _Ti(targets, {"manual__killed": "running"}))
+    message = str(err.value)
+    assert "run manual__killed of nightly_fabric_validation" in message
+    assert "Airflow still shows that run running (or queued)" in message
+    assert "has not renewed its lease for 180 minutes" in message
+    assert "killed `airflow dags test`" in message
+    clear = (
+        "Dags > nightly_fabric_validation > Runs > manual__killed > Mark run as failed; or the "
+        "REST API: PATCH /api/v2/dags/nightly_fabric_validation/dagRuns/manual__killed with "
+        '{"state": "failed"}'
+    )
+    assert clear in message
+    report = (fleet_state / "reports" / "night-y" / "report.md").read_text()
+    assert "Mark run as failed" in report and "VALIDATED NOTHING" not in report
+
+
+def test_a_pool_skipped_behind_a_live_holder_leaves_a_run_that_validated_others_green(
+    airflow_db, fleet_state
+):
+    """One pool skipped (its holder alive and heard from), another validated: the run
+    succeeds, and its report lists what it did not validate and who does."""
+    from datetime import UTC, datetime
+
+    ledger = Ledger()
+    ledger.validation_lock(CLUSTER, POOL, "fabric").hold(DAG, "manual__live", datetime.now(UTC))
+    ledger.record_validation(
+        run_id="night-y",
+        cluster=CLUSTER,
+        pool="h200-b",
+        kind="fabric",
+        passed=True,
+        transport="gib",
+        expected_transport="gib",
+        busbw_gbps=350.0,
+        baseline_gbps=355.0,
+        started_at=datetime.now(UTC),
+    )
+    targets = {"fabric_targets": [{"cluster": CLUSTER, "node_pool": p} for p in (POOL, "h200-b")]}
+    paths = _report("night-y", _Ti(targets, {"manual__live": "running"}))
+    report = Path(paths["report.md"]).read_text()
+    assert "**1 planned checks recorded no verdict**" in report
+    assert f"{CLUSTER}/{POOL} fabric: skipped" in report and "manual__live" in report

@@ -5,8 +5,9 @@ Tasks, the UI pages and ``/metrics`` open the ledger through it, in the order
 Airflow connection ``gpufleet_ledger`` as Airflow itself finds it (in a task through the Task
 SDK; in the api-server through ``Connection.get_connection_from_secrets``: environment
 variables, secrets backends and the metadata DB); else, only when nothing is configured, the
-local SQLite default. A configured ledger that cannot be reached is a ``LedgerError`` naming
-the connection and the URL without its credentials, never an empty SQLite file.
+local SQLite default. A configured ledger that cannot be reached, or a configured SQLite file
+that does not exist, is a ``LedgerError`` naming the connection and the URL without its
+credentials, never an empty SQLite file: only ``gpufleet ledger init`` creates a ledger.
 """
 
 from __future__ import annotations
@@ -62,19 +63,20 @@ class LedgerHook(BaseHook):
 
         return resolve_ledger_url(find_connection, self.ledger_conn_id)
 
-    def get_conn(self, create: bool = True) -> Ledger:
-        """The ledger, its schema prepared. ``create=False`` (readers: UI, /metrics) refuses a
-        configured SQLite file that does not exist instead of creating an empty one."""
+    def get_conn(self) -> Ledger:
+        """The ledger, its schema prepared. A configured SQLite file that does not exist is
+        refused (``LedgerError``: run ``gpufleet ledger init``), by tasks as by readers (UI,
+        /metrics): none of them creates a configured ledger (``store.opening``)."""
         from gpufleet.errors import LedgerError
-        from gpufleet.store import Ledger, refuse_missing_file
+        from gpufleet.store import open_ledger
         from gpufleet.store.database import display_url
 
         url, source = self.resolve()
-        if not create:
-            refuse_missing_file(url, source)
         try:
-            return Ledger(url)
+            return open_ledger(url, source)
         except LedgerError as exc:
+            if source in str(exc):
+                raise
             raise LedgerError(f"the ledger named by {source} cannot be used: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - a driver missing, a URL SQLAlchemy refuses
             raise LedgerError(

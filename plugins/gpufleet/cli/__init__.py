@@ -29,6 +29,7 @@ _COMMANDS = (
     "status_cmd",
     "node_cmd",
     "catalog_cmd",
+    "ledger_cmd",
 )
 
 

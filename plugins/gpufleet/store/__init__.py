@@ -4,8 +4,10 @@ decisions and launches.
 Its own database (never Airflow's metadata DB): the Airflow connection ``LEDGER_CONN_ID``
 (``gpufleet_ledger``), by default a SQLite file under ``$AIRFLOW_HOME/gpufleet``, PostgreSQL in
 docker-compose. ``database`` finds it (one resolution order for every entry point, Airflow's
-connection lookup injected by the caller), ``schema`` holds the versioned tables, ``ledger``
-the reads and writes. SQLAlchemy Core. May import ``gpufleet.config`` and ``gpufleet.domain``.
+connection lookup injected by the caller), ``opening`` opens it (a configured SQLite file that
+is not there is refused: only ``init_ledger``, ``gpufleet ledger init``, creates one), ``schema``
+holds the versioned tables, ``ledger`` the reads and writes. SQLAlchemy Core. May import
+``gpufleet.config`` and ``gpufleet.domain``.
 """
 
 from gpufleet.store.database import (
@@ -16,12 +18,16 @@ from gpufleet.store.database import (
     resolve_ledger_url,
 )
 from gpufleet.store.ledger import Ledger
+from gpufleet.store.opening import LedgerInit, init_ledger, open_ledger
 
 __all__ = [
     "LEDGER_CONN_ID",
     "Ledger",
+    "LedgerInit",
     "connection_to_url",
     "default_ledger_url",
+    "init_ledger",
+    "open_ledger",
     "refuse_missing_file",
     "resolve_ledger_url",
 ]

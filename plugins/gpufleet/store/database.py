@@ -110,21 +110,39 @@ def resolve_ledger_url(
     return default_sqlite_url(), DEFAULT_SOURCE
 
 
-def refuse_missing_file(url: str, source: str) -> None:
-    """A configured SQLite ledger whose file does not exist: a reader (UI, /metrics, CLI)
-    would create an empty one and show an empty fleet. Raise ``LedgerError`` instead."""
-    if source == DEFAULT_SOURCE or not url.startswith("sqlite"):
-        return
+INIT_COMMAND = "gpufleet ledger init"  # the one step that creates a ledger (docs/ui.md)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite ledger URL names (SQLite's ``file:`` URI form read too); None for
+    another database, an in-memory one, or a URL naming no file."""
+    if not url.startswith("sqlite"):
+        return None
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
     path = parsed.database
     if path and parsed.query.get("uri") == "true" and path.startswith("file:"):
         path = path.removeprefix("file:").split("?", 1)[0]  # SQLite's URI filename
-    if path and path != ":memory:" and not os.path.exists(path):
+    return path if path and path != ":memory:" else None
+
+
+def refuse_missing_file(url: str, source: str) -> None:
+    """A configured SQLite ledger is opened, never created: only ``gpufleet ledger init``
+    (``store.opening.init_ledger``) creates one. Opening a file that is not there would make
+    an empty ledger (SQLite creates the file), and every entry point (tasks, UI, /metrics, CLI)
+    would then show an empty fleet without a word: raise ``LedgerError`` naming where the
+    location came from (the connection id) and the file, and what to do. The local default
+    (nothing configured) is exempt: it is gpufleet's own file in its state folder."""
+    if source == DEFAULT_SOURCE:
+        return
+    path = sqlite_file(url)
+    if path and not os.path.exists(path):
         raise LedgerError(
-            f"the ledger named by {source} ({display_url(url)}) does not exist: "
-            "point the connection at the ledger the DAGs write, or run a DAG first"
+            f"the ledger named by {source} ({display_url(url)}) does not exist: a configured "
+            f"ledger is opened, never created; create it with `{INIT_COMMAND}` (with the "
+            "configuration the DAGs run with), or point the connection at the ledger the "
+            "DAGs write"
         )
 
 

@@ -188,6 +188,13 @@ class ValidationReportOperator(BaseOperator):
     """Judge drift, write the run's report; alert on drift (a warning:
     the task still succeeds when every check passed); fail if any check failed.
 
+    A run that planned checks and recorded none (every pool skipped: other runs hold their
+    validation locks) fails, saying so in the report and in the failure: green must mean
+    validated. A pool skipped behind a stuck holder (Airflow shows its run running, its lease
+    lapsed: a killed ``airflow dags test``) fails the run too, naming the run and how to mark
+    it failed. Airflow 3's Task SDK gives a task no way to write its own run's note (only a
+    triggering operator's ``note``), so the failure's message is the run's last word.
+
     ``runs`` (the planner's: its plan, a list of ``trigger_run_id``/``conf`` mappings): report
     over the verdicts of those runs instead of this run's own; each judged its drift already."""
 
@@ -203,11 +210,16 @@ class ValidationReportOperator(BaseOperator):
         from gpufleet.airflow.notifiers import send_alert
         from gpufleet.airflow.operators.common import failed_tasks, ledger
         from gpufleet.config.catalog import load_catalog
+        from gpufleet.services.validation.unvalidated import nothing_validated_text
         from gpufleet.services.views.nightly_report import nightly_report
 
         run_id = context["run_id"]
         children = None if self.runs is None else [r["trigger_run_id"] for r in self.runs]
-        result = nightly_report(ledger(), load_catalog(), run_id, runs=children)
+        book, catalog = ledger(), load_catalog()
+        planned, skipped = self._not_validated(context, book, catalog, children)
+        result = nightly_report(
+            book, catalog, run_id, runs=children, not_validated=[s.text() for s in skipped]
+        )
         self.log.info("report:\n%s", result.markdown)
         self.log.info("HTML report: %s", result.paths["report.html"])
         if result.warnings:
@@ -221,8 +233,57 @@ class ValidationReportOperator(BaseOperator):
         # a task that failed before recording a verdict (bad scope, lost cluster) fails the
         # run too: the report is the run's last word
         failed += [f"task {key} did not succeed" for key in failed_tasks(context, ("report",))]
+        for s in skipped:
+            self.log.warning("not validated: %s", s.text())
+        if planned and result.checks == 0:
+            # validated nothing (every pool skipped: other runs hold their locks): a green
+            # run would read as "validated" to whoever looks; it fails, saying so first
+            also = f" | also: {' | '.join(failed)}" if failed else ""
+            raise AirflowFailException(nothing_validated_text(skipped, len(planned)) + also)
+        # a stuck holder (alive to Airflow, silent past its lease) skips its pools every
+        # night until cleared: a problem of this run's, with how to clear it
+        failed += [s.text() for s in skipped if s.stuck]
         if failed:
             raise AirflowFailException(
                 f"{len(failed)} problem(s) in this validation run: " + " | ".join(failed)
             )
         return dict(result.paths)
+
+    def _not_validated(
+        self, context, book: Any, catalog: Any, children: list[str] | None
+    ) -> tuple[list[tuple[str, str, str]], list[Any]]:
+        """The checks this run planned (its targets; a planner's: its cluster runs' pools),
+        and those it recorded no verdict for, each with its lock's holder
+        (``services.validation.unvalidated``)."""
+        from datetime import UTC, datetime
+
+        from gpufleet.airflow.operators.runs import run_liveness
+        from gpufleet.services.validation.unvalidated import not_validated, planned_checks
+
+        run_id = context["run_id"]
+        if children is None:
+            ti = context["ti"]
+            planned = [
+                (t["cluster"], t["node_pool"], kind)
+                for kind in ("fabric", "storage")
+                for t in (ti.xcom_pull(task_ids=f"{kind}_targets") or [])
+            ]
+            rows = book.validations_for_run(run_id)
+        else:
+            planned = [
+                check
+                for r in self.runs or ()
+                for check in planned_checks(
+                    catalog, (r.get("conf") or {}).get("pools") or (), r["conf"].get("mode", "both")
+                )
+            ]
+            rows = [row for child in children for row in book.validations_for_run(child)]
+        skipped = not_validated(
+            book,
+            planned,
+            rows,
+            [run_id, *(children or ())],
+            lambda dag_id, holder_run: run_liveness(context, dag_id, holder_run),
+            datetime.now(UTC),
+        )
+        return planned, skipped

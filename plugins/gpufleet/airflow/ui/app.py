@@ -7,7 +7,9 @@ resolved by the api-server's own ``get_user``: the ``Authorization: Bearer`` JWT
 ``_token`` cookie the UI's login sets (the UI iframes these pages from the same origin, so the
 browser sends it). Without a valid token a data route answers 401 and a page redirects to the
 login page. ``/metrics`` (``metrics.py``) checks its own bearer token; ``/static`` holds only
-the vendored chart library and our stylesheet and script.
+the vendored chart library and our stylesheet and script. A ledger that cannot be read is a
+503 naming it (connection id, host or file; never a password) and what to do
+(``unreachable.py``), on every route.
 
 Every response carries ``SECURITY_HEADERS``: a Content-Security-Policy that lets the pages load
 script, style and images from this origin only (no inline script or style) and be framed by the
@@ -29,7 +31,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import MutableHeaders
 
-from gpufleet.airflow.ui import metrics, pages
+from gpufleet.airflow.ui import metrics, pages, unreachable
 from gpufleet.airflow.ui.heap import cycle_collector_paused
 from gpufleet.services.views.render import STYLESHEET
 
@@ -110,7 +112,7 @@ def _default_ledger():
     secrets backend or metadata DB); a configured ledger that cannot be reached raises."""
     from gpufleet.airflow.hooks import LedgerHook
 
-    return LedgerHook().get_conn(create=False)
+    return LedgerHook().get_conn()
 
 
 def _default_catalog():
@@ -127,14 +129,19 @@ def create_app(
     catalog, read per request (both are cached per process by their loaders). The fleet page,
     ``/api/fleet`` and ``/metrics`` share one ``FleetCache``: each request re-reads only the
     clusters whose ledger moved since the last."""
-    from gpufleet.errors import GpufleetError
+    from gpufleet.errors import GpufleetError, LedgerError
     from gpufleet.services.views import fleet as fleet_view
     from gpufleet.services.views import pool as pool_view
     from gpufleet.services.views.fleet_cache import FleetCache
 
     cache = FleetCache()
 
-    ledger_of = ledger_factory or _default_ledger
+    opened: dict[str, Any] = {}  # the last ledger opened: the one a 503 names
+
+    def ledger_of() -> Any:
+        opened["ledger"] = ledger = (ledger_factory or _default_ledger)()
+        return ledger
+
     catalog_of = catalog_factory or _default_catalog
     app = FastAPI(
         title="gpufleet",
@@ -146,6 +153,13 @@ def create_app(
     )
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(NotAuthenticated, _refuse)
+
+    def ledger_unreachable(request: Request, exc: Exception) -> Response:
+        """503 naming the ledger that cannot be read and what to do (``unreachable``)."""
+        return unreachable.unreachable_response(request, exc, opened.get("ledger"))
+
+    for error in unreachable.unreachable_errors():
+        app.add_exception_handler(error, ledger_unreachable)
 
     @app.get("/static/gpufleet.css", include_in_schema=False)
     def stylesheet() -> FileResponse:
@@ -177,6 +191,8 @@ def create_app(
     def pool_data(cluster: str, pool: str, nights: int) -> dict[str, Any]:
         try:
             return pool_view.pool_view(catalog_of(), ledger_of(), cluster, pool, nights)
+        except LedgerError:
+            raise  # the ledger cannot be read: 503 (``ledger_unreachable``), not "Unknown pool"
         except GpufleetError as exc:
             raise HTTPException(404, str(exc)) from exc
 
@@ -248,7 +264,7 @@ def create_app(
         return HTMLResponse(report["html"])
 
     # Prometheus' endpoint: its own bearer-token check (a scraper holds no UI session)
-    app.include_router(metrics.make_router(ledger_factory, catalog_factory, cache=cache))
+    app.include_router(metrics.make_router(ledger_of, catalog_factory, cache=cache))
     return app
 
 

@@ -15,7 +15,8 @@ static bearer token, the password of the Airflow connection ``gpufleet_metrics``
 reads it from ``bearer_token_file``), compared in constant time. A request without it, or with
 another, gets 401. The endpoint is open without a token only when the connection says so
 explicitly (extra ``{"allow_anonymous": true}``); without the connection it answers 503 with how
-to configure it, never the figures.
+to configure it, never the figures. A ledger that cannot be read answers 503 in text, naming it
+(connection id, host or file, never a password) and what to do (``unreachable.py``).
 
 The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metric``/``block``/
 ``subblock`` where said):
@@ -212,7 +213,7 @@ def _default_ledger() -> Any:
     secrets backend or metadata DB); a configured ledger that cannot be reached raises."""
     from gpufleet.airflow.hooks import LedgerHook
 
-    return LedgerHook().get_conn(create=False)
+    return LedgerHook().get_conn()
 
 
 def _default_catalog() -> Any:
@@ -246,13 +247,16 @@ def make_router(
         except MetricsAuthError as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
             return PlainTextResponse(exc.detail + "\n", exc.status, headers=headers)
-        with cycle_collector_paused():  # a fleet-wide read, freed before it resumes
-            body = exposition(
-                (catalog_factory or _default_catalog)(),
-                (ledger_factory or _default_ledger)(),
-                cache=cache,
-                memo=memo,
-            )
+        from gpufleet.airflow.ui.unreachable import unreachable_errors, unreachable_response
+
+        ledger = None
+        try:
+            with cycle_collector_paused():  # a fleet-wide read, freed before it resumes
+                catalog = (catalog_factory or _default_catalog)()
+                ledger = (ledger_factory or _default_ledger)()
+                body = exposition(catalog, ledger, cache=cache, memo=memo)
+        except unreachable_errors() as exc:  # 503 in text: which ledger, and what to do
+            return unreachable_response(request, exc, ledger)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return api

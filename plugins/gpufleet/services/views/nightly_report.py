@@ -36,6 +36,7 @@ class NightlyReport:
     failed: list[str]
     checks: int
     warnings: list[str] = field(default_factory=list)
+    not_validated: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (an XCom)."""
@@ -45,6 +46,7 @@ class NightlyReport:
             "failed": list(self.failed),
             "checks": self.checks,
             "warnings": list(self.warnings),
+            "not_validated": list(self.not_validated),
         }
 
 
@@ -97,13 +99,17 @@ def nightly_report(
     history_nights: int = 14,
     *,
     runs: list[str] | None = None,
+    not_validated: list[str] | None = None,
 ) -> NightlyReport:
     """Judge drift, then write the run's Markdown/HTML report; return paths, failures and
     warnings (drift). Each pool and kind is reported by its last verdict in the run.
 
     ``runs``: the report of a planner run (``run_id``) over the verdicts its cluster runs
     recorded; each of them judged its own pools' drift, so the findings are read, not judged
-    again."""
+    again.
+
+    ``not_validated``: one line per planned check the run recorded no verdict for, and why
+    (``services.validation.unvalidated``); the report says so under its summary."""
     if runs is None:
         warnings = drift_warnings(ledger, catalog, run_id)  # records the findings on the rows
         rows = latest_per_check(ledger.validations_for_run(run_id))
@@ -113,6 +119,8 @@ def nightly_report(
     md_text, html_text = render_report(
         ledger, catalog, run_id, rows, warnings, history_nights, standalone=True
     )
+    if not_validated:
+        md_text, html_text = _with_not_validated(md_text, html_text, not_validated, len(rows))
     files = {"report.md": md_text, "report.html": html_text}
     paths = write_reports(state_dir() / "reports" / _safe(run_id), files)
     failed = [
@@ -123,8 +131,43 @@ def nightly_report(
         if r["passed"] is not True
     ]
     return NightlyReport(
-        paths=paths, markdown=md_text, failed=failed, checks=len(rows), warnings=warnings
+        paths=paths,
+        markdown=md_text,
+        failed=failed,
+        checks=len(rows),
+        warnings=warnings,
+        not_validated=list(not_validated or ()),
     )
+
+
+NOT_VALIDATED_HEAD = "Not validated by this run"
+
+
+def _with_not_validated(
+    md_text: str, html_text: str, lines: list[str], checks: int
+) -> tuple[str, str]:
+    """The report with a section under its summary naming what the run did not validate (a
+    run that recorded nothing says it first: "0 of 0 checks passed" must not read green)."""
+    from markupsafe import escape
+
+    lead = (
+        f"VALIDATED NOTHING: {len(lines)} planned checks recorded no verdict"
+        if checks == 0
+        else f"{len(lines)} planned checks recorded no verdict"
+    )
+    md_lines = md_text.split("\n")
+    at = next((i for i, line in enumerate(md_lines) if line.startswith("**")), 0) + 1
+    section = ["", f"## {NOT_VALIDATED_HEAD}", "", f"**{lead}**", ""]
+    section += ["- " + " ".join(line.split()).replace("|", "\\|") for line in lines]
+    md_text = "\n".join(md_lines[:at] + section + md_lines[at:])
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    block = (
+        f'<section id="not-validated"><h2>{escape(NOT_VALIDATED_HEAD)}</h2>'
+        f"<p><strong>{escape(lead)}</strong></p><ul>{items}</ul></section>"
+    )
+    head, sep, tail = html_text.partition("</h1>")
+    html_text = head + sep + block + tail if sep else block + html_text
+    return md_text, html_text
 
 
 def drift_warnings(ledger: Ledger, catalog: Catalog, run_id: str) -> list[str]:
