@@ -254,6 +254,18 @@ def test_a_yes_no_among_ecc_counters_is_a_flag_not_a_problem():
             "nvidia-smi -q",
         ),
         ("Failed to initialize NVML: Driver/library version mismatch", "nvidia-smi -q"),
+        # a container without the driver's NVML library (NVIDIA/nvidia-docker#1163): was a
+        # ParseError, read now as the tool not running
+        (
+            "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure "
+            "that the NVIDIA Display Driver is properly installed and present in your system.",
+            "nvidia-smi -q",
+        ),
+        (
+            "Unable to determine the device handle for GPU 0000:03:00.0: GPU is lost.  Reboot "
+            "the system to recover this GPU",
+            "nvidia-smi -q of GPU 0000:03:00.0",
+        ),
         (
             "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
             "nvidia-smi -q of GPU 0000:0B:00.0",

@@ -38,9 +38,10 @@ What is not there is said, never taken for healthy (``not_run``, a tuple of :cla
 - fewer GPU blocks than the header's ``Attached GPUs : N``: the output is cut off (a real cut
   output of 8 H100s with one block, leptonai/gpud's ``nvidia-smi-query.535.183.01.out.0.invalid``);
 - NVML's and the driver's failure messages (``No devices were found``, ``NVIDIA-SMI has failed
-  because it couldn't communicate with the NVIDIA driver ...``, ``Failed to initialize NVML:
-  ...``, ``Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error``): the tool
-  could not run, or not for that GPU.
+  because it couldn't communicate with the NVIDIA driver ...``, ``NVIDIA-SMI couldn't find
+  libnvidia-ml.so library in your system. ...``, ``Failed to initialize NVML: ...``, ``Unable to
+  determine the device handle for GPU 0000:3B:00.0: Unknown Error`` or ``...: GPU is lost. ...``):
+  the tool could not run, or not for that GPU.
 
 Text with neither a ``GPU xxxxxxxx:xx:xx.x`` header nor such a message is a :class:`ParseError`.
 """
@@ -72,6 +73,9 @@ _ATTACHED = re.compile(r"^Attached GPUs\s*:\s*(?P<n>\d{1,4})\s*$")
 _FAILURES = (
     re.compile(r"^No devices were found\.?$"),
     re.compile(r"^NVIDIA-SMI has failed\b.*$"),
+    # no NVML library to load (a container without the driver's libraries mounted):
+    # NVIDIA/nvidia-docker#1163, projectbluefin/dakota#373
+    re.compile(r"^NVIDIA-SMI couldn.t find libnvidia-ml\.so\b.*$"),
     re.compile(r"^Failed to initialize NVML\b.*$"),
     re.compile(r"^GPU access blocked by the operating system\.?$"),
     re.compile(
