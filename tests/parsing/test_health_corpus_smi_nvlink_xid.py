@@ -21,7 +21,9 @@ yield. Every fact is checked; a sample whose sidecar lacks a source address fail
   (NvSwitches read, dcgmi only).
 - ``xid`` (:func:`parse_xid_lines`): ``events`` (``[code, bus]`` in the order logged),
   ``gpu_instances`` (``[bus, gpu instance, compute instance]`` of MIG-attributed events),
-  ``problems`` (how many).
+  ``problems`` (how many), ``init_failures`` (buses the driver could not initialise,
+  ``RmInitAdapter failed``). The driver's own "fallen off the bus" message without an Xid line
+  is an event of code 79 (``unknown`` bus when the line names none).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def _xid_facts(text: str) -> dict[str, Any]:
             if e.gpu_instance is not None
         ],
         "problems": len(log.problems),
+        "init_failures": [bus for bus, _ in log.init_failures],
     }
 
 

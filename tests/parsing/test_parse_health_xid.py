@@ -165,3 +165,49 @@ def test_a_line_wrapped_as_json_is_read_through_its_message(line):
     (event,) = log.events
     assert (event.code, event.pci_bus, event.gpu_instance, event.pid) == (43, "0000:3b:00", 2, 77)
     assert event.message == "Ch 00000008"
+
+
+# ------------------------------------------------- the driver's own messages, with no Xid line
+
+
+def test_a_gpu_fallen_off_the_bus_with_no_xid_line_is_an_xid_79_on_that_gpu():
+    """NVIDIA/NVSentinel#155: the message wrapped over three NVRM lines names the GPU on the
+    first; NVSentinel and gpud read it as Xid 79."""
+    log = parse_xid_lines(
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+    )
+    assert [(e.code, e.pci_bus) for e in log.events] == [(79, "0000:b3:00")]
+    assert "no Xid line" in log.events[0].message
+
+
+def test_the_drivers_message_after_an_xid_79_is_the_same_event():
+    log = parse_xid_lines(
+        "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+        "[ 5107.644340] NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n"
+    )
+    assert [(e.code, e.pci_bus) for e in log.events] == [(79, "0000:3b:00")]
+
+
+def test_a_lost_gpu_the_log_does_not_name_is_still_lost():
+    log = parse_xid_lines(
+        "NVRM: The NVIDIA GPU ... has fallen off the bus and is not responding to commands\n"
+    )
+    assert [(e.code, e.pci_bus) for e in log.events] == [(79, "unknown")]
+
+
+def test_a_bus_named_long_before_is_not_the_lost_gpu():
+    lines = ["NVRM: GPU 0000:3b:00.0: loading"] + ["NVRM: something else"] * 4
+    log = parse_xid_lines("\n".join([*lines, "NVRM: GPU has fallen off the bus."]) + "\n")
+    assert [(e.code, e.pci_bus) for e in log.events] == [(79, "unknown")]
+
+
+def test_a_gpu_the_driver_could_not_initialise_is_an_init_failure():
+    log = parse_xid_lines(
+        "[  594.281578] NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)\n"
+        "[  594.281732] NVRM: GPU 0000:04:01.0: rm_init_adapter failed, device minor number 0\n"
+    )
+    assert log.events == ()
+    assert [bus for bus, _ in log.init_failures] == ["0000:04:01"]
+    assert "RmInitAdapter failed!" in log.init_failures[0][1]

@@ -25,6 +25,19 @@ name when the driver knew them (``'<unknown>'`` is ``None``), the message, and t
 ``NVRM:`` (the timestamp as logged, or ``None``). What an Xid code means and what to do about it
 (NVIDIA's Xid catalog) is not this parser's business.
 
+Two driver messages say as much as an Xid without one (NVSentinel and gpud read the first as
+Xid 79; both seen in public logs, tests/data/parsing/health/corpus/xid/):
+
+- ``NVRM: The NVIDIA GPU 0000:0e:00.0 (PCI ID: 10de:1b06) installed in this system has fallen
+  off the bus and is not responding to commands.`` (also wrapped over two or three ``NVRM:``
+  lines, and ``NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.``) is an event of code 79 on
+  that GPU, its message saying no Xid line was logged; without a bus id (a paste that replaced
+  it, or an RM assertion ``GPU lost from the bus [NV_ERR_GPU_IS_LOST]``) the GPU is
+  ``unknown``: the node still lost a GPU;
+- ``NVRM: GPU 0000:9a:00.0: RmInitAdapter failed! (0x22:0x40:894)`` (or ``rm_init_adapter
+  failed``) is a GPU the driver could not bring up: kept in ``init_failures`` (the bus, or
+  ``unknown``, and the line), for the domain to hand to a person.
+
 A line saying ``NVRM: Xid`` that cannot be read (no bus id, something unknown inside the
 parentheses, a code that is not a decimal number in 1..999, a negative pid) is refused into
 ``problems`` with the line. Text holding no ``NVRM`` line at all is not a kernel log of a host
@@ -40,7 +53,7 @@ from dataclasses import dataclass
 
 from gpufleet.errors import ParseError
 
-__all__ = ["XidEvent", "XidLog", "parse_xid_lines"]
+__all__ = ["UNKNOWN_BUS", "XidEvent", "XidLog", "parse_xid_lines"]
 
 MAX_XID = 999  # NVIDIA's catalog runs to the 150s; a 4-digit code is no Xid
 _MAX_PROBLEMS = 16
@@ -71,6 +84,8 @@ class XidEvent:
 class XidLog:
     events: tuple[XidEvent, ...]
     problems: tuple[str, ...] = ()
+    # GPUs the driver could not initialise ("RmInitAdapter failed"): (bus or "unknown", line)
+    init_failures: tuple[tuple[str, str], ...] = ()
 
     @property
     def codes(self) -> tuple[int, ...]:
@@ -121,6 +136,43 @@ def _read(line: str, match: re.Match[str]) -> XidEvent | str:
     )
 
 
+UNKNOWN_BUS = "unknown"
+DRIVER_FALLEN = "GPU has fallen off the bus (the driver's message, no Xid line)"
+_DRIVER_GPU = re.compile(
+    r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?"
+    r"(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
+)
+# "fallen off the bus" (os-interface's message), "GPU lost from the bus [NV_ERR_GPU_IS_LOST]"
+# (an RM assertion, naming no bus)
+_FALLEN = re.compile(r"fallen\s+off\s+the\s+bus|lost\s+from\s+the\s+bus|NV_ERR_GPU_IS_LOST", re.I)
+_INIT_FAILED = re.compile(r"\b(?:RmInitAdapter|rm_init_adapter) failed", re.IGNORECASE)
+_WRAP_LINES = 3  # a wrapped message names its GPU at most this many NVRM lines before
+
+
+def _driver_message(
+    line: str, recent_bus: str | None, number: int
+) -> tuple[str, XidEvent | tuple[str, str]] | None:
+    """A "fallen off the bus" or "RmInitAdapter failed" line that is not an Xid line, as an
+    event of code 79 or an init failure; None for any other line."""
+    fallen = _FALLEN.search(line)
+    failed = _INIT_FAILED.search(line) if fallen is None else None
+    if fallen is None and failed is None:
+        return None
+    named = _DRIVER_GPU.search(line)
+    bus = (named.group("bus").lower() if named else recent_bus) or UNKNOWN_BUS
+    nvrm = line.find("NVRM:")
+    if failed is not None:
+        return "init", (bus, line.strip()[:200])
+    return "event", XidEvent(
+        pci_bus=bus,
+        code=79,
+        pid=None,
+        process=None,
+        message=f"{DRIVER_FALLEN} (line {number})",
+        logged_at=_prefix(line, nvrm) if nvrm >= 0 else None,
+    )
+
+
 def _unwrap(line: str) -> str:
     """The message of a line a log collector wrapped as a JSON object (``journalctl -o json``'s
     ``MESSAGE``, Fluent Bit's ``log``, Vector's ``message``); any other line as it is."""
@@ -148,10 +200,30 @@ def parse_xid_lines(text: str) -> XidLog:
         )
     events: list[XidEvent] = []
     problems: list[str] = []
+    init_failures: dict[str, str] = {}
+    fallen: set[str] = set()  # GPUs already reported fallen off the bus by the driver's message
+    recent_bus: str | None = None  # the GPU the last few NVRM lines named (a wrapped message)
+    since_named = _WRAP_LINES + 1
     for number, line in enumerate(text.splitlines(), start=1):
-        if "NVRM: Xid" not in line:
+        if "NVRM" not in line:
             continue
         line = _unwrap(line)
+        if "NVRM: Xid" not in line:
+            named = _DRIVER_GPU.search(line)
+            if named:
+                recent_bus, since_named = named.group("bus").lower(), 0
+            else:
+                since_named += 1
+            said = _driver_message(line, recent_bus if since_named <= _WRAP_LINES else None, number)
+            if said is None:
+                continue
+            kind, found = said
+            if kind == "init" and isinstance(found, tuple):
+                init_failures.setdefault(found[0], found[1])
+            elif isinstance(found, XidEvent) and found.pci_bus not in fallen:
+                fallen.add(found.pci_bus)
+                events.append(found)
+            continue
         match = _XID.search(line)
         if match is None:
             problems.append(
@@ -163,4 +235,10 @@ def parse_xid_lines(text: str) -> XidLog:
             problems.append(f"line {number}: {read}")
         else:
             events.append(read)
-    return XidLog(tuple(events), tuple(problems[:_MAX_PROBLEMS]))
+    # the driver prints its own message after an Xid 79 line: one event per GPU
+    logged = {e.pci_bus for e in events if e.code == 79 and not e.message.startswith(DRIVER_FALLEN)}
+    events = [
+        e for e in events if not (e.pci_bus in logged and e.message.startswith(DRIVER_FALLEN))
+    ]
+    failures = tuple(init_failures.items())[:64]
+    return XidLog(tuple(events), tuple(problems[:_MAX_PROBLEMS]), failures)
