@@ -17,7 +17,12 @@ confirmed on the intended transport.
    of falling back, and NCCL INFO logs per rank. On a pool whose machines carry topology
    labels it asks Kueue for one sub-block when the job fits the free nodes of one, else one
    block. The namespace must be one of the cluster's training namespaces (catalog
-   `namespaces`).
+   `namespaces`), and a priority class one the catalog allows there (`priority_classes`).
+
+A bad request (an image that is not an OCI reference, an env name that is not one or that the
+platform sets, a priority class not allowed, an unbounded env or command) is refused by the
+form or, for what depends on the pools, by the gate task before the gate decides: nothing is
+recorded, nothing submitted.
 3. **confirm_transport** (deferred while the job starts): read every rank's NCCL log. On a
    mismatch, `transport_policy=fail` stops the job and marks the pool `suspect` (the next
    nightly validation re-checks it); `warn` alerts and lets it run. Each rank's node, block and
@@ -82,21 +87,34 @@ fleet = index()
             section="Job",
         ),
         "namespace": launch_param("namespace", "default", title="Namespace", section="Job"),
-        "image": launch_param("image", "", title="Image", section="Job"),
+        "image": launch_param(
+            "image",
+            "",
+            title="Image",
+            section="Job",
+            description="An OCI image reference, e.g. nvcr.io/nvidia/pytorch:24.05-py3",
+        ),
         "command": launch_param(
             "command",
             [],
             title="Command",
             section="Job",
-            description='The container command, e.g. ["torchrun", "train.py"]',
+            description='The container command, e.g. ["torchrun", "train.py"] (at most 64 '
+            "arguments of 4 KiB)",
         ),
         "env": launch_param(
             "env",
             title="Environment",
             section="Job",
-            description="Extra variables (the platform's NCCL/EFA/library keys are refused)",
+            description="Extra variables, each value at most 32 KiB, 256 KiB in all (the "
+            "platform's NCCL/EFA/library keys and the rendezvous ones are refused)",
         ),
-        "priority_class": launch_param("priority_class", title="Priority class", section="Job"),
+        "priority_class": launch_param(
+            "priority_class",
+            title="Priority class",
+            section="Job",
+            description="Empty, or one the catalog allows in the namespace (never system-*)",
+        ),
         "transport_policy": launch_param(
             "transport_policy",
             title="On a transport mismatch",

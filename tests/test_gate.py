@@ -337,7 +337,7 @@ def test_a_launch_request_names_every_problem():
         "nodes: True is not of type 'integer'": {**REQUEST, "nodes": True},
         "job_name 'Train' is not a DNS-1035 label": {**REQUEST, "job_name": "Train"},
         "transport_policy: 'maybe' is not one of": {**REQUEST, "transport_policy": "maybe"},
-        "env: 1 is not of type 'string'": {**REQUEST, "env": {"A": 1}},
+        "env A: value must be a string (got int)": {**REQUEST, "env": {"A": 1}},
         "is a mapping of fields, not list": [REQUEST],
     }
     for expected, params in cases.items():
@@ -347,18 +347,18 @@ def test_a_launch_request_names_every_problem():
     assert len(both) == 2  # every problem at once, not the first only
 
 
-def test_a_malformed_request_is_a_recorded_refusal(fleet_state):
+def test_a_malformed_request_is_refused_before_the_gate_and_recorded_nowhere(fleet_state):
+    """Bad input changes nothing (issue 31): every problem named, no decision in the ledger."""
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.services.launch.submit import LaunchRefused, TrainingLaunch
+    from gpufleet.services.launch.request import InvalidLaunchRequest
+    from gpufleet.services.launch.submit import TrainingLaunch
     from gpufleet.store import Ledger
 
     launch = TrainingLaunch(load_catalog(), Ledger)
-    with pytest.raises(LaunchRefused, match="nothing was submitted: cluster is missing"):
+    with pytest.raises(InvalidLaunchRequest, match="cluster is missing") as err:
         launch.gate({"job_name": "j", "nodes": "many"}, run_id="r1")
-    (decision,) = Ledger().gate_decisions()
-    assert decision["launch"] is False and decision["run_id"] == "r1"
-    assert (decision["job"], decision["nodes"]) == ("j", 0)
-    assert "nodes: 'many' is not of type 'integer'" in decision["reasons"]
+    assert "nodes: 'many' is not of type 'integer'" in err.value.problems
+    assert Ledger().gate_decisions() == []
 
 
 near = st.timedeltas(min_value=timedelta(hours=-3), max_value=timedelta(hours=30))

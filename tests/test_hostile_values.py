@@ -36,6 +36,9 @@ PATTERNS = {
     "launch image": (REQUEST_FIELDS["image"]["pattern"], "img:1"),
     "launch job_name": (REQUEST_FIELDS["job_name"]["pattern"], "j1"),
     "launch namespace": (REQUEST_FIELDS["namespace"]["pattern"], "ml-team"),
+    "ENV_NAME": (names.ENV_NAME.pattern, "NCCL_NET"),
+    "launch env name": (REQUEST_FIELDS["env"]["propertyNames"]["pattern"], "MASTER_ADDR"),
+    "launch priority_class": (REQUEST_FIELDS["priority_class"]["pattern"], "training-high"),
 }
 
 
@@ -74,6 +77,9 @@ def catalog():
         ("job_name", "j1\n"),
         ("image", "img:1\n"),
         ("namespace", "ml-team\n"),
+        ("priority_class", "training-high\n"),
+        ("env", {"NCCL_NET\n": "Socket"}),
+        ("env", {"MASTER_ADDR\n": "10.0.0.1"}),
         ("max_validation_age_hours", math.nan),
         ("max_validation_age_hours", math.inf),
     ],
@@ -156,3 +162,42 @@ def test_a_number_param_must_be_bounded_and_refuses_nan():
     for bad in (math.nan, math.inf, -math.inf):
         with pytest.raises(ParamValidationError):
             bounded.resolve(bad)
+
+
+# --- the same rule in the checks outside the launch (issue 31, item 6) ----------------------------
+
+
+def test_a_catalog_mount_path_with_a_trailing_newline_is_refused():
+    from pydantic import ValidationError
+
+    from gpufleet.domain.fleet import Filesystem
+
+    fields = {
+        "name": "l",
+        "kind": "managed-lustre",
+        "capacity_tib": 36,
+        "throughput_mbps_per_tib": 500,
+    }
+    assert Filesystem(**fields, mount_path="/mnt/lustre").mount_path == "/mnt/lustre"
+    with pytest.raises(ValidationError, match="may hold only letters"):
+        Filesystem(**fields, mount_path="/mnt/lustre\n")
+
+
+def test_the_storage_check_refuses_a_mount_path_with_a_trailing_newline(catalog):
+    """It goes into the fio pod's script: a newline there would end a shell command."""
+    from gpufleet.manifests.storage_validation import render_storage_validation
+
+    ref = catalog.pool("a3u-sim", "h200-a")
+    render_storage_validation(ref, ["n1"], "manual__x")  # the catalog's own path renders
+    fs = ref.filesystem.model_copy(update={"mount_path": "/mnt/lustre\n"})  # past the catalog
+    cluster = ref.cluster.model_copy(update={"filesystems": (fs,)})
+    with pytest.raises(ValueError, match="unsafe characters"):
+        render_storage_validation(ref.model_copy(update={"cluster": cluster}), ["n1"], "r")
+
+
+def test_an_sts_session_arn_with_a_trailing_newline_is_not_read_as_a_role():
+    from gpufleet.backends.eks.cluster import principal_arn
+
+    session = "arn:aws:sts::123456789012:assumed-role/Trainer/s1"
+    assert principal_arn(session) == "arn:aws:iam::123456789012:role/Trainer"
+    assert principal_arn(session + "\n") == session + "\n"  # not a session ARN: left as given

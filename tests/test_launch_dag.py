@@ -121,12 +121,19 @@ def test_degraded_pool_refuses(fleet):
     _refused(run_dag(DAG, job("on-degraded", pool="h200-b")), "pool is degraded")
 
 
-def test_pool_unknown_to_the_cluster_refuses(fleet):
-    # h100-a passes the form (it is a pool name of the fleet) but is not in cluster a3u-sim
-    _refused(
-        run_dag(DAG, job("wrong-pool", pool="h100-a")),
-        "cluster 'a3u-sim' has no node pool 'h100-a'",
-    )
+def test_pool_unknown_to_the_cluster_refuses_and_records_nothing(fleet):
+    """h100-a passes the form (it is a pool name of the fleet) but is not in cluster a3u-sim:
+    a bad request, refused by the gate task before the gate decides (nothing recorded)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from gpufleet.airflow.operators.launch import LaunchGateOperator
+
+    request = job("wrong-pool", pool="h100-a")
+    states = task_states(run_dag(DAG, request))
+    assert states["gate"] == "failed" and states["submit"] == "upstream_failed"
+    assert Ledger().gate_decisions() == [] and Ledger().launches() == [] and jobsets() == []
+    with pytest.raises(AirflowFailException, match="cluster 'a3u-sim' has no node pool 'h100-a'"):
+        LaunchGateOperator(task_id="gate", request=request).execute({"run_id": "manual__x"})
 
 
 def test_too_few_free_nodes_refuses(fleet):
@@ -190,7 +197,12 @@ def test_form_refuses_bad_input_before_a_run_as_the_gate_would(fleet):
         job("ok", transport_policy="maybe"),
         job("ok", namespace="Team"),
         job("ok", image="two words"),
+        job("ok", image="example/tra\u200bin:1"),  # a zero-width space
         job("ok", command=[]),
+        job("ok", command=["x" * 5000]),
+        job("ok", env={"NCCL_NET\n": "Socket"}),
+        job("ok", env={"A": "x" * 40_000}),
+        job("ok", priority_class="system-node-critical"),
     ):
         with pytest.raises(ParamValidationError):
             run_dag(DAG, bad)
@@ -212,21 +224,63 @@ def test_the_form_is_the_request_schema(fleet):
 
 
 def test_a_job_the_renderer_refuses_fails_submit_for_good(fleet):
+    """The renderer keeps its own check: a request that reached submit without the gate's
+    (a hand-built operator) is still refused for good, nothing applied."""
     from airflow.sdk.exceptions import AirflowFailException
 
+    from gpufleet.airflow.operators.launch import SubmitTrainingJobOperator
+
     validate("a3u-sim", "h200-a")
-    _, submit, context = _gate_and_submit(job("sneaky", env={"NCCL_NET": "Socket"}), "manual__s")
+    decision, _, context = _gate_and_submit(job("sneaky"), "manual__s")
+    submit = SubmitTrainingJobOperator(
+        task_id="submit", request=job("sneaky", env={"NCCL_NET": "Socket"}), decision=decision
+    )
     with pytest.raises(AirflowFailException, match="NCCL_NET is platform-owned"):
         submit.execute(context)
     assert jobsets() == [] and Ledger().launches() == []
 
 
-def test_platform_env_cannot_be_overridden(fleet):
+@pytest.mark.parametrize(
+    "extra,says",
+    [
+        ({"env": {"NCCL_NET": "Socket"}}, "NCCL_NET is platform-owned"),
+        ({"env": {"NCCL_IB_TC": "1"}}, "NCCL_IB_TC is platform-owned"),  # the gIB pool's tuning
+        ({"priority_class": "training-high"}, "allows: training-high, training-low"),
+    ],
+    ids=["pinned-net", "pool-tuning", "priority-class-allowed"],
+)
+def test_what_the_form_cannot_see_is_refused_before_the_gate_decides(fleet, extra, says):
+    """Platform-owned env names (which depend on the pool) and a priority class the namespace
+    does not allow pass the form; the gate task refuses them before deciding: no decision in
+    the ledger, nothing submitted, the task failed for good."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from gpufleet.airflow.operators.launch import LaunchGateOperator
+
     validate("a3u-sim", "h200-a")
-    dr = run_dag(DAG, job("sneaky", env={"NCCL_NET": "Socket"}))
+    request = job("sneaky", **extra)
+    if "priority_class" in extra:  # allowed in ml-team: refused in ml-demo, naming ml-team's
+        request = {**request, "namespace": "ml-demo"}
+        says = "namespace 'ml-demo' of cluster 'a3u-sim' allows no priority class"
+    dr = run_dag(DAG, request)
     states = task_states(dr)
-    assert states["submit"] == "failed"
+    assert states["gate"] == "failed" and states["submit"] == "upstream_failed"
+    assert Ledger().gate_decisions() == [] and Ledger().launches() == []
     assert jobsets() == []
+    with pytest.raises(AirflowFailException, match=says):
+        LaunchGateOperator(task_id="gate", request=request).execute({"run_id": "manual__x"})
+    assert Ledger().gate_decisions() == []
+
+
+def test_an_allowed_priority_class_launches_with_it(fleet):
+    validate("a3u-sim", "h200-a")
+    decision, submit, context = _gate_and_submit(
+        job("prio", priority_class="training-high"), "manual__prio"
+    )
+    assert decision["launch"] is True
+    submit.execute(context)
+    (launch,) = Ledger().launches()
+    assert launch["job"] == "prio"
 
 
 # --- submit converges: the operators as a task retry runs them (same run, same inputs) -------

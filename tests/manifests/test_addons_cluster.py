@@ -242,7 +242,9 @@ def test_local_queues_in_every_training_namespace(key: str, controllers: dict) -
 
 
 def test_no_namespaces_means_no_local_queues_and_a_note(controllers: dict) -> None:
-    cluster = load_cluster("sim-gke").model_copy(update={"namespaces": ()})
+    cluster = load_cluster("sim-gke").model_copy(
+        update={"namespaces": (), "priority_classes": {}}  # classes name training namespaces
+    )
     groups = by_group(render(cluster, controllers))
     assert not [o for o in groups["kueue-queues"].objects if o["kind"] == "LocalQueue"]
     assert "no training namespaces" in groups["kueue-queues"].note

@@ -24,6 +24,7 @@ from gpufleet.domain.fleet import (
     CatalogFile,
     Cluster,
     Filesystem,
+    GpuModel,
     NodePool,
     PoolRef,
     Region,
@@ -122,9 +123,15 @@ def _read_file(path: Path) -> Any:
 def catalog_problems(path: Path) -> tuple[list[Region], list[tuple[str, str]]]:
     """Every problem in one catalog file as ``(where, message)`` pairs, and its regions when
     there are none. Unreadable files and invalid YAML raise CatalogError at once."""
+    regions, _, problems = _file_problems(path)
+    return regions, problems
+
+
+def _file_problems(path: Path) -> tuple[list[Region], dict[str, GpuModel], list[tuple[str, str]]]:
+    """:func:`catalog_problems`, with the file's ``gpu_models`` (empty when it has problems)."""
     data = _read_file(path)
     if not isinstance(data, dict):
-        return [], [("", "expected a mapping with a 'regions' list at the top")]
+        return [], {}, [("", "expected a mapping with a 'regions' list at the top")]
     try:
         parsed = CatalogFile.model_validate(data)
     except ValidationError as exc:
@@ -141,11 +148,13 @@ def catalog_problems(path: Path) -> tuple[list[Region], list[tuple[str, str]]]:
                 )
             )
         ]
-        return [], [_pydantic_problem(err) for err in errors]
+        return [], {}, [_pydantic_problem(err) for err in errors]
     problems: list[tuple[str, str]] = []
     for index, region in enumerate(parsed.regions):
         problems += region_problems(region, f"regions[{index}].")
-    return (list(parsed.regions) if not problems else []), problems
+    if problems:
+        return [], {}, problems
+    return list(parsed.regions), dict(parsed.gpu_models), problems
 
 
 def parse_catalog_file(path: Path) -> list[Region]:
@@ -159,20 +168,33 @@ def parse_catalog_file(path: Path) -> list[Region]:
     return regions
 
 
-def _scan(files: list[Path]) -> tuple[dict[str, Region], dict[str, Path], list[str]]:
-    """Regions by name, the file each came from, and every problem found, one line each
+def _scan(
+    files: list[Path],
+) -> tuple[dict[str, Region], dict[str, Path], list[str], dict[str, GpuModel]]:
+    """Regions by name, the file each came from, every problem found, one line each
     (``file: path: message``), including the cross-file rules (unique region and cluster
-    names)."""
+    names, a GPU model's settings in one file only), and the ``gpu_models`` of every file."""
     lines: list[str] = []
+    models: dict[str, GpuModel] = {}
+    model_files: dict[str, Path] = {}
     regions: dict[str, Region] = {}
     sources: dict[str, Path] = {}
     clusters: dict[str, Path] = {}
     for path in files:
         try:
-            found, problems = catalog_problems(path)
+            found, file_models, problems = _file_problems(path)
         except CatalogError as exc:
             lines.append(str(exc))
             continue
+        for name, settings in file_models.items():
+            key = name.strip().upper()
+            if key in model_files:
+                lines.append(
+                    f"{path}: gpu_models.{name}: GPU model {name!r} is also set in "
+                    f"{model_files[key]}: set each model's dcgmi diag settings in one file"
+                )
+                continue
+            models[key], model_files[key] = settings, path
         lines += [f"{path}: {w}: {m}" if w else f"{path}: {m}" for w, m in problems]
         for index, region in enumerate(found):
             if region.name in regions:
@@ -190,7 +212,7 @@ def _scan(files: list[Path]) -> tuple[dict[str, Region], dict[str, Path], list[s
                 clusters.setdefault(cluster.name, path)
             regions[region.name] = region
             sources[region.name] = path
-    return regions, sources, lines
+    return regions, sources, lines, models
 
 
 def check_catalog_files(files: list[Path]) -> list[str]:
@@ -218,10 +240,10 @@ def load_catalog(directory: Path | str | None = None) -> Catalog:
 
 
 def _load(files: list[Path]) -> Catalog:
-    regions, sources, lines = _scan(files)
+    regions, sources, lines, models = _scan(files)
     if lines:
         more = f" (and {len(lines) - 1} more problems)" if len(lines) > 1 else ""
         raise CatalogError(lines[0] + more)
     if not regions:
         raise CatalogError(f"fleet catalog folder {catalog_dir()} holds no regions")
-    return Catalog(regions, sources)
+    return Catalog(regions, sources, models)

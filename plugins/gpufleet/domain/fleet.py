@@ -9,6 +9,7 @@ Names are DNS-1123 labels because they become Kubernetes object names and labels
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator
 from functools import cached_property
 from typing import Annotated, Any, Literal
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpufleet.domain.inputs import Flag, shown
-from gpufleet.domain.names import DNS1123_LABEL
+from gpufleet.domain.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from gpufleet.errors import CatalogError
 
 # Upper bounds on every size in the catalog. They are far above any real GPU fleet (a GKE node
@@ -29,6 +30,7 @@ MAX_RDMA_NICS = 64
 MAX_RESERVATION_MACHINES = 100_000
 MAX_CAPACITY_TIB = 100_000.0  # ~100 PiB
 MAX_THROUGHPUT_MBPS_PER_TIB = 100_000
+_MOUNT_PATH = re.compile(r"/[A-Za-z0-9._/-]*")  # fullmatch only
 
 
 def _dns_label(value: str) -> str:
@@ -122,8 +124,14 @@ class Filesystem(_Model):
     @field_validator("mount_path")
     @classmethod
     def _absolute(cls, value: str) -> str:
+        """An absolute path of letters, digits, '.', '_', '-' and '/' (the whole string: it
+        becomes a volumeMount and a path in the storage check's script)."""
         if not value.startswith("/"):
             raise ValueError(f"mount_path {value!r} must be an absolute path")
+        if not _MOUNT_PATH.fullmatch(value):
+            raise ValueError(
+                f"mount_path {shown(value)} may hold only letters, digits, '.', '_', '-' and '/'"
+            )
         return value
 
     @property
@@ -217,6 +225,11 @@ class Cluster(_Model):
         description="Training namespaces: each gets the Lustre volume and Kueue LocalQueues; "
         "the launch refuses any other",
     )
+    priority_classes: dict[Name, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="PriorityClasses a training launch may set, per training namespace (a "
+        "namespace not listed: none may be set); never the cluster's own system-* classes",
+    )
     kubernetes_version: str | None = Field(
         default=None,
         pattern=r"^1\.\d{1,3}$",
@@ -247,6 +260,32 @@ class Cluster(_Model):
             raise ValueError(
                 f"'sim' settings are only allowed on provider sim, not {self.provider}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _priority_classes(self) -> Cluster:
+        """Each listed namespace is a training namespace, and each class a PriorityClass name
+        a workload may take: never ``system-*``, the cluster's own (``system-node-critical``,
+        ``system-cluster-critical``; Kubernetes reserves the prefix, kubernetes/kubernetes#59382),
+        which would let a training job preempt the cluster's system pods."""
+        for namespace, classes in self.priority_classes.items():
+            if namespace not in self.namespaces:
+                raise ValueError(
+                    f"priority_classes: {namespace!r} is not one of the cluster's training "
+                    f"namespaces ({', '.join(self.namespaces) or 'none'}): add it to "
+                    "'namespaces' or remove it here"
+                )
+            for name in classes:
+                if len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
+                    raise ValueError(
+                        f"priority_classes.{namespace}: {shown(name)} is not a PriorityClass "
+                        "name (a DNS-1123 subdomain)"
+                    )
+                if name.startswith("system-"):
+                    raise ValueError(
+                        f"priority_classes.{namespace}: {name!r} is the cluster's own class for "
+                        "its system pods; a training job may never take it"
+                    )
         return self
 
     @property
@@ -280,8 +319,98 @@ class Region(_Model):
     clusters: tuple[Cluster, ...] = Field(min_length=1)
 
 
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be a whole number, not {shown(value)}")
+    return value
+
+
+class GpuModel(_Model):
+    """One GPU model's ``dcgmi diag`` settings (the catalog's ``gpu_models``, keyed by the
+    model's name as pools write it in ``gpu.model``, case-insensitive). Unset: the built-in
+    defaults of ``gpufleet.domain.health.tiers.default_limits`` (level 1 at most on the
+    B-series; the default timeout of each level)."""
+
+    dcgm_max_level: int | None = Field(
+        default=None,
+        description="the highest dcgmi diag level the model's nodes get: a higher tier is "
+        "capped to it (B200/GB200 hang at level 2 with DCGM 4.2.3: NVIDIA/DCGM#247)",
+    )
+    dcgm_timeout_s: dict[int, int] = Field(
+        default_factory=dict,
+        description="hard timeout of dcgmi diag per level, seconds (levels not given keep the "
+        "default: 1: 120, 2: 900, 3: 2700, 4: 9000)",
+    )
+
+    @field_validator("dcgm_max_level", mode="before")
+    @classmethod
+    def _max_level(cls, value: Any) -> Any:
+        if value is not None and (_whole(value, "dcgm_max_level") not in (1, 2, 3, 4)):
+            raise ValueError(
+                f"dcgm_max_level must be a dcgmi diag level: 1, 2, 3 or 4, not {value}"
+            )
+        return value
+
+    @field_validator("dcgm_timeout_s", mode="before")
+    @classmethod
+    def _timeouts(cls, value: Any) -> Any:
+        from gpufleet.domain.health.tiers import MAX_DIAG_TIMEOUT_S
+
+        if not isinstance(value, dict):
+            raise ValueError("dcgm_timeout_s must map a level to seconds, e.g. {2: 900}")
+        for level, seconds in value.items():
+            if _whole(level, "a dcgm_timeout_s level") not in (1, 2, 3, 4):
+                raise ValueError(f"dcgm_timeout_s: {level} is not a dcgmi diag level (1-4)")
+            if not 1 <= _whole(seconds, f"dcgm_timeout_s[{level}]") <= MAX_DIAG_TIMEOUT_S:
+                raise ValueError(
+                    f"dcgm_timeout_s[{level}]: {seconds} s is outside 1..{MAX_DIAG_TIMEOUT_S} s"
+                )
+        return value
+
+    def limits(self, model: str) -> Any:
+        """``model``'s :class:`~gpufleet.domain.health.tiers.DcgmLimits`: these settings over
+        the built-in defaults."""
+        from gpufleet.domain.health.tiers import DcgmLimits, default_limits
+
+        base = default_limits(model)
+        if self.dcgm_max_level is None and not self.dcgm_timeout_s:
+            return base
+        return DcgmLimits(
+            model,
+            max_level=self.dcgm_max_level or base.max_level,
+            timeouts_s={**base.timeouts_s, **self.dcgm_timeout_s},
+            why=base.why
+            if self.dcgm_max_level in (None, base.max_level)
+            else "the catalog's gpu_models",
+        )
+
+
+def _model_key(name: str) -> str:
+    return name.strip().upper()
+
+
 class CatalogFile(_Model):
     regions: tuple[Region, ...] = Field(min_length=1)
+    gpu_models: dict[str, GpuModel] = Field(
+        default_factory=dict,
+        description="dcgmi diag settings per GPU model (the pools' gpu.model), e.g. "
+        "{B200: {dcgm_max_level: 1}}",
+    )
+
+    @field_validator("gpu_models")
+    @classmethod
+    def _one_spelling(cls, value: dict[str, GpuModel]) -> dict[str, GpuModel]:
+        seen: dict[str, str] = {}
+        for name in value:
+            if not name.strip():
+                raise ValueError("gpu_models: a GPU model needs a name, e.g. H200")
+            if _model_key(name) in seen:
+                raise ValueError(
+                    f"gpu_models: {name!r} and {seen[_model_key(name)]!r} are the same model "
+                    "(names are case-insensitive): keep one"
+                )
+            seen[_model_key(name)] = name
+        return value
 
 
 class PoolRef(_Model):
@@ -310,9 +439,24 @@ class PoolRef(_Model):
 class Catalog:
     """All regions of the fleet, with lookups that fail with the known names."""
 
-    def __init__(self, regions: dict[str, Region], sources: dict[str, Any]):
+    def __init__(
+        self,
+        regions: dict[str, Region],
+        sources: dict[str, Any],
+        gpu_models: dict[str, GpuModel] | None = None,
+    ):
         self.regions = regions
         self.sources = sources  # region name -> file it came from
+        # GPU model (upper case) -> its dcgmi diag settings, from every file's gpu_models
+        self.gpu_models = {_model_key(k): v for k, v in (gpu_models or {}).items()}
+
+    def dcgm_limits(self, model: str) -> Any:
+        """``model``'s dcgmi diag limits (``tiers.DcgmLimits``): the catalog's ``gpu_models``
+        entry over the built-in defaults, or the defaults."""
+        from gpufleet.domain.health.tiers import default_limits
+
+        entry = self.gpu_models.get(_model_key(model))
+        return entry.limits(model) if entry else default_limits(model)
 
     @cached_property
     def clusters(self) -> dict[str, tuple[Region, Cluster]]:

@@ -55,7 +55,7 @@ def render_storage_validation(
     fs = ref.filesystem
     if fs is None:
         raise ValueError(f"pool {ref.key} has no filesystem in the catalog: nothing to validate")
-    if not _SAFE_PATH.match(fs.mount_path):
+    if not _SAFE_PATH.fullmatch(fs.mount_path):
         raise ValueError(
             f"filesystem {fs.name!r}: mount_path {fs.mount_path!r} has unsafe characters"
         )

@@ -18,14 +18,19 @@ labels at launch), else one block, else a preference for one block.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.kueue import TopologyRequest, pool_topology, topology_request
-from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN
+from gpufleet.domain.launch_inputs import (
+    command_problems,
+    env_problems,
+    image_problem,
+    priority_class_problem,
+)
+from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL
 from gpufleet.domain.plumbing import PodPlumbing, apply_plumbing, is_platform_env, pod_plumbing
 from gpufleet.domain.topology import Place
 from gpufleet.domain.workloads import avoid_nodes, pool_label_key, workload_pod_templates
@@ -45,20 +50,19 @@ TRAINER_CONTAINER = "trainer"
 TRAINING_REPLICATED_JOB = "workers"
 TRAINING_TTL_SECONDS = 24 * 3600
 
-# env a training job gets from the JobSet (and so may not set itself)
-RENDEZVOUS_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE"})
-
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
 
 @dataclass(frozen=True)
 class TrainingJobSpec:
     """What an ML team asks for; the platform adds placement, fabric, storage and rendezvous.
 
-    ``name`` becomes the JobSet name (DNS-1035 label, at most 40 characters). ``env`` may not
-    set platform-owned keys (NCCL_NET, NCCL_DEBUG*, LD_LIBRARY_PATH, FI_*, anything the pool's
-    plumbing sets, and the rendezvous variables). ``run_id`` (e.g. the launching DAG run) goes
-    into the ``gpufleet.io/run`` label; without it the job name is used.
+    ``name`` becomes the JobSet name (DNS-1035 label, at most 40 characters). ``image`` is an
+    OCI image reference, ``command`` and ``env`` are bounded, and ``env`` may not set
+    platform-owned keys (NCCL_NET, NCCL_DEBUG*, LD_LIBRARY_PATH, FI_*, anything the pool's
+    plumbing sets, and the rendezvous variables): ``gpufleet.domain.launch_inputs``, the launch
+    request's own rules. ``priority_class`` is a PriorityClass name, never ``system-*`` (which
+    ones a namespace may take, the launch request checks against the catalog).
+    ``run_id`` (e.g. the launching DAG run) goes into the ``gpufleet.io/run`` label; without it
+    the job name is used.
     """
 
     name: str
@@ -81,7 +85,7 @@ def _is_int(value: Any) -> bool:
 def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbing) -> list[str]:
     pool = ref.pool
     problems: list[str] = []
-    if not isinstance(spec.name, str) or not DNS1035_LABEL.match(spec.name):
+    if not isinstance(spec.name, str) or not DNS1035_LABEL.fullmatch(spec.name):
         problems.append(
             f"name {spec.name!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter)"
@@ -94,22 +98,12 @@ def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbin
     if (
         not isinstance(spec.namespace, str)
         or len(spec.namespace) > 63
-        or not DNS1123_LABEL.match(spec.namespace)
+        or not DNS1123_LABEL.fullmatch(spec.namespace)
     ):
         problems.append(f"namespace {spec.namespace!r} is not a DNS-1123 label")
-    if (
-        not isinstance(spec.image, str)
-        or not spec.image.strip()
-        or any(c.isspace() for c in spec.image)
-    ):
-        problems.append(f"image {spec.image!r} is not an image reference")
-    if (
-        isinstance(spec.command, str)
-        or not isinstance(spec.command, Sequence)
-        or not spec.command
-        or not all(isinstance(w, str) for w in spec.command)
-    ):
-        problems.append("command must be a non-empty list of strings (the container's argv)")
+    if problem := image_problem(spec.image):
+        problems.append(problem)
+    problems += command_problems(spec.command)
     if not _is_int(spec.nodes) or spec.nodes < 1:
         problems.append(f"nodes must be a positive integer (got {spec.nodes!r})")
     elif spec.nodes > pool.nodes:
@@ -121,38 +115,17 @@ def _training_problems(ref: PoolRef, spec: TrainingJobSpec, plumbing: PodPlumbin
             f"gpus_per_node {spec.gpus_per_node} exceeds the {pool.gpu.count} "
             f"{pool.gpu.model} GPUs of a {pool.machine_type} node in pool {ref.key}"
         )
-    if spec.priority_class is not None and (
-        not isinstance(spec.priority_class, str)
-        or len(spec.priority_class) > 253
-        or not DNS1123_SUBDOMAIN.match(spec.priority_class)
-    ):
-        problems.append(f"priority_class {spec.priority_class!r} is not a valid PriorityClass name")
+    # its name, never system-*; which classes the namespace may take is the request's check
+    # (with the namespace's: ``services.launch.request``), as is the namespace itself
+    if problem := priority_class_problem(spec.priority_class, None, ref.cluster.name, ""):
+        problems.append(problem)
     if not _is_int(spec.master_port) or not 1 <= spec.master_port <= 65535:
         problems.append(f"master_port must be a port number (got {spec.master_port!r})")
     if not _is_int(spec.max_restarts) or spec.max_restarts < 0:
         problems.append(f"max_restarts must be >= 0 (got {spec.max_restarts!r})")
     if spec.run_id is not None and (not isinstance(spec.run_id, str) or not spec.run_id):
         problems.append("run_id must be a non-empty string when given")
-    if not isinstance(spec.env, Mapping):
-        problems.append("env must be a mapping of names to string values")
-        return problems
-    for key, value in spec.env.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
-            problems.append(f"env name {key!r} is not a valid environment variable name")
-            continue
-        if not isinstance(value, str):
-            problems.append(f"env {key}: value must be a string (got {type(value).__name__})")
-        if key in RENDEZVOUS_ENV:
-            problems.append(
-                f"env {key} is set by the platform from the JobSet (rendezvous) and cannot be "
-                "overridden; remove it from env"
-            )
-        elif is_platform_env(key, plumbing):
-            problems.append(
-                f"env {key} is platform-owned (RDMA/NCCL plumbing: NCCL_NET, NCCL_DEBUG*, "
-                "LD_LIBRARY_PATH, FI_* and the pool's NCCL tuning) and cannot be overridden by "
-                "a training job; remove it from env"
-            )
+    problems += env_problems(spec.env, lambda key: is_platform_env(key, plumbing))
     return problems
 
 

@@ -54,16 +54,21 @@ class LaunchGateOperator(_LaunchOperator):
     every target pool has a fresh passing validation of its expected transport, is healthy, not
     in transition, its Lustre passed, and enough nodes are free. The decision and its reasons
     go to the ledger; the XCom is the recorded decision (``launch``, ``reasons``,
-    ``decision_id``)."""
+    ``decision_id``). A bad request (``services.launch.request``) fails the task for good
+    before anything is touched: no decision recorded, nothing submitted."""
 
     def execute(self, context) -> dict[str, Any]:
         from gpufleet.airflow.operators.faults import sweep_ended_runs
+        from gpufleet.services.launch.request import InvalidLaunchRequest
         from gpufleet.services.launch.submit import LaunchRefused
 
-        sweep_ended_runs(context)  # a killed run's sim faults must not reach this job
+        svc = _service(self.ledger_conn_id)
+        request = _mapping(self.request)
         try:
-            decision = _service(self.ledger_conn_id).gate(_mapping(self.request), context["run_id"])
-        except LaunchRefused as exc:
+            svc.request(request)  # first: a bad request changes nothing, not even the sweep
+            sweep_ended_runs(context)  # a killed run's sim faults must not reach this job
+            decision = svc.gate(request, context["run_id"])
+        except (LaunchRefused, InvalidLaunchRequest) as exc:
             raise AirflowFailException(str(exc)) from None
         return decision.to_dict()
 

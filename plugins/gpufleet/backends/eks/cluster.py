@@ -54,7 +54,7 @@ _ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+
 def principal_arn(caller_arn: str) -> str:
     """The IAM ARN an access entry takes for a caller: an STS assumed-role session
     (``arn:aws:sts::1:assumed-role/R/s``) becomes its role (``arn:aws:iam::1:role/R``)."""
-    match = _ASSUMED_ROLE.match(caller_arn)
+    match = _ASSUMED_ROLE.fullmatch(caller_arn)
     if match:
         partition, account, role = match.groups()
         return f"arn:{partition}:iam::{account}:role/{role}"

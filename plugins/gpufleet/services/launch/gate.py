@@ -233,12 +233,9 @@ def check_gate(
     job: str | None = None,
     run_id: str | None = None,
     now: datetime | None = None,
-    refusals: list[str] | None = None,
 ) -> RecordedDecision:
-    """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses).
-
-    ``refusals`` are problems the caller found before asking (a bad request): the decision is
-    then a refusal with those reasons, recorded like any other, and no facts are gathered.
+    """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses). A bad
+    request never gets here (``TrainingLaunch.gate`` refuses it first, recording nothing).
     A decision that could not be recorded refuses: a launch needs its recorded decision."""
     now = now or datetime.now(UTC)
     try:
@@ -246,15 +243,12 @@ def check_gate(
     except Exception as exc:  # noqa: BLE001
         log.error("ledger unreadable: %s", exc)
         ledger = None
-    if refusals:
-        decision = GateDecision(False, list(refusals))
-    else:
-        try:
-            facts = gather_facts(catalog, ledger, cluster, pools)
-            decision = decide(facts, nodes, now, max_age)
-        except Exception as exc:  # noqa: BLE001 - whatever broke, the answer is a refusal
-            log.error("the gate could not decide: %r", exc)
-            decision = GateDecision(False, [f"the gate could not decide: {exc!r}"])
+    try:
+        facts = gather_facts(catalog, ledger, cluster, pools)
+        decision = decide(facts, nodes, now, max_age)
+    except Exception as exc:  # noqa: BLE001 - whatever broke, the answer is a refusal
+        log.error("the gate could not decide: %r", exc)
+        decision = GateDecision(False, [f"the gate could not decide: {exc!r}"])
     if ledger is None:
         return RecordedDecision(False, decision.reasons, decision.schedulable_nodes)
     try:

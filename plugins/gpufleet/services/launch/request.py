@@ -19,7 +19,27 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.gate import DEFAULT_MAX_AGE
 from gpufleet.domain.inputs import InvalidValue, clipped, finite, shown
-from gpufleet.domain.names import DNS1035_LABEL, DNS1123_LABEL, IMAGE_REF, MAX_JOBSET_NAME
+from gpufleet.domain.launch_inputs import (
+    MAX_COMMAND_ARG,
+    MAX_COMMAND_ARGS,
+    MAX_ENV_VALUE,
+    MAX_ENV_VARS,
+    MAX_PRIORITY_CLASS,
+    PRIORITY_CLASS,
+    command_problems,
+    env_problems,
+    image_problem,
+    platform_env_problems,
+    priority_class_problem,
+)
+from gpufleet.domain.names import (
+    DNS1035_LABEL,
+    DNS1123_LABEL,
+    ENV_NAME,
+    IMAGE_REF,
+    MAX_IMAGE_REF,
+    MAX_JOBSET_NAME,
+)
 from gpufleet.errors import CatalogError, GpufleetError
 
 if TYPE_CHECKING:
@@ -28,6 +48,8 @@ if TYPE_CHECKING:
 POLICIES = ("fail", "warn")
 DEFAULT_MAX_AGE_HOURS = DEFAULT_MAX_AGE.total_seconds() / 3600
 
+# Every ``pattern`` here is whole-string (``names.whole``): the form (ECMA-262) and jsonschema
+# (Python's ``re.search``) mean the same by it, and "NCCL_NET\n" is not a name.
 REQUEST_FIELDS: dict[str, dict[str, Any]] = {
     "cluster": {"type": "string", "minLength": 1},
     "pools": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}},
@@ -35,15 +57,41 @@ REQUEST_FIELDS: dict[str, dict[str, Any]] = {
     "gpus_per_node": {"type": "integer", "minimum": 1},
     "job_name": {"type": "string", "pattern": DNS1035_LABEL.pattern, "maxLength": MAX_JOBSET_NAME},
     "namespace": {"type": "string", "pattern": DNS1123_LABEL.pattern, "maxLength": 63},
-    "image": {"type": "string", "minLength": 1, "pattern": IMAGE_REF.pattern},
-    "command": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-    "env": {"type": "object", "additionalProperties": {"type": "string"}},
-    "priority_class": {"type": ["null", "string"]},
+    "image": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_IMAGE_REF,
+        "pattern": IMAGE_REF.pattern,
+    },
+    "command": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_COMMAND_ARGS,
+        "items": {"type": "string", "maxLength": MAX_COMMAND_ARG},
+    },
+    "env": {
+        "type": "object",
+        "maxProperties": MAX_ENV_VARS,
+        "propertyNames": {"pattern": ENV_NAME.pattern},
+        "additionalProperties": {"type": "string", "maxLength": MAX_ENV_VALUE},
+    },
+    "priority_class": {
+        "type": ["null", "string"],
+        "maxLength": MAX_PRIORITY_CLASS,
+        "pattern": PRIORITY_CLASS.pattern,
+    },
     "transport_policy": {"type": "string", "enum": list(POLICIES)},
     "max_validation_age_hours": {"type": "number", "exclusiveMinimum": 0, "maximum": 168},
 }
 # the patterns again, for ``fullmatch`` where the value is used (not only the schema's search)
 _WHOLE = {"job_name": DNS1035_LABEL, "namespace": DNS1123_LABEL, "image": IMAGE_REF}
+# the fields whose problems the domain says in its own words (``domain.launch_inputs``), over
+# the schema's (a regex, a bare "is too long"): the values the form and the renderer refuse
+_SAID = {
+    "image": lambda v: [p] if (p := image_problem(v)) else [],
+    "command": command_problems,
+    "env": env_problems,
+}
 _NUMBERS = ("max_validation_age_hours",)  # NaN passes every bound: checked by ``finite``
 REQUIRED = (
     "cluster",
@@ -66,7 +114,7 @@ _RULES = {
     "job_name": f"a DNS-1035 label of at most {MAX_JOBSET_NAME} characters (lowercase letters, "
     "digits and '-', starting with a letter)",
     "namespace": "a DNS-1123 label of at most 63 characters (lowercase letters, digits and '-')",
-    "image": "an image reference without spaces",
+    "image": "an OCI image reference",
     "max_validation_age_hours": "a finite number of hours in (0, 168]",
 }
 
@@ -124,6 +172,15 @@ def _schema_problems(params: Mapping[str, Any]) -> dict[str, str]:
         value = params.get(name)
         if name not in found and isinstance(value, str) and not pattern.fullmatch(value):
             found[name] = f"{name} {shown(value)} is not {_RULES[name]}"
+    for name, said in _SAID.items():
+        if name in params and (words := said(params[name])):
+            found[name] = "; ".join(words)
+    value = params.get("priority_class")
+    if isinstance(value, str):  # its name; ``request_problems`` adds what its namespace allows
+        if problem := priority_class_problem(value, None, "", ""):
+            found["priority_class"] = problem
+        else:
+            found.pop("priority_class", None)
     for name in _NUMBERS:
         if name not in found and name in params:
             try:
@@ -139,7 +196,13 @@ def request_problems(params: Any, catalog: Catalog) -> list[str]:
     The field schemas first, then the catalog: the cluster exists, the namespace is one of its
     training namespaces (``namespaces``, where onboarding put the Lustre volume and the Kueue
     queues), each target pool is in it and holds ``nodes`` nodes of ``gpus_per_node`` GPUs (a
-    job runs within one pool)."""
+    job runs within one pool); ``env`` sets none of the names the platform sets on those pools'
+    pods (their RDMA/NCCL plumbing, ``domain.plumbing``), and ``priority_class`` is one the
+    catalog allows in that namespace (``Cluster.priority_classes``; none listed: none may be
+    set; never ``system-*``). All of it before the gate decides: a request refused here is
+    recorded nowhere and submits nothing."""
+    from gpufleet.domain.plumbing import is_platform_env, pod_plumbing  # the catalog's types
+
     if not isinstance(params, Mapping):
         return [f"a launch request is a mapping of fields, not {type(params).__name__}"]
     bad = _schema_problems(params)
@@ -158,12 +221,22 @@ def request_problems(params: Any, catalog: Catalog) -> list[str]:
             + (f"its namespaces: {listed}" if listed else "it lists none")
             + "): add it to the cluster's `namespaces` in the catalog and onboard again"
         )
+    if "namespace" not in bad and params["namespace"] in cluster.namespaces:
+        value = params.get("priority_class")
+        if "priority_class" not in bad or isinstance(value, str):
+            # said again, naming the classes the catalog allows in that namespace
+            problems = [p for p in problems if p != bad.get("priority_class")]
+            allowed = cluster.priority_classes.get(params["namespace"], ())
+            if problem := priority_class_problem(value, allowed, cluster.name, params["namespace"]):
+                problems.append(problem)
+    owned: set[str] = set()  # what the platform sets on the target pools' pods
     for name in [] if "pools" in bad else params["pools"]:
         try:
             pool = cluster.pool(name)
         except CatalogError as exc:
             problems.append(str(exc))
             continue
+        owned |= set(pod_plumbing(cluster, pool, pin_network=True).env)
         if "nodes" not in bad and params["nodes"] > pool.nodes:
             problems.append(
                 f"{cluster.name}/{name} has {pool.nodes} nodes; the job asks {params['nodes']}"
@@ -173,6 +246,10 @@ def request_problems(params: Any, catalog: Catalog) -> list[str]:
                 f"{cluster.name}/{name} nodes have {pool.gpu.count} GPUs; the job asks "
                 f"{params['gpus_per_node']} per node"
             )
+    if "env" not in bad and isinstance(params.get("env"), Mapping):
+        problems += platform_env_problems(
+            params["env"], lambda key: is_platform_env(key) or key in owned
+        )
     return problems
 
 

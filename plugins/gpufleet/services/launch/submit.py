@@ -24,7 +24,6 @@ from typing import Any
 
 from gpufleet.backends import ClusterBackend, cluster_backend
 from gpufleet.domain.fleet import Catalog, PoolRef
-from gpufleet.domain.gate import DEFAULT_MAX_AGE
 from gpufleet.errors import GpufleetError
 from gpufleet.services.launch.confirm import LaunchConfirmation
 from gpufleet.services.launch.gate import RecordedDecision, check_gate
@@ -65,19 +64,6 @@ class SubmittedJob:
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
-def _recorded_as(params: Any) -> dict[str, Any]:
-    """What the ledger can record of a request that may be malformed."""
-    m = params if isinstance(params, Mapping) else {}
-    pools = m.get("pools")
-    nodes = m.get("nodes")
-    return {
-        "cluster": m.get("cluster") if isinstance(m.get("cluster"), str) else "",
-        "pools": [p for p in pools if isinstance(p, str)] if isinstance(pools, list) else [],
-        "nodes": nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else 0,
-        "job": m.get("job_name") if isinstance(m.get("job_name"), str) else None,
-    }
-
-
 def unhealthy_free_nodes(ledger, ref: PoolRef, free: set[str]) -> dict[str, str]:
     """The ``free`` nodes of ``ref``'s pool its latest GPU health check failed, each with
     NVIDIA's action (``domain.gate.unhealthy_in_service`` over the listed nodes); none when the
@@ -111,29 +97,27 @@ class TrainingLaunch(LaunchConfirmation):
     # --- 1. the gate ---------------------------------------------------------------------------
 
     def gate(self, params: Any, run_id: str | None = None) -> RecordedDecision:
-        """Check the request and decide; raise LaunchRefused (with the reasons) when the job
-        may not launch. A bad request is a refusal, recorded like any other decision."""
-        try:
-            req, refusals = self.request(params), []
-        except InvalidLaunchRequest as exc:
-            req, refusals = None, exc.problems
-        asked = _recorded_as(params)
+        """Check the request, then decide; raise LaunchRefused (with the reasons) when the job
+        may not launch. A bad request (``request_problems``: its fields, the catalog's
+        namespaces, pools and priority classes, the platform's env names) raises
+        InvalidLaunchRequest naming every problem before the gate decides: the ledger is not
+        opened, nothing is recorded or submitted, and the request can be fixed and sent again."""
+        req = self.request(params)
         decision = check_gate(
             self.catalog,
             self.ledger_factory,
-            asked["cluster"],
-            asked["pools"],
-            asked["nodes"],
-            max_age=timedelta(hours=req.max_validation_age_hours) if req else DEFAULT_MAX_AGE,
-            job=asked["job"],
+            req.cluster,
+            req.pools,
+            req.nodes,
+            max_age=timedelta(hours=req.max_validation_age_hours),
+            job=req.job_name,
             run_id=run_id,
-            refusals=refusals,
         )
         for reason in decision.reasons:
             log.info("gate: %s", reason)
         if not decision.launch:
             raise LaunchRefused(
-                f"launch of {asked['job']!r} refused; nothing was submitted: "
+                f"launch of {req.job_name!r} refused; nothing was submitted: "
                 + "; ".join(decision.reasons)
             )
         return decision
