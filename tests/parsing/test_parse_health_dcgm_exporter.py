@@ -217,3 +217,19 @@ def test_prometheus_text_escapes_and_timestamps():
     assert sample.labels == {"a": 'x"y\\z\n', "b": "1,2}"}
     assert (sample.value, sample.line) == (1000.0, 1)
     assert list(read_samples('m{a="1",a="2"} 1\n# HELP m x\n\n')) == [1]  # a repeated label
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        'gpu="0\\n",UUID="GPU-aaaa-0001"',
+        'gpu="0",UUID="GPU-aaaa-0001\\n"',
+        'gpu="0",UUID="GPU-aaaa-0001",pci_bus_id="00000000:3B:00.0\\n"',
+    ],
+)
+def test_a_label_value_with_an_escaped_newline_is_refused(labels):
+    """Prometheus's text format escapes a newline in a label value as ``\\n``, which the reader
+    turns back into one: ``$`` would let ``"GPU-aaaa-0001\\n"`` pass as a UUID."""
+    report = parse_dcgm_exporter(metrics(f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} 79"))
+    assert report.problems, report
+    assert all(gpu.last_xid is None for gpu in report.gpus)

@@ -227,15 +227,15 @@ class _Reader:
         """The GPU a sample of ours belongs to, checking its labels."""
         labels = sample.labels
         index = labels.get("gpu", "")
-        if not _NUMBER.match(index) or int(index) > _MAX_GPU:
+        if not _NUMBER.fullmatch(index) or int(index) > _MAX_GPU:
             self.problems.append(f"{where}: no gpu label that is a GPU index ({index[:16]!r})")
             return None
         uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or None
         bus = labels.get("pci_bus_id") or None
-        if uuid is not None and not _UUID.match(uuid):
+        if uuid is not None and not _UUID.fullmatch(uuid):
             self.problems.append(f"{where}: UUID {uuid[:48]!r} is not a GPU's (GPU-...)")
             return None
-        if bus is not None and not _BUS.match(bus):
+        if bus is not None and not _BUS.fullmatch(bus):
             self.problems.append(f"{where}: pci_bus_id {bus[:32]!r} is not a PCI bus id")
             return None
         gpu = self.gpus.setdefault(int(index), _Gpu(int(index)))
@@ -316,7 +316,7 @@ class _Reader:
 
     def link(self, gpu: _Gpu, sample: Sample, where: str) -> None:
         link = sample.labels.get("nvlink", "")
-        if not _NUMBER.match(link):
+        if not _NUMBER.fullmatch(link):
             self.problems.append(f"{where}: no nvlink label that is a link number ({link[:8]!r})")
             return
         if sample.value not in LINK_STATES:
@@ -334,7 +334,7 @@ class _Reader:
             return
         if xids and (label is None or not label.isdigit() or not 1 <= int(label) <= MAX_XID):
             self.problems.append(f"{where}: xid label {label!r:.16} is not an Xid in 1..{MAX_XID}")
-        elif not xids and (label is None or not _EVENT.match(label)):
+        elif not xids and (label is None or not _EVENT.fullmatch(label)):
             self.problems.append(f"{where}: clock_event label {label!r:.32} is no event name")
         elif xids:
             self.count(gpu.maps["xid_counts"], int(label), sample.value, where)
