@@ -228,3 +228,71 @@ def test_the_gate_reads_the_latest_health_row_and_leaves_failed_nodes_in_service
     unknown = gate([POOL], 1)
     assert not unknown.launch
     assert "'reboot-please' is not one this gpufleet knows" in unknown.reasons[0]
+
+
+# --- issue 31: a node whose check could not run is left out until a check runs -----------------
+
+WHY = "DCGM said the GPUs were in use for 300 s"
+
+
+def unrun(could_not_run: dict[str, str], failed=None, left=()) -> HealthFact:
+    return HealthFact(FRESH, Verdict.PASS, failed or {}, frozenset(left), could_not_run)
+
+
+def test_a_node_whose_check_could_not_run_is_not_counted_and_says_why():
+    pool = good(health=unrun({"n2": WHY}))
+    assert unhealthy_in_service(pool) == {"n2": "could_not_run"}
+    decision = decide([pool], 5, NOW)
+    assert decision.launch and decision.schedulable_nodes == 5
+    assert decision.reasons[1] == (
+        "c/p: not counting 1 node(s) until a GPU health check runs on them: n2 (its latest GPU "
+        f"health check could not run: {WHY})"
+    )
+    refused = decide([pool], 6, NOW)
+    assert not refused.launch and refused.schedulable_nodes == 5
+    assert refused.reasons[1].endswith(f"n2 (its latest GPU health check could not run: {WHY})")
+
+
+def test_failed_and_could_not_run_nodes_are_named_apart():
+    pool = good(health=unrun({"n2": WHY}, failed={"n3": "reboot"}))
+    assert unhealthy_in_service(pool) == {"n2": "could_not_run", "n3": "reboot"}
+    reasons = decide([pool], 6, NOW).reasons
+    assert reasons[1].endswith("still in service: n3 (NVIDIA: reboot)")
+    assert reasons[2].startswith("c/p: not counting 1 node(s) until a GPU health check runs")
+
+
+def test_from_a_count_every_node_that_could_not_run_is_left_out():
+    """A snapshot's count has no names: a could_not_run node is never quarantined by its
+    check, so the count holds it (fail-closed: left out even when another verdict took it out)."""
+    pool = replace(good(free=NODES, health=unrun({"n1": WHY, "n2": WHY})), free_nodes=None)
+    assert unhealthy_in_service(pool) == {"n1": "could_not_run", "n2": "could_not_run"}
+    assert decide([pool], 4, NOW).launch and not decide([pool], 5, NOW).launch
+
+
+def test_a_quarantined_node_that_could_not_run_is_not_left_out_twice():
+    pool = good(free=[n for n in NODES if n != "n2"], health=unrun({"n2": WHY}))
+    assert unhealthy_in_service(pool) == {}
+    assert decide([pool], 5, NOW).launch
+
+
+def test_read_health_reads_could_not_run_with_its_reason_and_old_rows_as_not_checked():
+    row = {
+        "verdict": "pass",
+        "passed": True,
+        "finished_at": FRESH,
+        "details": {
+            "nodes": {
+                "n0": {"action": "healthy", "verdict": "pass", "reasons": ["fine"]},
+                "n1": {"action": "could_not_run", "verdict": "could_not_run", "reasons": [WHY]},
+                "n2": {"action": "could_not_run", "reasons": []},
+                "n5": {"action": None, "reasons": ["not checked: its pod is Failed"]},  # old row
+            }
+        },
+    }
+    fact = read_health(row, "health")
+    assert fact.failed == {}
+    assert fact.could_not_run == {"n1": WHY, "n2": "no reason was recorded"}
+    assert unhealthy_in_service(good(health=fact)) == {
+        "n1": "could_not_run",
+        "n2": "could_not_run",
+    }

@@ -243,16 +243,23 @@ def test_a_new_node_is_burnt_in_once_however_long_it_stays_new(fleet_state):
 def test_only_a_healthy_level_4_check_counts_as_a_burn_in(fleet_state):
     """A burn-in that found a fault (the node goes through its retest and repair) or could
     not run is owed again; level 3 is no burn-in; what the reader does not understand is no
-    burn-in either."""
+    burn-in either. Issue 31: only a ``pass`` verdict whose DCGM run shows the level-4 tests
+    ran (``burn_in``) counts: a degraded one, one whose level-4 tests were skipped, and a row
+    from before issue 31 (it does not say) are owed again."""
     from gpufleet.services.validation.health import burned_in
 
     ledger, now = Ledger(), datetime.now(UTC)
+    ok = {"level": 4, "action": "healthy", "verdict": "pass", "burn_in": True}
     nodes = {
-        "ok": {"level": 4, "action": "healthy"},
-        "faulty": {"level": 4, "action": "reboot"},
+        "ok": ok,
+        "faulty": {**ok, "action": "reboot", "verdict": "fail", "burn_in": False},
         "not-run": {"level": 4, "action": None},
-        "weekly": {"level": 3, "action": "healthy"},
-        "odd": {"level": True, "action": "healthy"},
+        "could-not-run": {**ok, "action": "could_not_run", "verdict": "could_not_run"},
+        "degraded": {**ok, "verdict": "degraded"},
+        "skipped": {**ok, "burn_in": False},
+        "before-issue-31": {"level": 4, "action": "healthy"},
+        "weekly": {**ok, "level": 3},
+        "odd": {**ok, "level": True},
         "junk": "healthy",
     }
     ledger.record_validation(
@@ -265,3 +272,214 @@ def test_only_a_healthy_level_4_check_counts_as_a_burn_in(fleet_state):
     )  # fmt: skip
     assert burned_in(ledger, CLUSTER, POOL) == {"ok"}
     assert burned_in(ledger, CLUSTER, "other-pool") == set()
+
+
+# --- issue 31: a check that could not run is neither a pass nor a failure ----------------------
+
+
+def _health_rounds(run_id: str, ref=None) -> tuple[list[tuple[float, list[str]]], object]:
+    """Run one night's validation through the services as the operator does, waiting on the
+    sim's clock for each GPU health recheck; each health round's (submission time, nodes)."""
+    from gpufleet.services.nodes.drain import backend_clock
+    from tests.support.fleet import _until, _wait
+
+    svc = FabricValidation(ref or load_catalog().pool(CLUSTER, POOL), Ledger())
+    clock = backend_clock(svc.backend)
+    st = svc.begin(run_id)
+    rounds = [(clock.time(), list(st.workload.nodes))]
+    while st.workload or st.health_recheck_at is not None:
+        if st.workload is None:
+            _until(svc.backend, st.health_recheck_at)
+            st = svc.recheck(st)
+        else:
+            _wait(svc.backend, st.workload)
+            st = svc.collect(st)
+        if st.workload is not None and st.phase == "health":
+            rounds.append((clock.time(), list(st.workload.nodes)))
+    return rounds, svc.finish(st)
+
+
+def test_a_node_dcgm_finds_in_use_is_checked_again_every_10_s_and_passes_once_free(fleet_state):
+    """DCGM_ST_IN_USE: the node alone is checked again, 10 s or more after its latest try, and
+    its check passes once DCGM is free (an injected fault holds the GPUs 120 s)."""
+    from gpufleet.domain.faults import IN_USE_HOLD_S
+
+    SimState().inject(CLUSTER, POOL, f"dcgm-in-use:{BAD}")
+    rounds, summary = _health_rounds("night-1")
+    assert rounds[-1][0] - rounds[0][0] >= IN_USE_HOLD_S  # tried until DCGM was free
+    assert summary.passed and summary.quarantined == []
+    assert len(rounds) >= 3 and all(nodes == [BAD] for _, nodes in rounds[1:])
+    starts = [t for t, _ in rounds]
+    assert all(b - a >= 10 for a, b in zip(starts, starts[1:], strict=False))
+    check = health_row("night-1")["details"]["nodes"][BAD]
+    assert (check["action"], check["verdict"]) == ("healthy", "pass")
+    assert BAD in paired("night-1")
+
+
+def test_a_node_dcgm_keeps_in_use_stays_could_not_run_after_300_s_untouched(
+    fleet_state, monkeypatch
+):
+    """In use for good: checked again within 300 s of its first try, then could_not_run with
+    DCGM's reason; never quarantined, never a failure; the gate leaves it out until a check
+    runs, with why."""
+    from gpufleet.domain.gate import read_health
+    from gpufleet.domain.health.retry import GAVE_UP
+
+    monkeypatch.setattr("gpufleet.backends.sim.faults.IN_USE_HOLD_S", 86_400.0)  # for good
+    SimState().inject(CLUSTER, POOL, f"dcgm-in-use:{BAD}")
+    rounds, summary = _health_rounds("night-1")
+    starts = [t for t, _ in rounds]
+    assert all(b - a >= 10 for a, b in zip(starts, starts[1:], strict=False))
+    assert 290 < starts[-1] - starts[0] <= 300  # the last try within 300 s of the first
+    assert summary.passed and summary.quarantined == [] and state(BAD) is None
+    row = health_row("night-1")
+    check = row["details"]["nodes"][BAD]
+    assert (check["action"], check["verdict"]) == ("could_not_run", "could_not_run")
+    assert check["reasons"] == [GAVE_UP] == ["DCGM said the GPUs were in use for 300 s"]
+    assert check["codes"] == ["DCGM_ST_IN_USE"]
+    assert row["passed"] and row["details"]["could_not_run"] == [BAD]
+    assert f"{BAD}: could not run: {GAVE_UP}" in row["reasons"]
+    fact = read_health(row, "health")
+    assert fact.failed == {} and fact.could_not_run == {BAD: GAVE_UP}
+
+
+@pytest.mark.parametrize("fault", ["dcgm-hang", "dcgm-skip-all", "dcgm-internal-error"])
+def test_a_check_that_could_not_run_is_never_quarantined_drained_or_repaired(fleet_state, fault):
+    """A DCGM that hangs past the level's limit, skips every test or fails on its own internal
+    error: the node's check could not run, night after night; nothing is done to it (no
+    quarantine, no retest, no drain, no repair), it is not checked again within the night
+    (only DCGM_ST_IN_USE is), and a level-4 run of it is no burn-in."""
+    SimState().inject(CLUSTER, POOL, f"{fault}:{BAD}")
+    for night in (1, 2):
+        result = lifecycle_night(CLUSTER, POOL, night)
+        assert result["summary"]["quarantined"] == []
+        assert result["remediation"].repairs_started == []
+        check = health_row(f"night-{night}")["details"]["nodes"][BAD]
+        assert check["verdict"] == "could_not_run" and check["burn_in"] is False
+    assert state(BAD) is None and Ledger().node_history(CLUSTER, BAD) == []
+
+
+def test_a_new_node_whose_check_could_not_run_is_not_released(fleet_state):
+    """A new node (tainted unvalidated) whose pairs pass but whose GPU health check could not
+    run stays new; a new node whose check passed is released beside it."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.backends.base import Taint
+    from gpufleet.domain.workloads import UNVALIDATED_KEY
+
+    kube = cluster_backend(load_catalog().pool(CLUSTER, POOL).cluster)
+    for name in (NODES[0], BAD):
+        kube.add_taint(name, Taint(UNVALIDATED_KEY, "true", "NoSchedule"))
+    SimState().inject(CLUSTER, POOL, f"dcgm-hang:{BAD}")
+    summary = validate(CLUSTER, POOL, run_id="night-1")
+    assert summary["passed"] and BAD in paired("night-1")
+    assert {n.name for n in kube.list_nodes(POOL) if n.unvalidated} == {BAD}
+    assert health_row("night-1")["details"]["nodes"][BAD]["verdict"] == "could_not_run"
+
+
+def test_the_operator_waits_between_rechecks_on_the_triggerers_clock(airflow_db, fleet_state):
+    """Through the real operator and triggers: a recheck not due yet defers on a WaitTrigger
+    (``execute_recheck``, the state carried), the wait passes on the triggers' clock (the sim's
+    in tests), and the round goes on to its verdict."""
+    import asyncio
+
+    from airflow.sdk.exceptions import TaskDeferred
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from gpufleet.airflow.operators import FabricValidationOperator
+
+    SimState().inject(CLUSTER, POOL, f"dcgm-in-use:{BAD}")
+    op = FabricValidationOperator(task_id="validate_fabric", cluster=CLUSTER, node_pool=POOL)
+    ctx = {"run_id": "night-1", "outlet_events": OutletEventAccessors()}
+
+    async def first(trigger):
+        events = trigger.run()
+        try:
+            return (await anext(events)).payload
+        finally:
+            await events.aclose()
+
+    methods = []
+    call = lambda: op.execute(ctx)  # noqa: E731
+    for _ in range(200):
+        try:
+            result = call()
+            break
+        except TaskDeferred as deferred:
+            methods.append(deferred.method_name)
+            event = asyncio.run(asyncio.wait_for(first(deferred.trigger), 60))
+            method, kwargs = getattr(op, deferred.method_name), deferred.kwargs or {}
+            call = lambda m=method, e=event, k=kwargs: m(ctx, event=e, **k)  # noqa: E731
+    else:
+        pytest.fail("the validation never finished")
+    assert result["passed"]
+    assert "execute_recheck" in methods  # waited for a recheck at least once
+    check = health_row("night-1")["details"]["nodes"][BAD]
+    assert check["verdict"] == "pass"  # DCGM was free again within the bound
+
+
+def test_a_pod_never_placed_past_its_deadline_or_printing_no_check_could_not_run():
+    """The check's pods as the API server reports them: never placed, failed past its deadline,
+    or printing something that is no health check's output: each could_not_run, with why;
+    none a failure (nothing is done to the node on its account)."""
+    from gpufleet.backends.base import PodInfo
+    from gpufleet.services.common.collect import Workload
+    from gpufleet.services.validation.health import GpuHealthCheck
+
+    class Cluster:
+        def list_pods(self, namespace, selector):
+            return [
+                PodInfo("p1", NODES[1], "Failed", message="Job was active longer than deadline"),
+                PodInfo("p2", NODES[2], "Succeeded"),
+            ]
+
+        def pod_logs(self, name, namespace, container):
+            return "exec /bin/bash: exec format error\n"
+
+        def delete(self, kind, name, namespace):
+            pass
+
+    check = GpuHealthCheck(load_catalog().pool(CLUSTER, POOL), Cluster(), namespace="v")
+    wl = Workload(kind="JobSet", name="h", namespace="v", nodes=NODES[:3])
+    got = check.collect(wl, {n: 1 for n in NODES[:3]})
+    assert {n: (h.action, h.verdict) for n, h in got.items()} == {
+        n: ("could_not_run", "could_not_run") for n in NODES[:3]
+    }
+    assert got[NODES[0]].reason == "its pod was never placed"
+    assert got[NODES[1]].reason == "its pod is Failed (Job was active longer than deadline)"
+    assert got[NODES[2]].reason.startswith("the output is not a health check's")
+    assert not any(h.failed for h in got.values()) and all(h.could_not_run for h in got.values())
+
+
+def test_the_round_caps_levels_at_the_models_highest_and_waits_its_deadline():
+    """A B200's dcgmi diag -r 2 hangs (NVIDIA/DCGM#247): its retest runs level 1, and a model
+    whose timeouts are longer than the defaults waits for the longer Job deadline."""
+    from datetime import date
+
+    from gpufleet.domain.health.tiers import DcgmLimits, default_limits
+    from gpufleet.manifests.gpu_health import DEADLINE_SECONDS
+    from gpufleet.services.validation.fabric_state import FabricState
+    from gpufleet.services.validation.health import health_deadline, plan_levels
+
+    night = date(2026, 12, 7)
+    b200 = default_limits("B200")
+    levels = plan_levels(["idle-0"], ["out-0"], night, limits=b200)
+    assert set(levels.values()) == {1}
+    assert plan_levels(["idle-0"], ["out-0"], night)["out-0"] >= 2  # no cap without limits
+    slow = DcgmLimits("H200", timeouts_s={1: 120, 2: 5000, 3: 2700, 4: 9000})
+    deadline = health_deadline({"out-0": 2}, slow)
+    assert deadline > DEADLINE_SECONDS[2]
+    state = FabricState(
+        cluster="c",
+        pool="p",
+        run_id="r",
+        started_at="2026-12-07T02:00:00+00:00",
+        pool_nodes=2,
+        idle=[],
+        busy=[],
+        quarantined_before=["out-0"],
+        odd=[],
+        phase="health",
+        health_levels={"out-0": 2},
+    )
+    state.health_deadline_s = deadline
+    assert state.min_timeout_s() == deadline + 600.0

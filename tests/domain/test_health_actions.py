@@ -198,10 +198,16 @@ def test_only_this_boots_errors_count_not_the_aggregate():
 
 
 def test_the_old_double_bit_layout_counts_too():
-    v100 = fixture("nvidia_smi_v100_single_double_bit.txt")
-    assert decide_health(memory=smi(v100)).action is A.HEALTHY  # aggregate 1, volatile 0
+    v100 = fixture("nvidia_smi_v100_single_double_bit.txt")  # `nvidia-smi -q -d ECC`
+    # issue 31: read as the check's three sections, the ones it lacks did not run
+    assert decide_health(memory=smi(v100)).action is A.COULD_NOT_RUN
+
+    def ecc(text: str):
+        return parse_nvidia_smi_remap_ecc(text, sections=("ECC",))
+
+    assert decide_health(memory=ecc(v100)).action is A.HEALTHY  # aggregate 1, volatile 0
     dbe = v100.replace("Total                     : 0", "Total                     : 1", 1)
-    decision = decide_health(memory=smi(dbe))
+    decision = decide_health(memory=ecc(dbe))
     assert decision.action is A.REPAIR and "double_bit_total 1" in decision.reason
 
 
@@ -270,7 +276,14 @@ def test_thermal_throttling_asks_for_repair_of_the_machines_cooling():
 
 
 def test_the_order_of_severity():
-    assert list(HealthAction) == [A.HEALTHY, A.RESET_GPU, A.REBOOT, A.NEEDS_HUMAN, A.REPAIR]
+    assert list(HealthAction) == [
+        A.HEALTHY,
+        A.COULD_NOT_RUN,  # outranks only healthy: a real failure wins over it
+        A.RESET_GPU,
+        A.REBOOT,
+        A.NEEDS_HUMAN,
+        A.REPAIR,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -306,8 +319,8 @@ def test_the_reason_counts_the_other_findings_of_the_same_action():
 
 
 def test_no_signal_is_no_proof_of_health():
-    decision = decide_health()
-    assert decision.action is A.NEEDS_HUMAN
+    decision = decide_health()  # issue 31: nothing read is a check that could not run
+    assert decision.action is A.COULD_NOT_RUN and decision.verdict == "could_not_run"
     assert decision.reason == "no GPU health signal was read for this node"
 
 

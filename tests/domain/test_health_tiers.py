@@ -9,7 +9,15 @@ from datetime import date, timedelta
 
 import pytest
 
-from gpufleet.domain.health.tiers import diag_level, weekly_day
+from gpufleet.domain.health.tiers import (
+    DEFAULT_DIAG_TIMEOUT_S,
+    DcgmLimits,
+    default_limits,
+    diag_level,
+    diag_timeout,
+    plan_diag,
+    weekly_day,
+)
 
 MONDAY = date(2026, 11, 30)
 WEEK = [MONDAY + timedelta(days=i) for i in range(7)]
@@ -71,3 +79,56 @@ def test_plan_levels_burns_in_only_the_new_idle_nodes_of_a_pool_that_asks():
     assert plan_levels(idle, retest, night, new=["n1", "n2"]) == plain  # the catalog did not ask
     burnt = plan_levels(idle, retest, night, new=["n1", "n2", "n9"], burn_in=True)
     assert burnt == {"n0": 1, "n1": 4, "n2": 4, "n3": 1, "n9": 2}
+
+
+# --- per GPU model: the highest level and each level's hard timeout (issue 31 item 4) ----------
+
+
+def test_the_default_timeouts_per_level():
+    """Level 1 under 120 s (Azure: 1 min), 2 under 900 s (AWS: up to 10.5 min), 3 under 2700 s
+    (NVIDIA: about 15 min), 4 under 9000 s (AWS: up to 2.25 h)."""
+    assert DEFAULT_DIAG_TIMEOUT_S == {1: 120, 2: 900, 3: 2700, 4: 9000}
+    assert [diag_timeout("H200", level) for level in (1, 2, 3, 4)] == [120, 900, 2700, 9000]
+    custom = DcgmLimits("H100", timeouts_s={**DEFAULT_DIAG_TIMEOUT_S, 2: 600})
+    assert diag_timeout(custom, 2) == 600
+    with pytest.raises(ValueError, match="1, 2, 3 or 4"):
+        diag_timeout("H200", 5)
+
+
+@pytest.mark.parametrize("model", ["B200", "gb200", "B300", "GB300"])
+def test_the_b_series_stops_at_level_1_by_default(model):
+    assert default_limits(model).max_level == 1
+    assert "NVIDIA/DCGM#247" in default_limits(model).why
+    assert default_limits("H200").max_level == 4
+
+
+def test_a_level_above_the_models_highest_is_capped_and_the_reason_says_so():
+    node = "a4-b200-0"
+    day = WEEK[weekly_day(node)]
+    b200 = default_limits("B200")
+    plan = plan_diag(node, day, retest=True, limits=b200)
+    assert (plan.level, plan.wanted, plan.timeout_s, plan.capped) == (1, 3, 120, True)
+    assert "capped from level 3" in plan.reason and "B200's highest dcgmi diag level is 1" in (
+        plan.reason
+    )
+    assert diag_level(node, day, retest=False, new=True, burn_in=True, limits=b200) == 1
+    two = DcgmLimits("H100", max_level=2)
+    assert diag_level(node, day, retest=False, new=True, burn_in=True, limits=two) == 2
+    uncapped = plan_diag(node, day, retest=True)
+    assert (uncapped.level, uncapped.capped, uncapped.timeout_s) == (3, False, 2700)
+    assert "capped" not in uncapped.reason
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_level": 0}, "1, 2, 3 or 4"),
+        ({"max_level": True}, "1, 2, 3 or 4"),
+        ({"timeouts_s": {1: 120}}, "each level 1-4"),
+        ({"timeouts_s": {1: 0, 2: 1, 3: 1, 4: 1}}, "level-1 timeout"),
+        ({"timeouts_s": {1: 1, 2: 1, 3: 1, 4: 10**9}}, "level-4 timeout"),
+    ],
+)
+def test_bad_limits_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        DcgmLimits("H200", **kwargs)

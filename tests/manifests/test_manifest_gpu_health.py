@@ -7,7 +7,14 @@ import pytest
 
 from gpufleet.domain import workloads as w
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.manifests.gpu_health import DEADLINE_SECONDS, render_gpu_health
+from gpufleet.domain.health.tiers import (
+    DEFAULT_DIAG_TIMEOUT_S,
+    KILL_AFTER_S,
+    TOOL_TIMEOUT_S,
+    DcgmLimits,
+    default_limits,
+)
+from gpufleet.manifests.gpu_health import DEADLINE_SECONDS, job_deadline, render_gpu_health
 from gpufleet.parsing.health.report import MARKER, SECTIONS
 from tests.manifests.manifest_helpers import RUN_ID, native_pool_label, nodes_of
 from tests.support.schemas import validate_manifest
@@ -56,3 +63,49 @@ def test_each_node_runs_the_tools_at_its_own_level_pinned_and_holding_its_gpus(r
 def test_bad_input_is_refused(ref: PoolRef, levels, match):
     with pytest.raises(ValueError, match=match):
         render_gpu_health(ref, levels, RUN_ID)
+
+
+def _script(obj: dict, i: int = 0) -> str:
+    job = obj["spec"]["replicatedJobs"][i]["template"]["spec"]
+    return job["template"]["spec"]["containers"][0]["command"][-1]
+
+
+def test_every_tool_runs_under_a_timeout_and_prints_its_exit_status(ref: PoolRef):
+    """dcgmi diag under its level's hard timeout, the quick tools under a short fixed one; each
+    followed by ``gpufleet-health-exit=<status>`` on a line of its own; the node line says the
+    timeout."""
+    nodes = nodes_of(ref, 2)
+    obj = render_gpu_health(ref, dict(zip(nodes, (1, 3), strict=True)), RUN_ID)
+    validate_manifest(obj)
+    for i, (level, seconds) in enumerate(((1, 120), (3, 2700))):
+        script = _script(obj, i)
+        lines = script.splitlines()
+        assert f'echo "node=${{GPUFLEET_NODE}} level={level} timeout={seconds}"' in lines
+        assert (
+            f'timeout --kill-after={KILL_AFTER_S} {seconds} dcgmi diag -r {level} -j; ended "$?"'
+            in lines
+        )
+        assert "ended() { printf '\\ngpufleet-health-exit=%s\\n' \"$1\"; }" in lines
+        quick = f"timeout --kill-after={KILL_AFTER_S} {TOOL_TIMEOUT_S} "
+        assert f'{quick}nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT; ended "$?"' in lines
+        assert f'{quick}nvidia-smi nvlink -e; ended "$?"' in lines
+        assert f"{quick}dmesg 2> /dev/null | grep 'NVRM'; ended \"${{PIPESTATUS[0]}}\"" in lines
+        tools = [line for line in lines if line.startswith("timeout ")]
+        assert len(tools) == 5 and all(line.count("; ended ") == 1 for line in tools)
+        deadline = obj["spec"]["replicatedJobs"][i]["template"]["spec"]["activeDeadlineSeconds"]
+        assert deadline > seconds + KILL_AFTER_S + 4 * (TOOL_TIMEOUT_S + KILL_AFTER_S)
+
+
+def test_the_models_limits_set_the_timeout_and_refuse_a_level_above_its_highest(ref: PoolRef):
+    node = nodes_of(ref, 1)[0]
+    slow = DcgmLimits("H200", timeouts_s={**DEFAULT_DIAG_TIMEOUT_S, 2: 4000})
+    obj = render_gpu_health(ref, {node: 2}, RUN_ID, limits=slow)
+    assert "timeout --kill-after=10 4000 dcgmi diag -r 2 -j;" in _script(obj)
+    assert "level=2 timeout=4000" in _script(obj)
+    job = obj["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert job["activeDeadlineSeconds"] == job_deadline(2, 4000) > 4000  # the tool ends first
+    with pytest.raises(ValueError, match="level 2 is above B200's highest dcgmi diag level 1"):
+        render_gpu_health(ref, {node: 2}, RUN_ID, limits=default_limits("B200"))
+    assert "dcgmi diag -r 1 -j" in _script(
+        render_gpu_health(ref, {node: 1}, RUN_ID, limits=default_limits("B200"))
+    )

@@ -121,7 +121,11 @@ def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True
     ledger = Ledger()
     svc = FabricValidation(ref, ledger)
     state = svc.begin(run_id)
-    while state.workload:
+    while state.workload or state.health_recheck_at is not None:
+        if state.workload is None:  # a GPU health recheck not due yet: the clock passes
+            _until(svc.backend, state.health_recheck_at)
+            state = svc.recheck(state)
+            continue
         _wait(svc.backend, state.workload)
         state = svc.collect(state)
     summary = svc.finish(state).to_dict()
@@ -151,6 +155,15 @@ def lifecycle_night(cluster: str, pool: str, n: int, settings=None) -> dict:
     result = NodeRemediation(ref, Ledger(), settings).step(run_id)
     clock.advance(CREATE_S["repair"] * speed())
     return {"summary": summary, "remediation": result}
+
+
+def _until(backend, at: float) -> None:
+    """Advance the sim's clock to ``at`` (a UNIX time), if it is not there yet."""
+    from gpufleet.services.nodes.drain import backend_clock
+
+    clock = backend_clock(backend)
+    if at > clock.time():
+        clock.advance(at - clock.time())
 
 
 def _wait(backend, wl, timeout: float = 600, step: float = 0.1) -> None:

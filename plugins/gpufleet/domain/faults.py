@@ -36,10 +36,22 @@ wrong and how to write it. Grammar (arguments in brackets are optional):
 ``nvlink-down:<node>``          one GPU's NVLink is down (and logs Xid 74)
 ``thermal-throttle:<node>``     the node's GPUs throttle for heat: a slow node, whose pairs'
                                 bandwidth drops as a ``bad-node``'s does
+``dcgm-internal-error:<node>``  ``dcgmi diag``: a test fails with DCGM's internal-error warning
+                                (``DCGM_FR_INTERNAL``) while every GPU's result under it passes
+``dcgm-skip-all:<node>``        ``dcgmi diag``: every test Skip (nothing ran)
+``dcgm-fail-all:<node>``        ``dcgmi diag`` prints DCGM 3.x's text table, a test ``Fail - All``
+``dcgm-in-use:<node>``          ``dcgmi diag`` answers DCGM_ST_IN_USE (another diagnostic holds
+                                the GPUs) and prints no result, for ``IN_USE_HOLD_S`` after the
+                                fault was put in force; a catalog fault holds them for good
+``dcgm-truncated:<node>``       ``dcgmi diag``'s JSON and ``nvidia-smi -q`` end mid-document
+``dcgm-hang:<node>``            ``dcgmi diag`` hangs past its timeout: killed, exit status 124
 ==============================  ===============================================================
 
 The GPU faults (``xid`` to ``thermal-throttle``, :data:`GPU_FAULT_KINDS`) are what the node's
-own health tools report; the sim writes them in the real tools' output. A reboot of the node
+own health tools report; the sim writes them in the real tools' output. The DCGM faults
+(``dcgm-*``, :data:`DCGM_FAULT_KINDS`) are not hardware: the node's GPUs are sound, but its
+``dcgmi diag`` run says so in one of DCGM's failure dialects, so that a check that could not run
+is exercised (issue 31); they show in no other tool. A reboot of the node
 clears those of :data:`REBOOT_CLEARS`; a host repair clears every fault naming the node.
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
@@ -74,15 +86,27 @@ FAULT_KINDS = (
     "ecc-dbe",
     "nvlink-down",
     "thermal-throttle",
+    "dcgm-internal-error",
+    "dcgm-skip-all",
+    "dcgm-fail-all",
+    "dcgm-in-use",
+    "dcgm-truncated",
+    "dcgm-hang",
 )
-GPU_FAULT_KINDS = FAULT_KINDS[FAULT_KINDS.index("xid") :]
+GPU_FAULT_KINDS = FAULT_KINDS[FAULT_KINDS.index("xid") : FAULT_KINDS.index("dcgm-internal-error")]
+# the faults of a node's ``dcgmi diag`` run (its DCGM failure dialects), not of its GPUs
+DCGM_FAULT_KINDS = FAULT_KINDS[FAULT_KINDS.index("dcgm-internal-error") :]
+# how long (seconds on the sim's clock) a ``dcgm-in-use`` fault holds the node's GPUs after it
+# was put in force: a diagnostic already running there ends; the health round's retries of
+# DCGM_ST_IN_USE (300 s at 10 s, as NVSentinel's) outlast it
+IN_USE_HOLD_S = 120.0
 # The faults naming a node that its reboot clears (``CloudBackend.reboot_node``): a reboot resets
 # every GPU, so this boot's Xid events are gone and a pending row remap takes effect. The rest
 # (a failed remap, ECC errors, a link down, throttling, a bad or NotReady node) stay until a
 # host repair.
 REBOOT_CLEARS = frozenset({"xid", "row-remap-pending"})
 # the faults whose one argument is a node name (``kind:<node>``)
-_NODE_KINDS = ("not-ready", *GPU_FAULT_KINDS[1:])
+_NODE_KINDS = ("not-ready", *GPU_FAULT_KINDS[1:], *DCGM_FAULT_KINDS)
 _PLACE_KINDS = ("subblock-down", "block-slow")  # ``kind:<id>``: a sub-block's or block's id
 MAX_XID = 999  # as the kernel-log parser reads Xid codes (gpufleet.parsing.health.xid)
 SYNTAX = (
@@ -90,7 +114,9 @@ SYNTAX = (
     "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>, drift:<PERCENT>, "
     "subblock-down:<sub-block>, block-slow:<block>, xid:<node>:<CODE>, "
     "row-remap-pending:<node>, row-remap-failed:<node>, ecc-dbe:<node>, "
-    "nvlink-down:<node>, thermal-throttle:<node>"
+    "nvlink-down:<node>, thermal-throttle:<node>, dcgm-internal-error:<node>, "
+    "dcgm-skip-all:<node>, dcgm-fail-all:<node>, dcgm-in-use:<node>, dcgm-truncated:<node>, "
+    "dcgm-hang:<node>"
 )
 _INTEGER = re.compile(r"^[0-9]+$")
 _NUMBER = r"[0-9]+(\.[0-9]+)?"
@@ -126,7 +152,7 @@ class Fault:
 
     kind: str
     busbw_gbps: float | None = None  # fabric-down: socket bandwidth while the fabric is down
-    node: str | None = None  # bad-node, not-ready and the GPU faults
+    node: str | None = None  # bad-node, not-ready, the GPU and the DCGM faults
     nic: bool = False  # bad-node:<node>:nic
     factor: float | None = None  # lustre-slow (None: the sim's default)
     machines: int | None = None  # capacity-short (None: half the reservation)
@@ -262,7 +288,7 @@ def parse_fault(text: str) -> Fault:
         node, _, code = arg.partition(":")
         if len(node) > 253 or not DNS1123_SUBDOMAIN.match(node):
             raise FaultError(f"fault {spec!r}: xid needs a node name: xid:<node>:<CODE>")
-        if not _INTEGER.match(code) or not 1 <= int(code) <= MAX_XID:
+        if not _INTEGER.fullmatch(code) or not 1 <= int(code) <= MAX_XID:
             raise FaultError(
                 f"fault {spec!r}: xid needs a code from 1 to {MAX_XID} after the node: "
                 "xid:<node>:79"
@@ -301,7 +327,7 @@ def parse_fault(text: str) -> Fault:
     if kind == "capacity-short":
         if not arg:
             return Fault(kind)
-        if not _INTEGER.match(arg) or int(arg) < 1:
+        if not _INTEGER.fullmatch(arg) or int(arg) < 1:
             raise FaultError(
                 f"fault {spec!r}: capacity-short takes an optional machine count of at least 1: "
                 "capacity-short:2"
@@ -317,7 +343,7 @@ def parse_fault(text: str) -> Fault:
     if not after_text:
         return Fault(kind, rate=rate)
     key, eq, value = after_text.partition("=")
-    if key != "after" or not eq or not _INTEGER.match(value) or int(value) < 1:
+    if key != "after" or not eq or not _INTEGER.fullmatch(value) or int(value) < 1:
         raise FaultError(
             f"fault {spec!r}: after the rate only ':after=N' (N >= 1 calls) may follow: "
             "api-errors:1:after=20"

@@ -419,10 +419,23 @@ class PoolRef(_Model):
     region: Region
     cluster: Cluster
     pool: NodePool
+    # the pool's GPU model's dcgmi diag limits (``tiers.DcgmLimits``: the catalog's
+    # ``gpu_models`` over the built-in defaults), set by the catalog that resolved the pool
+    dcgm: Any = None
 
     @property
     def key(self) -> str:
         return f"{self.cluster.name}/{self.pool.name}"
+
+    @property
+    def dcgm_limits(self) -> Any:
+        """The pool's GPU model's ``tiers.DcgmLimits``: the catalog's when it resolved this
+        pool, else the built-in defaults of the model."""
+        if self.dcgm is not None:
+            return self.dcgm
+        from gpufleet.domain.health.tiers import default_limits
+
+        return default_limits(self.pool.gpu.model)
 
     @property
     def filesystem(self) -> Filesystem | None:
@@ -458,6 +471,11 @@ class Catalog:
         entry = self.gpu_models.get(_model_key(model))
         return entry.limits(model) if entry else default_limits(model)
 
+    def _ref(self, region: Region, cluster: Cluster, pool: NodePool) -> PoolRef:
+        return PoolRef(
+            region=region, cluster=cluster, pool=pool, dcgm=self.dcgm_limits(pool.gpu.model)
+        )
+
     @cached_property
     def clusters(self) -> dict[str, tuple[Region, Cluster]]:
         return {c.name: (r, c) for r in self.regions.values() for c in r.clusters}
@@ -483,7 +501,7 @@ class Catalog:
         """Every pool resolved once, in catalog order (the models are frozen): a fleet-wide
         read asks for thousands, several times."""
         return tuple(
-            PoolRef(region=region, cluster=cluster, pool=pool)
+            self._ref(region, cluster, pool)
             for region in self.regions.values()
             for cluster in region.clusters
             for pool in cluster.node_pools
@@ -494,9 +512,7 @@ class Catalog:
         out: dict[tuple[str, str], PoolRef] = {}
         for name, (region, cluster) in self.clusters.items():
             for pool in cluster.node_pools:  # the first of a name, as ``Cluster.pool``
-                out.setdefault(
-                    (name, pool.name), PoolRef(region=region, cluster=cluster, pool=pool)
-                )
+                out.setdefault((name, pool.name), self._ref(region, cluster, pool))
         return out
 
     def pool(self, cluster: str, pool: str) -> PoolRef:
@@ -504,7 +520,7 @@ class Catalog:
         if ref is not None:
             return ref
         cl = self.cluster(cluster)  # CatalogError naming what is known
-        return PoolRef(region=self.clusters[cluster][0], cluster=cl, pool=cl.pool(pool))
+        return self._ref(self.clusters[cluster][0], cl, cl.pool(pool))
 
     def pools(
         self,

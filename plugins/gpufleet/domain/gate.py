@@ -13,9 +13,10 @@ gate picks the first pool, in the order given (a repeated pool counts once), tha
   ``max_age`` and not dated more than ``MAX_SKEW`` in the future,
 - has its Lustre filesystem's latest storage validation passing likewise (when it has one),
 - has enough schedulable (not quarantined, not cordoned) nodes for the whole job, not counting
-  those its latest GPU health check failed and that are still in service
-  (:func:`unhealthy_in_service`: a check never run, or one that could not finish, refuses
-  nothing by itself),
+  those its latest GPU health check failed and that are still in service, nor those whose
+  latest check could not run (``could_not_run``: never quarantined, so in service, but unproven
+  until a check runs) (:func:`unhealthy_in_service`: a check never run, or a health round that
+  could not finish, refuses nothing by itself),
 
 and records why each other pool was skipped. Anything unknown refuses; every decision carries
 its reasons.
@@ -142,18 +143,23 @@ LEFT_IN_SERVICE = "(left in service: the quarantine cap)"
 @dataclass(frozen=True)
 class HealthFact:
     """The pool's latest GPU health check (its ``health`` row): when it finished, its verdict,
-    each node it found unhealthy with NVIDIA's action (node -> action; ``healthy`` and not
-    checked are left out), and those it says it left in service (the quarantine cap held)."""
+    each node it found unhealthy with NVIDIA's action (node -> action; ``healthy``,
+    ``could_not_run`` and not checked are left out), those it says it left in service (the
+    quarantine cap held), and each node whose check could not run with why (node -> the
+    check's reason)."""
 
     finished_at: datetime
     verdict: Verdict
     failed: Mapping[str, str] = field(default_factory=dict)
     left_in_service: frozenset[str] = frozenset()
+    could_not_run: Mapping[str, str] = field(default_factory=dict)
 
 
 def read_health(row: dict | None, what: str) -> HealthFact | None:
     """A ``health`` row as a strict fact: its verdict and time as any validation's, each node's
-    ``details.nodes[node].action`` a ``HealthAction`` or None (not checked); FactError else."""
+    ``details.nodes[node].action`` a ``HealthAction`` or None (not checked: rows written before
+    issue 31 held None for a check that could not run); FactError else. A ``could_not_run``
+    node's why is the first of its ``reasons``."""
     fact = read_validation(row, what)
     if fact is None or row is None:
         return None
@@ -162,13 +168,18 @@ def read_health(row: dict | None, what: str) -> HealthFact | None:
     if not isinstance(nodes, dict):
         raise FactError(f"{what} details {details!r} hold no mapping of nodes")
     failed: dict[str, str] = {}
+    unrun: dict[str, str] = {}
     for node, check in nodes.items():
         if not isinstance(node, str) or not isinstance(check, dict):
             raise FactError(f"{what} node {node!r}: {check!r} is not a node's check")
         if check.get("action") is None:  # not checked
             continue
         action = read_enum(HealthAction, check.get("action"), f"{what} action of {node}")
-        if action is not HealthAction.HEALTHY:
+        if action is HealthAction.COULD_NOT_RUN:
+            reasons = check.get("reasons")
+            why = reasons[0] if isinstance(reasons, list) and reasons else None
+            unrun[node] = why if isinstance(why, str) and why else "no reason was recorded"
+        elif action is not HealthAction.HEALTHY:
             failed[node] = action.value
     listed = details.get("left_in_service")
     if isinstance(listed, list):
@@ -180,7 +191,9 @@ def read_health(row: dict | None, what: str) -> HealthFact | None:
             for r in reasons
             if isinstance(r, str) and r.endswith(LEFT_IN_SERVICE)
         }
-    return HealthFact(fact.finished_at, fact.verdict, failed, frozenset(left & failed.keys()))
+    return HealthFact(
+        fact.finished_at, fact.verdict, failed, frozenset(left & failed.keys()), unrun
+    )
 
 
 @dataclass(frozen=True)
@@ -323,23 +336,47 @@ def problems_change_at(f: PoolFacts, now: datetime, max_age: timedelta) -> datet
 
 def unhealthy_in_service(f: PoolFacts) -> dict[str, str]:
     """The nodes counted in ``schedulable_nodes`` whose latest GPU health check failed, each
-    with NVIDIA's action: the nodes no job may be placed on. By name when the cluster's nodes
-    were listed (``free_nodes``); from a count (a ledger snapshot), those the check says it left
-    in service. A quarantined node is not counted anyway; a check never run leaves out nothing,
-    and its age or an ``error`` verdict refuses nothing by itself: health informs when it ran."""
+    with NVIDIA's action, and those whose latest check could not run (``could_not_run``): the
+    nodes no job may be placed on until a check runs. By name when the cluster's nodes were
+    listed (``free_nodes``); from a count (a ledger snapshot), the failed nodes the check says
+    it left in service and every node that could not run (never quarantined by the check: the
+    count holds it unless another verdict took it out, which a count cannot tell: left out all
+    the same, fail-closed). A quarantined node is not counted anyway; a check never run leaves
+    out nothing, and its age or an ``error`` verdict refuses nothing by itself: health informs
+    when it ran."""
     h = f.health
     if h is None:
         return {}
-    counted = f.free_nodes if f.free_nodes is not None else h.left_in_service
-    return {n: a for n, a in sorted(h.failed.items()) if n in counted}
+    unrun = set(h.could_not_run)
+    counted = f.free_nodes if f.free_nodes is not None else h.left_in_service | unrun
+    out = {n: a for n, a in h.failed.items() if n in counted}
+    out.update({n: HealthAction.COULD_NOT_RUN.value for n in unrun if n in counted})
+    return dict(sorted(out.items()))
 
 
-def _left_out(key: str, unhealthy: Mapping[str, str]) -> str:
-    listed = ", ".join(f"{n} (NVIDIA: {a})" for n, a in unhealthy.items())
-    return (
-        f"{key}: not counting {len(unhealthy)} node(s) that failed their latest GPU health "
-        f"check and are still in service: {listed}"
-    )
+def _left_out(f: PoolFacts, unhealthy: Mapping[str, str]) -> list[str]:
+    """Why the gate does not count ``unhealthy`` (:func:`unhealthy_in_service`): the failed
+    nodes with NVIDIA's action, the nodes whose check could not run with why."""
+    unrun = HealthAction.COULD_NOT_RUN.value
+    whys = f.health.could_not_run if f.health is not None else {}
+    failed = {n: a for n, a in unhealthy.items() if a != unrun}
+    out = []
+    if failed:
+        listed = ", ".join(f"{n} (NVIDIA: {a})" for n, a in failed.items())
+        out.append(
+            f"{f.key}: not counting {len(failed)} node(s) that failed their latest GPU health "
+            f"check and are still in service: {listed}"
+        )
+    if blocked := [n for n, a in unhealthy.items() if a == unrun]:
+        listed = ", ".join(
+            f"{n} (its latest GPU health check could not run: {whys.get(n, 'no reason')})"
+            for n in blocked
+        )
+        out.append(
+            f"{f.key}: not counting {len(blocked)} node(s) until a GPU health check runs on "
+            f"them: {listed}"
+        )
+    return out
 
 
 def decide(
@@ -373,8 +410,7 @@ def decide(
                 f"{f.key}: the job needs {nodes} nodes; the pool has {free} schedulable "
                 "(a job runs within one pool)"
             ]
-            if unhealthy:
-                problems.append(_left_out(f.key, unhealthy))
+            problems += _left_out(f, unhealthy)
         if problems:
             skipped += problems
         else:
@@ -387,7 +423,7 @@ def decide(
         f"{usable} schedulable nodes; chosen for {nodes} nodes"
     )
     unhealthy = unhealthy_in_service(chosen)
-    warnings = [_left_out(chosen.key, unhealthy)] if unhealthy else []
+    warnings = _left_out(chosen, unhealthy)
     if chosen.state is PoolState.DRIFTING:
         warnings.append(
             f"{chosen.key}: warning: launching on a drifting pool: "

@@ -260,8 +260,41 @@ class FabricValidationOperator(_WorkloadDeferring):
             self._renew(context)
             svc = self._service()
             state = svc.collect(FabricState.from_dict(event["carry"]))
+            self._wait_for_recheck(svc, state)
             if state.workload is not None:
                 self.log.info("pass 1" if state.round == 0 else f"localizing: round {state.round}")
+                self._defer_on(state)
+            summary = svc.finish(state)
+        self._release(context)
+        return self._outcome(context, summary)
+
+    def _wait_for_recheck(self, svc, state) -> None:
+        """A GPU health round that will check again nodes DCGM found in use, not yet due
+        (``state.health_recheck_at``, on the cluster's clock): wait, then ``execute_recheck``."""
+        from gpufleet.airflow.triggers import WaitTrigger
+        from gpufleet.services.nodes.drain import backend_clock
+
+        if state.workload is not None or state.health_recheck_at is None:
+            return
+        left = max(0.0, state.health_recheck_at - backend_clock(svc.backend).time())
+        self.log.info("GPU health: checking again in %.0f s the nodes DCGM found in use", left)
+        self.defer(
+            trigger=WaitTrigger(left),
+            method_name="execute_recheck",
+            kwargs={"carry": state.to_dict()},
+        )
+
+    def execute_recheck(self, context, event: dict[str, Any] | None = None, carry=None):
+        """Back from waiting for a GPU health recheck: submit it (``FabricValidation.recheck``)."""
+        from gpufleet.services.validation.fabric import FabricState
+
+        self._numbers()
+        with self._cannot_finish(context, carry):
+            self._renew(context)
+            svc = self._service()
+            state = svc.recheck(FabricState.from_dict(carry or {}))
+            self._wait_for_recheck(svc, state)
+            if state.workload is not None:
                 self._defer_on(state)
             summary = svc.finish(state)
         self._release(context)

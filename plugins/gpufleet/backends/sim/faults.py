@@ -9,13 +9,20 @@ not measurements: they only have to be unmistakable to the verdicts.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.sim.nights import drift_factor
-from gpufleet.domain.faults import GPU_FAULT_KINDS, ActiveFault, Fault
+from gpufleet.domain.faults import (
+    DCGM_FAULT_KINDS,
+    GPU_FAULT_KINDS,
+    IN_USE_HOLD_S,
+    ActiveFault,
+    Fault,
+)
 from gpufleet.domain.workloads import RUN_ID_ANNOTATION, WORKLOAD_LABEL
 
 DEGRADED_BUSBW_FACTOR = 0.42  # a node with a flapping NIC drags its pairs down to this share
@@ -53,6 +60,9 @@ class PoolFaults:
     not_ready_nodes: frozenset[str] = frozenset()
     drifts: tuple[tuple[float, float | None], ...] = ()  # drift: (percent per night, since)
     gpu_faults: tuple[Fault, ...] = ()  # xid, row-remap-*, ecc-dbe, nvlink-down, thermal-throttle
+    # and the dcgm-* faults of a node's dcgmi diag run
+    # dcgm-in-use: node -> when (sim clock) its hold ends (inf: a standing fault holds for good)
+    in_use_until: tuple[tuple[str, float], ...] = ()
     down_subblocks: frozenset[str] = frozenset()  # subblock-down (backends.sim.topology)
     slow_blocks: frozenset[str] = frozenset()  # block-slow
 
@@ -66,6 +76,7 @@ class PoolFaults:
         not_ready: set[str] = set()
         drifts: list[tuple[float, float | None]] = []
         gpu: list[Fault] = []
+        in_use: dict[str, float] = {}
         down: set[str] = set()
         slow: set[str] = set()
         for active in faults:
@@ -92,8 +103,11 @@ class PoolFaults:
                 down.add(f.place or "")
             elif f.kind == "block-slow":
                 slow.add(f.place or "")
-            if f.kind in GPU_FAULT_KINDS:
+            if f.kind in GPU_FAULT_KINDS or f.kind in DCGM_FAULT_KINDS:
                 gpu.append(f)
+            if f.kind == "dcgm-in-use":
+                until = math.inf if active.since is None else active.since + IN_USE_HOLD_S
+                in_use[f.node or ""] = max(in_use.get(f.node or "", -math.inf), until)
             if f.kind == "thermal-throttle":  # a slow node, as a bad node is
                 degraded.add(f.node or "")
         return cls(
@@ -108,13 +122,19 @@ class PoolFaults:
             not_ready_nodes=frozenset(not_ready),
             drifts=tuple(drifts),
             gpu_faults=tuple(dict.fromkeys(gpu)),
+            in_use_until=tuple(sorted(in_use.items())),
             down_subblocks=frozenset(down),
             slow_blocks=frozenset(slow),
         )
 
-    def gpu_faults_of(self, node: str) -> tuple[Fault, ...]:
-        """The GPU faults in force on ``node``, as injected (none: a healthy node)."""
-        return tuple(f for f in self.gpu_faults if f.node == node)
+    def gpu_faults_of(self, node: str, at: float | None = None) -> tuple[Fault, ...]:
+        """The GPU and DCGM faults in force on ``node``, as injected (none: a healthy node).
+        With ``at`` (a time on the sim's clock: when the check runs), a ``dcgm-in-use`` whose
+        hold ended by then (``IN_USE_HOLD_S`` after it was put in force) is left out."""
+        ended = at is not None and at >= dict(self.in_use_until).get(node, math.inf)
+        return tuple(
+            f for f in self.gpu_faults if f.node == node and not (ended and f.kind == "dcgm-in-use")
+        )
 
     def busbw_decay(self, nights_since: Callable[[float | None], int]) -> float:
         """The share of bus bandwidth the ``drift`` faults leave tonight; ``nights_since(t)``

@@ -3,8 +3,10 @@
 
 - the kernel log (``dmesg``): the driver's load line, then one ``NVRM: Xid (PCI:0000:18:00):
   79, pid=..., name=..., <text>`` line per Xid event;
-- ``nvidia-smi -q -d ROW_REMAPPER,ECC``: per GPU, the volatile and aggregate SRAM/DRAM ECC
-  counters and the ``Remapped Rows`` section with its bank histogram;
+- ``nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT``: per GPU, the volatile and aggregate
+  SRAM/DRAM ECC counters, the ``Retired Pages`` section (``N/A`` on Ampere and later: page
+  retirement gave way to row remapping, as a real A100's output shows) and the ``Remapped Rows``
+  section with its bank histogram;
 - ``nvidia-smi nvlink -e``: per GPU, 18 links' replay, recovery and CRC counters (a link that is
   down reads ``<inactive>``);
 - ``dcgmi diag -r N -j`` in DCGM 4.x's JSON (``DCGM Diagnostic`` -> ``test_categories``, one
@@ -12,6 +14,11 @@
   of levels 1 to N (:data:`DIAG_TESTS`);
 - whether the node's GPUs throttle for heat;
 - what the node's dcgm-exporter serves (``dcgm_exporter``, from the same state: :func:`gpu_states`).
+
+The check's pod runs each tool under ``timeout`` and prints ``gpufleet-health-exit=<status>``
+after its output (:data:`EXIT_LINE`; ``include/manifests/gpu-health.yaml.j2``), and its node
+line says the ``dcgmi diag`` level and timeout: ``node=<name> level=<n> timeout=<s>``
+(:func:`health_check_output`).
 
 A healthy node prints healthy outputs. A GPU fault (``gpufleet.domain.faults.GPU_FAULT_KINDS``)
 hits one GPU of its node, :func:`faulty_gpu` (the same one for every fault of the node), and
@@ -34,6 +41,44 @@ shows in each tool as the real fault would, with DCGM's own error ids and messag
 ``thermal-throttle``        the GPUs throttle; from level 3, ``targeted_stress`` warns with
                             ``DCGM_FR_CLOCK_THROTTLE_THERMAL`` (10) on the faulty GPU
 ==========================  =====================================================================
+
+A DCGM fault (``gpufleet.domain.faults.DCGM_FAULT_KINDS``) leaves the GPUs sound and makes the
+node's ``dcgmi diag`` answer in one of DCGM's failure dialects (:func:`dcgm_diag_dialect`; one per
+node, the first of :data:`DIALECT_ORDER` in force):
+
+========================  =======================================================================
+``dcgm-hang``             nothing (the run never ends); ``timeout`` kills it: exit status 124,
+                          as ``timeout(1)`` reports a command it timed out
+``dcgm-in-use``           ``dcgmi diag -j``'s runtime error, as DCGM's ``dcgmi/Diag.cpp``
+                          (``HelperDisplayFailureMessage``) prints it, with DCGM_ST_IN_USE's
+                          text from ``dcgmlib/src/dcgm_errors.c``; exit status 222 (-34)
+``dcgm-truncated``        the JSON cut off mid-document (the pod's log ended) and
+                          ``nvidia-smi -q`` cut off before the last GPU's ``Remapped Rows``
+``dcgm-skip-all``         DCGM 4.x JSON with every test and every GPU result ``Skip``
+``dcgm-internal-error``   ``pcie`` (``software`` at level 1) fails with ``DCGM_FR_INTERNAL``
+                          (44, "There was an internal error during the test: '...'"; the detail
+                          in the quotes is ours) while every GPU's result passes: in ``-j`` JSON
+                          in the test's ``test_summary`` (``Diag.cpp``
+                          ``HelperJsonAddTestSummary``: errors of no entity); with
+                          ``diag_format="text"``, DCGM 4.x's table: ``pcie | Fail``, the
+                          ``Warning`` rows, every ``GPUn: Pass`` row (the per-GPU rows of
+                          NVIDIA/DCGM#253, ``Diag.cpp`` ``HelperDisplayGlobalResult``); exit
+                          status 226 (DCGM_ST_NVVS_ERROR)
+``dcgm-fail-all``         DCGM 3.x's text table with a test ``Fail - All`` and its ``Warning``
+                          rows, as a public DCGM 3.3.0 run printed it (``PCIe`` failing with
+                          ``cudaDeviceGetByPCIBusId``'s error on an 8-GPU node: a GPU
+                          troubleshooting note found by code search, its repository not named
+                          by the index; the level-1 form, ``CUDA Main Library``, is ours);
+                          exit status 226
+========================  =======================================================================
+
+A B200 or GB200 node's ``dcgmi diag`` hangs from level 2 (:data:`HANGS_FROM_LEVEL`), as DCGM
+4.2.3's PCIe/NVLink test does on them (NVIDIA/DCGM#247), whatever its faults: the catalog's
+level cap (``tiers.default_limits``) keeps the nightly from asking.
+
+Exit statuses are ``dcgmi``'s ``dcgmReturn_t`` as a process exit status (``dcgmi/main_dcgmi.cpp``
+returns it; -30 ``DCGM_ST_NVVS_ERROR`` after a failed test is 226, -34 ``DCGM_ST_IN_USE`` 222):
+read from DCGM's source, not observed on a node.
 """
 
 from __future__ import annotations
@@ -47,6 +92,7 @@ from gpufleet.backends.sim.output import BUS_IDS, GPU_NAMES
 from gpufleet.backends.sim.programs import seed
 from gpufleet.domain.faults import Fault
 from gpufleet.domain.health import XID_CATALOG
+from gpufleet.domain.health.tiers import diag_timeout
 
 DRIVER_VERSION = "570.124.06"
 CUDA_VERSION = "12.8"
@@ -67,6 +113,64 @@ DIAG_TESTS = (
     (4, "Hardware", "memtest"),
     (4, "Hardware", "pulse_test"),
 )
+# the PCI device ids the table's "GPU Device IDs Detected" row lists (other models: H200's)
+DEVICE_IDS = {"A100": "20b2", "H100": "2330", "H200": "2335", "B200": "2901"}
+DCGM3_VERSION = "3.3.0"  # the DCGM of the public Fail - All run dcgm-fail-all follows
+# what the health check prints after each tool: its exit status (the manifest's ``echo``)
+EXIT_LINE = "gpufleet-health-exit={}"
+TIMED_OUT = 124  # timeout(1)'s exit status for a command it timed out
+NVVS_ERROR_EXIT = 226  # DCGM_ST_NVVS_ERROR (-30) as a process exit status: a test failed
+IN_USE_EXIT = 222  # DCGM_ST_IN_USE (-34)
+# dcgmlib/src/dcgm_errors.c errorString(DCGM_ST_IN_USE)
+IN_USE_TEXT = (
+    "The requested operation could not be completed because the affected resource is in use"
+)
+# dcgmi/Diag.cpp: dcgmi diag's default entities (4.x: -i "*,cpu:*") in its failure message
+IN_USE_ERROR = (
+    f"Error: Unable to complete diagnostic for entities *,cpu:*. Return: (-34) : {IN_USE_TEXT}\n"
+)
+INTERNAL_ERROR_ID = 44  # DCGM_FR_INTERNAL
+INTERNAL_ERROR_TEXT = "There was an internal error during the test: '{}'"  # DCGM_FR_INTERNAL_MSG
+# GPU models whose dcgmi diag hangs from this level on (NVIDIA/DCGM#247: DCGM 4.2.3, B200 and
+# GB200, the PCIe/NVLink test of level 2 never ends)
+HANGS_FROM_LEVEL = {"B200": 2, "GB200": 2}
+# the DCGM faults' dialects, the first in force wins (a run that hangs prints nothing else)
+DIALECT_ORDER = (
+    "dcgm-hang",
+    "dcgm-in-use",
+    "dcgm-truncated",
+    "dcgm-skip-all",
+    "dcgm-internal-error",
+    "dcgm-fail-all",
+)
+# DCGM 3.x's display names of the tests (its text table) and its Deployment rows (level 1)
+_DCGM3_NAMES = {
+    "pcie": "PCIe",
+    "memory": "GPU Memory",
+    "diagnostic": "Diagnostic",
+    "targeted_stress": "Targeted Stress",
+    "targeted_power": "Targeted Power",
+    "memory_bandwidth": "Memory Bandwidth",
+    "memtest": "Memtest",
+    "pulse_test": "Pulse Test",
+}
+_DCGM3_DEPLOYMENT = (
+    "Denylist",
+    "NVML Library",
+    "CUDA Main Library",
+    "Permissions and OS Blocks",
+    "Persistence Mode",
+    "Environment Variables",
+    "Page Retirement/Row Remap",
+    "Graphics Processes",
+    "Inforom",
+)
+# the public run's warning (wrapped at 45 characters as dcgmi wraps it), bus id ours
+_CUDA_PCI_WARNING = (
+    "GPU 0 Error using CUDA API cudaDeviceGetByPCIBusId Check DCGM and system logs for errors. "
+    "Reset GPU. Restart DCGM. Rerun diagnostics. 'system has unsupported display driver / cuda "
+    "driver combination' for GPU 0, bus ID = 00000000:18:00.0"
+)
 _XID_TEXT = {
     63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
     79: "GPU has fallen off the bus.",
@@ -84,6 +188,7 @@ class GpuHealthOutputs:
     dcgm_diag: str
     diag_level: int
     throttling: bool
+    dcgm_exit: int = 0  # dcgmi diag's exit status (124: timed out)
 
 
 @dataclass
@@ -266,25 +371,71 @@ def _worst(statuses: Iterable[str]) -> str:
     return next((s for s in ("Fail", "Warn") if s in seen), "Pass")
 
 
-def _result(gpu: _Gpu, test: str, level: int) -> dict:
+def _issues(gpu: _Gpu, test: str, level: int) -> list[_DiagIssue]:
+    return [d for d in gpu.diag if d.test == test and d.level <= level]
+
+
+def _fails(gpus: list[_Gpu], level: int) -> bool:
+    """A test of the run failed on a GPU: dcgmi exits DCGM_ST_NVVS_ERROR."""
+    return any(d.status == "Fail" for g in gpus for d in g.diag if d.level <= level)
+
+
+def _result(gpu: _Gpu, test: str, level: int, skip: bool = False) -> dict:
     result: dict = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu.index}
-    issues = [d for d in gpu.diag if d.test == test and d.level <= level]
-    result["status"] = _worst(d.status for d in issues)
+    issues = [] if skip else _issues(gpu, test, level)
+    result["status"] = "Skip" if skip else _worst(d.status for d in issues)
     if issues:
         result["warnings"] = [{"error_id": d.error_id, "warning": d.message} for d in issues]
     return result
 
 
-def dcgm_diag_json(node: str, gpus: list[_Gpu], level: int) -> str:
-    """``dcgmi diag -r level -j`` (DCGM 4.x): the tests of levels 1..``level``, per GPU."""
+def _internal_error_test(level: int) -> str:
+    """The test ``dcgm-internal-error`` fails: ``pcie`` (the issue's), or ``software`` at
+    level 1, which runs no ``pcie``."""
+    return "pcie" if level >= 2 else "software"
+
+
+def _internal_error_message(test: str) -> str:
+    return INTERNAL_ERROR_TEXT.format(f"the {test} plugin stopped before reporting its results")
+
+
+def _tests(level: int) -> list[tuple[str, str]]:
+    """(category, test) of ``dcgmi diag -r level``: the tests of levels 1..level."""
+    return [(category, test) for first, category, test in DIAG_TESTS if first <= level]
+
+
+def dcgm_diag_json(
+    node: str,
+    gpus: list[_Gpu],
+    level: int,
+    *,
+    skip_all: bool = False,
+    internal_error: bool = False,
+) -> str:
+    """``dcgmi diag -r level -j`` (DCGM 4.x): the tests of levels 1..``level``, per GPU.
+    ``skip_all``: every result ``Skip`` (nothing ran); ``internal_error``: the run's
+    :func:`_internal_error_test` fails in its ``test_summary`` (the errors of no entity, as
+    ``Diag.cpp``'s ``HelperJsonAddTestSummary`` writes them) with ``DCGM_FR_INTERNAL`` while
+    every GPU's result under it passes."""
     categories: dict[str, list[dict]] = {}
-    for first, category, test in DIAG_TESTS:
-        if first > level:
-            continue
-        results = [_result(gpu, test, level) for gpu in gpus]
-        summary = _worst(r["status"] for r in results)
+    broken = _internal_error_test(level) if internal_error else None
+    for category, test in _tests(level):
+        results = [_result(gpu, test, level, skip=skip_all) for gpu in gpus]
+        summary: dict = {"status": "Skip" if skip_all else _worst(r["status"] for r in results)}
+        if test == broken:
+            summary = {
+                "status": "Fail",
+                "warnings": [
+                    {
+                        "error_category": 16,  # DCGM_FR_EC_INTERNAL_OTHER
+                        "error_id": INTERNAL_ERROR_ID,
+                        "error_severity": 2,  # DCGM_ERROR_TRIAGE
+                        "warning": _internal_error_message(test),
+                    }
+                ],
+            }
         categories.setdefault(category, []).append(
-            {"name": test, "results": results, "test_summary": {"status": summary}}
+            {"name": test, "results": results, "test_summary": summary}
         )
     document = {
         "DCGM Diagnostic": {
@@ -308,20 +459,176 @@ def dcgm_diag_json(node: str, gpus: list[_Gpu], level: int) -> str:
     return json.dumps(document, indent=4) + "\n"
 
 
+def dcgm_runtime_error_json(message: str) -> str:
+    """``dcgmi diag -j`` when the run could not start (``Diag.cpp``
+    ``HelperDisplayFailureMessage``: ``DCGM Diagnostic`` -> ``runtime_error`` and ``version``,
+    jsoncpp's styled writer: keys sorted, three-space indent)."""
+    body = json.dumps(
+        {"DCGM Diagnostic": {"runtime_error": message, "version": DCGM_VERSION}},
+        indent=3,
+        separators=(",", " : "),
+        sort_keys=True,
+    )
+    return body + "\n\n"  # toStyledString's newline, then std::endl
+
+
+# --- dcgmi diag -r N (the text table) ------------------------------------------------------------
+
+_RULE = "+---------------------------+------------------------------------------------+"
+_HEAD = (
+    "Successfully ran diagnostic for group.\n" + _RULE + "\n"
+    "| Diagnostic                | Result                                         |\n"
+    "+===========================+================================================+\n"
+)
+
+
+def _row(name: str, value: str) -> str:
+    return f"| {name:<25} | {value:<46} |\n"
+
+
+def _wrapped(name: str, message: str) -> str:
+    """A message row, wrapped at 45 characters onto rows with no name, as dcgmi wraps it
+    (``Diag.cpp`` ``DisplayVerboseInfo``)."""
+    return "".join(
+        _row(name if i == 0 else "", message[i : i + 45]) for i in range(0, len(message), 45)
+    )
+
+
+def _category_line(name: str, first: bool) -> str:
+    edge = "|" if first else "+"
+    label = f"{edge}-----  {name}  ".ljust(28, "-")
+    return label + "+" + "-" * 48 + ("|" if first else "+") + "\n"
+
+
+def _metadata(version: str, gpus: int, device_id: str, separator: str) -> str:
+    return (
+        _category_line("Metadata", True)
+        + _row("DCGM Version", version)
+        + _row("Driver Version Detected", DRIVER_VERSION)
+        + _row("GPU Device IDs Detected", separator.join([device_id] * gpus))
+    )
+
+
+def dcgm_diag_text(
+    gpus: list[_Gpu], level: int, *, internal_error: bool = False, gpu_model: str = "H200"
+) -> str:
+    """``dcgmi diag -r level`` (DCGM 4.x's table): per test its result, the ``Warning`` rows of
+    errors no GPU owns, then a ``GPUn: <result>`` row per GPU (NVIDIA/DCGM#253's layout;
+    categories in ``Diag.cpp``'s order: Deployment, Hardware, Integration, Stress).
+    ``internal_error``: :func:`_internal_error_test` ``Fail`` with ``DCGM_FR_INTERNAL``'s
+    warning, every GPU ``Pass``."""
+    broken = _internal_error_test(level) if internal_error else None
+    device = DEVICE_IDS.get(gpu_model.upper(), DEVICE_IDS["H200"])
+    out = _HEAD + _metadata(DCGM_VERSION, len(gpus), device, ", ")
+    order = ("Deployment", "Hardware", "Integration", "Stress")
+    tests = sorted(_tests(level), key=lambda ct: order.index(ct[0]))
+    category = None
+    for cat, test in tests:
+        if cat != category:
+            out += _category_line(cat, category is None and cat == "Deployment")
+            category = cat
+        statuses = [_result(g, test, level)["status"] for g in gpus]
+        overall = "Fail" if test == broken else _worst(statuses)
+        out += _row(test, overall)
+        if test == broken:
+            out += _wrapped("Warning", _internal_error_message(test))
+        for gpu, status in zip(gpus, statuses, strict=True):
+            out += _row("", f"GPU{gpu.index}: {status}")
+    return out + _RULE + "\n"
+
+
+def dcgm3_fail_all_text(gpus: int, level: int, gpu_model: str = "H200") -> str:
+    """DCGM 3.x's table (``dcgmi diag -r level``) with a test ``Fail - All`` and its warning,
+    as a public DCGM 3.3.0 run printed it: level 2 and above, ``PCIe`` fails on every GPU with
+    ``cudaDeviceGetByPCIBusId``'s error and the later tests ``Skip - All``; at level 1 (no PCIe
+    test) ``CUDA Main Library`` fails the same way (ours)."""
+    device = DEVICE_IDS.get(gpu_model.upper(), DEVICE_IDS["H200"])
+    out = _HEAD + _metadata(DCGM3_VERSION, gpus, device, ",")
+    out += _category_line("Deployment", True)
+    failed = False
+    for name in _DCGM3_DEPLOYMENT:
+        if level == 1 and name == "CUDA Main Library":
+            out += _row(name, "Fail - All") + _wrapped("Warning", _CUDA_PCI_WARNING)
+            failed = True
+        else:
+            out += _row(name, "Pass")
+    category = "Deployment"
+    order = ("Deployment", "Integration", "Hardware", "Stress")  # 3.x's order
+    for cat, test in sorted(_tests(level), key=lambda ct: order.index(ct[0])):
+        if cat == "Deployment":
+            continue
+        if cat != category:
+            out += _category_line(cat, False)
+            category = cat
+        if not failed and test == "pcie":
+            out += _row(_DCGM3_NAMES[test], "Fail - All") + _wrapped("Warning", _CUDA_PCI_WARNING)
+            failed = True
+        else:
+            out += _row(_DCGM3_NAMES[test], "Skip - All")
+    return out + _RULE + "\n"
+
+
+def dcgm_diag_dialect(faults: Iterable[Fault]) -> str | None:
+    """The DCGM fault whose dialect ``node``'s ``dcgmi diag`` answers in (``faults``: the
+    node's own), the first of :data:`DIALECT_ORDER` in force; None: the healthy JSON."""
+    kinds = {f.kind for f in faults}
+    return next((k for k in DIALECT_ORDER if k in kinds), None)
+
+
 def gpu_health_outputs(
-    node: str, faults: Iterable[Fault], *, gpu_model: str, gpus: int, diag_level: int = 1
+    node: str,
+    faults: Iterable[Fault],
+    *,
+    gpu_model: str,
+    gpus: int,
+    diag_level: int = 1,
+    diag_format: str = "json",
 ) -> GpuHealthOutputs:
-    """What ``node``'s health tools print with ``faults`` (its GPU faults) in force."""
+    """What ``node``'s health tools print with ``faults`` (its GPU and DCGM faults) in force.
+    ``diag_format``: ``json`` (``dcgmi diag -j``, DCGM 4.x) or ``text`` (DCGM 4.x's table);
+    a DCGM fault's dialect overrides it."""
     if diag_level not in (1, 2, 3, 4):
         raise ValueError(f"dcgmi diag runs at level 1, 2, 3 or 4, not {diag_level!r}")
-    state, throttling = gpu_states(node, faults, gpus)
+    if diag_format not in ("json", "text"):
+        raise ValueError(f"dcgmi diag prints json or text, not {diag_format!r}")
+    mine = [f for f in faults if f.node == node]
+    state, throttling = gpu_states(node, mine, gpus)
+    dialect = dcgm_diag_dialect(mine)
+    if diag_level >= HANGS_FROM_LEVEL.get(gpu_model.upper(), 5):
+        dialect = "dcgm-hang"
+    smi = nvidia_smi_remap_ecc(state)
+    exit_status = NVVS_ERROR_EXIT if _fails(state, diag_level) else 0
+    if dialect == "dcgm-hang":
+        diag, exit_status = "", TIMED_OUT
+    elif dialect == "dcgm-in-use":
+        diag, exit_status = dcgm_runtime_error_json(IN_USE_ERROR), IN_USE_EXIT
+    elif dialect == "dcgm-truncated":
+        full = dcgm_diag_json(node, state, diag_level)
+        diag = full[: len(full) // 2]
+        smi = smi[: smi.rindex("    Remapped Rows")]
+    elif dialect == "dcgm-skip-all":
+        diag = dcgm_diag_json(node, state, diag_level, skip_all=True)
+    elif dialect == "dcgm-internal-error":
+        exit_status = NVVS_ERROR_EXIT
+        if diag_format == "text":
+            diag = dcgm_diag_text(state, diag_level, internal_error=True, gpu_model=gpu_model)
+        else:
+            diag = dcgm_diag_json(node, state, diag_level, internal_error=True)
+    elif dialect == "dcgm-fail-all":
+        diag = dcgm3_fail_all_text(len(state), diag_level, gpu_model)
+        exit_status = NVVS_ERROR_EXIT
+    elif diag_format == "text":
+        diag = dcgm_diag_text(state, diag_level, gpu_model=gpu_model)
+    else:
+        diag = dcgm_diag_json(node, state, diag_level)
     return GpuHealthOutputs(
         kernel_log=kernel_log(node, state),
-        nvidia_smi=nvidia_smi_remap_ecc(state),
+        nvidia_smi=smi,
         nvlink=nvlink_errors(node, state, gpu_model),
-        dcgm_diag=dcgm_diag_json(node, state, diag_level),
+        dcgm_diag=diag,
         diag_level=diag_level,
         throttling=throttling,
+        dcgm_exit=exit_status,
     )
 
 
@@ -337,20 +644,38 @@ def gpu_states(node: str, faults: Iterable[Fault], gpus: int) -> tuple[list[_Gpu
 
 
 def health_check_output(
-    node: str, faults: Iterable[Fault], *, gpu_model: str, gpus: int, diag_level: int
+    node: str,
+    faults: Iterable[Fault],
+    *,
+    gpu_model: str,
+    gpus: int,
+    diag_level: int,
+    diag_timeout_s: int | None = None,
+    diag_format: str = "json",
 ) -> str:
     """What one node's pod of the GPU health check prints (``include/manifests/
-    gpu-health.yaml.j2``'s script): each tool's output under its section marker."""
+    gpu-health.yaml.j2``'s script): each tool's output under its section marker, followed by
+    its exit status (:data:`EXIT_LINE`); the node line names the level and ``dcgmi diag``'s
+    timeout (``diag_timeout_s``; default: ``tiers.diag_timeout`` of the model and level)."""
     from gpufleet.parsing.health.report import section_line
 
-    out = gpu_health_outputs(node, faults, gpu_model=gpu_model, gpus=gpus, diag_level=diag_level)
-    state = "Active" if out.throttling else "Not Active"
-    sections = (
-        ("node", f"node={node} level={diag_level}\n"),
-        ("dmesg", out.kernel_log),
-        ("nvidia-smi-remap-ecc", out.nvidia_smi),
-        ("nvidia-smi-nvlink", out.nvlink),
-        ("thermal", "".join(f"{i}, {state}, Not Active\n" for i in range(gpus))),
-        ("dcgmi-diag", out.dcgm_diag),
+    out = gpu_health_outputs(
+        node, faults, gpu_model=gpu_model, gpus=gpus, diag_level=diag_level, diag_format=diag_format
     )
-    return "".join(f"{section_line(k)}\n{body}" for k, body in sections)
+    timeout_s = diag_timeout(gpu_model, diag_level) if diag_timeout_s is None else diag_timeout_s
+    state = "Active" if out.throttling else "Not Active"
+    # (section, output, exit status; None: a line the script echoes, no tool)
+    sections: tuple[tuple[str, str, int | None], ...] = (
+        ("node", f"node={node} level={diag_level} timeout={timeout_s}\n", None),
+        ("dmesg", out.kernel_log, 0),
+        ("nvidia-smi-remap-ecc", out.nvidia_smi, 0),
+        ("nvidia-smi-nvlink", out.nvlink, 0),
+        ("thermal", "".join(f"{i}, {state}, Not Active\n" for i in range(gpus)), 0),
+        ("dcgmi-diag", out.dcgm_diag, out.dcgm_exit),
+    )
+    text = ""
+    for key, body, status in sections:
+        text += f"{section_line(key)}\n{body}"
+        if status is not None:  # printf '\ngpufleet-health-exit=%s\n' "$?": its own line,
+            text += "\n" + EXIT_LINE.format(status) + "\n"  # even after a cut-off output
+    return text

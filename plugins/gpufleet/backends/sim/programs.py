@@ -83,7 +83,7 @@ def seed(*parts: Any) -> int:
 
 
 def _size(text: str) -> int:
-    m = _SIZE.match(text)
+    m = _SIZE.fullmatch(text)
     if not m:
         raise ValueError(text)
     return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " ")
@@ -115,7 +115,10 @@ def program_of(template: dict[str, Any]) -> dict[str, Any]:
         }
     diag = re.search(r"\bdcgmi diag -r (\d)\b", words)
     if diag:
-        return {"kind": "gpu-health", "level": int(diag.group(1))}
+        # the hard timeout it runs under (the health manifest's ``timeout --kill-after=K S``)
+        limit = re.search(r"\btimeout --kill-after=\d+ (\d+) dcgmi diag\b", words)
+        timeout_s = int(limit.group(1)) if limit else None
+        return {"kind": "gpu-health", "level": int(diag.group(1)), "timeout_s": timeout_s}
     if re.search(r"\bfio\b", words):
         return {
             "kind": "fio",
@@ -178,7 +181,7 @@ class GroupRun:
         if self.fabric.gpus < 1:
             return self._no_gpu(program["kind"])
         if program["kind"] == "gpu-health":
-            return self._gpu_health(program["level"])
+            return self._gpu_health(program["level"], program["timeout_s"])
         outcome = nccl_outcome(
             self.cluster, self.pool, self.fabric, self.faults.rdma_lost(self.nodes)
         )
@@ -287,9 +290,10 @@ class GroupRun:
 
     # --- the GPU health check -------------------------------------------------------------------
 
-    def _gpu_health(self, level: int) -> list[PodRun]:
+    def _gpu_health(self, level: int, timeout_s: int | None = None) -> list[PodRun]:
         """Each pod prints its node's health tools' output (``gpu_health``) under the check's
-        section markers, as ``include/manifests/gpu-health.yaml.j2``'s script does."""
+        section markers, as ``include/manifests/gpu-health.yaml.j2``'s script does, with
+        ``dcgmi diag``'s hard timeout as its command says (None: the model's default)."""
         from gpufleet.backends.sim.gpu_health import health_check_output  # it imports seed
 
         end = self.start + HEALTH_RUN_S * self.speed
@@ -301,10 +305,11 @@ class GroupRun:
                 {
                     self.main: health_check_output(
                         node,
-                        self.faults.gpu_faults_of(node),
+                        self.faults.gpu_faults_of(node, at=self.start),
                         gpu_model=gpu.model,
                         gpus=gpu.count,
                         diag_level=level,
+                        diag_timeout_s=timeout_s,
                     )
                 },
             )

@@ -9,9 +9,13 @@ from enum import StrEnum
 
 
 class HealthAction(StrEnum):
-    """What a node needs, least severe first: the order in which the most severe wins."""
+    """What a node needs, least severe first: the order in which the most severe wins. A
+    check that could not run (``could_not_run``) outranks only ``healthy``: any real failure
+    finding wins over it, and a node with only healthy findings and one that could not run is
+    ``could_not_run``, never healthy."""
 
     HEALTHY = "healthy"
+    COULD_NOT_RUN = "could_not_run"  # not a hardware verdict: checked again, never acted on
     RESET_GPU = "reset_gpu"
     REBOOT = "reboot"
     NEEDS_HUMAN = "needs_human"
@@ -20,6 +24,29 @@ class HealthAction(StrEnum):
 
 A = HealthAction
 SEVERITY = {action: rank for rank, action in enumerate(HealthAction)}
+
+
+class HealthVerdict(StrEnum):
+    """One vocabulary from parser to gate (DESIGN.md, "Verdicts"): ``pass`` (healthy, notes
+    at most), ``degraded`` (healthy, but with a finding the catalog treats as degrading:
+    :attr:`Finding.degrading`), ``could_not_run`` (a check, or a part of one, did not run:
+    never healthy, never a burn-in, never a hardware verdict) and ``fail`` (an action: reset,
+    reboot, a person, repair)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    COULD_NOT_RUN = "could_not_run"
+    DEGRADED = "degraded"
+
+
+def verdict_of(action: HealthAction, degrading: bool = False) -> HealthVerdict:
+    """The verdict of a node's ``action`` (``degrading``: a healthy node with a degrading
+    finding)."""
+    if action is A.HEALTHY:
+        return HealthVerdict.DEGRADED if degrading else HealthVerdict.PASS
+    if action is A.COULD_NOT_RUN:
+        return HealthVerdict.COULD_NOT_RUN
+    return HealthVerdict.FAIL
 
 
 @dataclass(frozen=True)
@@ -119,15 +146,47 @@ DCGM_ERROR_ACTIONS = {
     96: A.NEEDS_HUMAN,  # DCGM_FR_FILE_CREATE_PERMISSIONS
     108: A.NEEDS_HUMAN,  # DCGM_FR_CUDA_FM_NOT_INITIALIZED
     85: A.RESET_GPU,  # DCGM_FR_PENDING_ROW_REMAP
+    # the test itself did not run or could not finish (DCGM's own software, the test's
+    # environment, a user's signal): nothing said about the hardware -> could_not_run
+    21: A.COULD_NOT_RUN,  # DCGM_FR_BAD_PARAMETER
+    27: A.COULD_NOT_RUN,  # DCGM_FR_FIELD_QUERY ("Error querying a field from DCGM")
+    32: A.COULD_NOT_RUN,  # DCGM_FR_CANNOT_GET_FIELD_TAG
+    37: A.COULD_NOT_RUN,  # DCGM_FR_UNSUPPORTED_FIELD_TYPE
+    44: A.COULD_NOT_RUN,  # DCGM_FR_INTERNAL ("There was an internal error during the test")
+    47: A.COULD_NOT_RUN,  # DCGM_FR_ABORTED ("Test was aborted by a user signal")
+    48: A.COULD_NOT_RUN,  # DCGM_FR_TEST_DISABLED
+    49: A.COULD_NOT_RUN,  # DCGM_FR_CANNOT_GET_STAT
+    67: A.COULD_NOT_RUN,  # DCGM_FR_DCGM_API
+    68: A.COULD_NOT_RUN,  # DCGM_FR_CONCURRENT_GPUS ("Need multiple GPUs to run this test")
+    73: A.COULD_NOT_RUN,  # DCGM_FR_MEMORY_ALLOC_HOST
+    82: A.COULD_NOT_RUN,  # DCGM_FR_EMPTY_GPU_LIST
+    117: A.COULD_NOT_RUN,  # DCGM_FR_TEST_SKIPPED
+    130: A.COULD_NOT_RUN,  # DCGM_FR_RETEST_REQUESTED
 }
+
+# dcgmi diag's level-4 (burn-in) tests, as DCGM 3.x/4.x name them (lower case, spaces as
+# ``_``): a level-4 check counts as a burn-in only when one of them ran (not skipped)
+BURN_IN_TESTS = frozenset({"memtest", "pulse_test", "eud"})
+
+# retired pages (``nvidia-smi -q -d PAGE_RETIREMENT``, pre-Ampere GPUs): DCGM's own limits
+# (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h, read by modules/health/DcgmHealthWatch.cpp):
+# SBE + DBE pages >= 63 fails the GPU (DCGM_FR_RETIRED_PAGES_LIMIT); DBE pages past 15 with
+# more than one more a week fails it (DCGM_FR_RETIRED_PAGES_DBE_LIMIT)
+MAX_RETIRED_PAGES = 63
+MAX_RETIRED_DBE_PAGES = 15
 
 
 @dataclass(frozen=True)
 class Finding:
-    """What one signal says about one GPU (or the node): the action and why, in one line."""
+    """What one signal says about one GPU (or the node): the action and why, in one line;
+    ``degrading``: a healthy finding the catalog treats as degrading (a DCGM warning, NVLink
+    error counters); ``code``: for a ``could_not_run``, the tool's status code (a ``DCGM_ST_*``
+    name such as ``DCGM_ST_IN_USE``) when it named one."""
 
     action: HealthAction
     reason: str
+    degrading: bool = False
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +202,18 @@ class HealthDecision:
     def notes(self) -> tuple[str, ...]:
         return tuple(f.reason for f in self.findings if f.action is A.HEALTHY)
 
+    @property
+    def verdict(self) -> HealthVerdict:
+        """``pass``, ``degraded``, ``could_not_run`` or ``fail`` (:func:`verdict_of`)."""
+        return verdict_of(self.action, any(f.degrading for f in self.findings))
+
+    @property
+    def not_run_codes(self) -> frozenset[str]:
+        """The tools' status codes of the findings that could not run (``DCGM_ST_IN_USE``...)."""
+        return frozenset(
+            f.code for f in self.findings if f.action is A.COULD_NOT_RUN and f.code is not None
+        )
+
 
 def repair_kind(health: dict | None) -> str:
     """What the node lifecycle asks the cloud for, for a drained node whose retest failed:
@@ -150,5 +221,5 @@ def repair_kind(health: dict | None) -> str:
     asks for a GPU reset or a reboot (a reboot resets every GPU: gpufleet resets a GPU by
     rebooting its drained node), else ``repair`` (hardware, or a fabric fault: no GPU health
     check behind it)."""
-    action = (health or {}).get("action")
+    action = (health or {}).get("action")  # could_not_run never reaches here: not a failure
     return "reboot" if action in (A.RESET_GPU.value, A.REBOOT.value) else "repair"

@@ -15,7 +15,7 @@ node's own tools:
   pending remap explains -> repair; only a total: as ``nvidia-smi``'s old ``double_bit_total``);
   rows remapped for uncorrectable errors are a note;
 - an NVLink whose state is inactive: ``decide.nvlink_down_finding`` -> repair; non-zero NVLink
-  error totals are a note;
+  error totals are a degrading note (the verdict ``degraded``, as the nightly's counters);
 - a HW or SW thermal slowdown in the clocks-event bitmask, or counted in the window: repair
   (``decide.THROTTLE_ADVICE``), naming the GPUs.
 
@@ -105,7 +105,7 @@ def _gpu_findings(gpu: Any) -> list[Finding]:
     findings += [nvlink_down_finding(name, link.link) for link in gpu.links if link.down]
     if errors := {k: v for k, v in gpu.nvlink_errors.items() if v}:
         counts = ", ".join(f"{k} {v}" for k, v in errors.items())
-        findings.append(Finding(A.HEALTHY, f"{name}: NVLink error totals {counts}"))
+        findings.append(Finding(A.HEALTHY, f"{name}: NVLink error totals {counts}", degrading=True))
     codes = ([gpu.last_xid] if gpu.last_xid else []) + list(gpu.xid_counts)
     for code in dict.fromkeys(codes):
         found = xid_finding(_Event(code), name, set(codes) - {code})

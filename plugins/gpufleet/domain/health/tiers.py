@@ -17,20 +17,49 @@ hours (burn-in). gpufleet runs:
   a new node gets level 1, or its weekly level 3): at its first check, and at each one while it
   stays new (its pool's verdict has not released it yet). A retested node gets its retest's
   level: it has had its first check.
+
+Per GPU model (:class:`DcgmLimits`, from the catalog's ``gpu_models``; :func:`default_limits`
+where the catalog names none):
+
+- the highest level allowed: the level above is capped to it (:func:`plan_diag` says so in its
+  reason). Built in: 1 on the B-series (B200, GB200, B300, GB300): ``dcgmi diag -r 2`` hangs on
+  B200 and GB200 with DCGM 4.2.3 (NVIDIA/DCGM#247), and Nebius turned levels 2-3 off by default
+  on B-series (nebius/soperator#2081); 4 on every other model;
+- a hard timeout per level (:func:`diag_timeout`), after which the check's pod kills ``dcgmi
+  diag`` (``timeout --kill-after=10``) and the check could not run. Defaults
+  (:data:`DEFAULT_DIAG_TIMEOUT_S`), from the public durations (shared/FACTS.md, "Measured costs
+  of the checks"): level 1 takes seconds (NVIDIA), about 30 s (NVSentinel), and Azure ran it
+  under ``timeout 1m``: 120 s, twice Azure's bound; level 2 about 2 min (NVIDIA), 2.5 to 10.5 min
+  by GPU count (AWS awsome-distributed-training): 900 s; level 3 about 15 min (NVIDIA): 2700 s;
+  level 4 1.5 to 2 h (NVIDIA), 45 min to 2.25 h (AWS): 9000 s (2.5 h);
+- the quick tools (``nvidia-smi``, ``dmesg``) run under :data:`TOOL_TIMEOUT_S`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date
+from types import MappingProxyType
 
 __all__ = [
     "BURN_IN_LEVEL",
+    "B_SERIES",
+    "DEFAULT_DIAG_TIMEOUT_S",
     "DIAG_LEVELS",
+    "KILL_AFTER_S",
+    "MAX_DIAG_TIMEOUT_S",
     "NIGHTLY_LEVEL",
     "RETEST_LEVEL",
+    "TOOL_TIMEOUT_S",
     "WEEKLY_LEVEL",
+    "DcgmLimits",
+    "DiagPlan",
+    "default_limits",
     "diag_level",
+    "diag_timeout",
+    "plan_diag",
     "weekly_day",
 ]
 
@@ -39,6 +68,84 @@ NIGHTLY_LEVEL = 1
 RETEST_LEVEL = 2
 WEEKLY_LEVEL = 3
 BURN_IN_LEVEL = 4
+# dcgmi diag's hard timeout per level, seconds (the module's docstring says where each is from)
+DEFAULT_DIAG_TIMEOUT_S: Mapping[int, int] = MappingProxyType({1: 120, 2: 900, 3: 2700, 4: 9000})
+MAX_DIAG_TIMEOUT_S = 6 * 3600  # a catalog's timeout above this is a typo (level 4: 2.25 h)
+TOOL_TIMEOUT_S = 60  # nvidia-smi and dmesg, which answer in seconds
+KILL_AFTER_S = 10  # timeout --kill-after: SIGKILL this long after the SIGTERM
+# the GPU models whose dcgmi diag stops at level 1 unless the catalog says otherwise
+B_SERIES = frozenset({"B200", "GB200", "B300", "GB300"})
+_B_SERIES_WHY = (
+    "dcgmi diag -r 2 hangs on B200/GB200 with DCGM 4.2.3 (NVIDIA/DCGM#247); Nebius turned "
+    "levels 2-3 off on B-series (nebius/soperator#2081)"
+)
+
+
+def _level(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value not in DIAG_LEVELS:
+        raise ValueError(f"{what} must be a dcgmi diag level: 1, 2, 3 or 4, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DcgmLimits:
+    """One GPU model's ``dcgmi diag`` limits: ``max_level``, the highest run level allowed;
+    ``timeouts_s``, the hard timeout of each level in seconds (every level 1-4); ``why``, where
+    the cap comes from (said in a capped level's reason)."""
+
+    model: str
+    max_level: int = BURN_IN_LEVEL
+    timeouts_s: Mapping[int, int] = field(default_factory=lambda: DEFAULT_DIAG_TIMEOUT_S)
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        _level(self.max_level, f"GPU model {self.model!r}: the highest dcgmi diag level")
+        if set(self.timeouts_s) != set(DIAG_LEVELS):
+            raise ValueError(
+                f"GPU model {self.model!r}: a dcgmi diag timeout is needed for each level 1-4, "
+                f"got levels {sorted(self.timeouts_s)}"
+            )
+        for level, seconds in self.timeouts_s.items():
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int)
+                or not 1 <= seconds <= MAX_DIAG_TIMEOUT_S
+            ):
+                raise ValueError(
+                    f"GPU model {self.model!r}: the level-{level} timeout must be a whole number "
+                    f"of seconds from 1 to {MAX_DIAG_TIMEOUT_S}, not {seconds!r}"
+                )
+        object.__setattr__(self, "timeouts_s", MappingProxyType(dict(self.timeouts_s)))
+
+
+def default_limits(model: str) -> DcgmLimits:
+    """The built-in limits of ``model`` (case-insensitive): level 1 at most on the B-series
+    (:data:`B_SERIES`), 4 elsewhere; the default timeouts."""
+    if str(model).upper() in B_SERIES:
+        return DcgmLimits(model, max_level=NIGHTLY_LEVEL, why=_B_SERIES_WHY)
+    return DcgmLimits(model)
+
+
+def diag_timeout(model: str | DcgmLimits, level: int) -> int:
+    """The hard timeout (seconds) of ``dcgmi diag -r level`` on ``model`` (a GPU model's name,
+    read with :func:`default_limits`, or its catalog :class:`DcgmLimits`)."""
+    limits = model if isinstance(model, DcgmLimits) else default_limits(model)
+    return limits.timeouts_s[_level(level, "the dcgmi diag level")]
+
+
+@dataclass(frozen=True)
+class DiagPlan:
+    """The ``dcgmi diag`` run a node gets: its ``level`` (capped), the level its tier asked for
+    (``wanted``), the hard ``timeout_s`` and why (``reason``)."""
+
+    level: int
+    wanted: int
+    timeout_s: int
+    reason: str
+
+    @property
+    def capped(self) -> bool:
+        return self.level < self.wanted
 
 
 def weekly_day(node: str) -> int:
@@ -49,14 +156,48 @@ def weekly_day(node: str) -> int:
     return int(hashlib.sha256(node.encode()).hexdigest()[:8], 16) % 7
 
 
-def diag_level(
-    node: str, night: date, *, retest: bool, new: bool = False, burn_in: bool = False
-) -> int:
-    """The ``dcgmi diag`` run level ``node`` gets on ``night`` (a date: the night's UTC day).
+def plan_diag(
+    node: str,
+    night: date,
+    *,
+    retest: bool,
+    new: bool = False,
+    burn_in: bool = False,
+    limits: DcgmLimits | None = None,
+) -> DiagPlan:
+    """The ``dcgmi diag`` run ``node`` gets on ``night`` (a date: the night's UTC day).
     ``new``: the node still carries the ``unvalidated`` taint; ``burn_in``: its pool's catalog
-    asks for level 4 at a new node's first check (a retest is never a first check)."""
+    asks for level 4 at a new node's first check (a retest is never a first check); ``limits``:
+    its GPU model's (None: no cap, the default timeouts). A level above the model's highest is
+    capped to it, and the reason says what was capped and why."""
     weekly = weekly_day(node) == night.weekday()
     if new and burn_in and not retest:
-        return BURN_IN_LEVEL
-    level = RETEST_LEVEL if retest else NIGHTLY_LEVEL
-    return max(level, WEEKLY_LEVEL) if weekly else level
+        wanted, why = BURN_IN_LEVEL, "burn-in of a new node"
+    else:
+        wanted, why = (RETEST_LEVEL, "retest") if retest else (NIGHTLY_LEVEL, "nightly")
+        if weekly and wanted < WEEKLY_LEVEL:
+            wanted, why = WEEKLY_LEVEL, f"weekly (its day: {night:%A}; else {why})"
+    limits = limits or DcgmLimits("any")
+    level = min(wanted, limits.max_level)
+    reason = f"level {wanted}: {why}"
+    if level < wanted:
+        reason = (
+            f"level {level}, capped from {reason}: {limits.model}'s highest dcgmi diag level is "
+            f"{limits.max_level}" + (f" ({limits.why})" if limits.why else "")
+        )
+    timeout_s = limits.timeouts_s[level]
+    return DiagPlan(level, wanted, timeout_s, f"{reason}; timeout {timeout_s} s")
+
+
+def diag_level(
+    node: str,
+    night: date,
+    *,
+    retest: bool,
+    new: bool = False,
+    burn_in: bool = False,
+    limits: DcgmLimits | None = None,
+) -> int:
+    """The ``dcgmi diag`` run level ``node`` gets on ``night``: :func:`plan_diag`'s level
+    (capped at ``limits.max_level``)."""
+    return plan_diag(node, night, retest=retest, new=new, burn_in=burn_in, limits=limits).level

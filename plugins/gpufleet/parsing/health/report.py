@@ -3,19 +3,36 @@
 A function over the text handed in: no I/O. The check's pod runs each tool in turn and prints
 each one's output under a marker line ``==> gpufleet-health: <section> <==``:
 
-- ``node``: ``node=<node name> level=<dcgmi diag run level>``;
+- ``node``: ``node=<node name> level=<dcgmi diag run level>``, optionally followed by
+  `` timeout=<seconds>`` (``dcgmi diag``'s hard limit at that level);
 - ``dmesg``: the kernel log's ``NVRM`` lines (the driver's load line and its Xid events);
-- ``nvidia-smi-remap-ecc``: ``nvidia-smi -q -d ROW_REMAPPER,ECC``;
+- ``nvidia-smi-remap-ecc``: ``nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT`` (older
+  checks: ``-d ROW_REMAPPER,ECC``; the parser reads either);
 - ``nvidia-smi-nvlink``: ``nvidia-smi nvlink -e``;
 - ``thermal``: ``nvidia-smi --query-gpu=index,clocks_event_reasons.hw_thermal_slowdown,
   clocks_event_reasons.sw_thermal_slowdown --format=csv,noheader``, one line per GPU
   (``0, Not Active, Not Active``);
 - ``dcgmi-diag``: ``dcgmi diag -r <level> -j``.
 
-Each section goes to its own parser (``gpufleet.parsing.health``); a section that is missing or
-cannot be read is ``None`` with the reason in ``problems``, so the domain decides on what was
-read (``decide_health``: nothing read at all is a node for a person). A thermal line whose
-fields are neither ``Active`` nor ``Not Active`` is refused into ``problems``.
+A section may end with the line ``gpufleet-health-exit=<rc>``, the tool's exit status as the
+pod printed it after the tool (run under ``timeout``): the line is taken off before the
+section's parser reads it, and an exit of 124 (``timeout`` ended the tool) or 137 (killed:
+``timeout -s KILL``, or the pod's deadline) means the tool was cut off: its section is not read
+and is a :class:`~gpufleet.parsing.health.not_run.NotRun` saying it timed out (``dcgmi diag``:
+after how long, when the ``node`` line gives its limit). Any other exit is kept in
+``exits`` (``dcgmi diag`` exits non-zero when a test fails: its output decides).
+
+``nvidia-smi nvlink -e`` prints nothing on GPUs without NVLink: an empty
+``nvidia-smi-nvlink`` section whose exit line says 0 is that (a note in ``problems``, no
+signal, nothing that did not run); without the exit line, or with another exit, it printed
+nothing: it did not run.
+
+Each section goes to its own parser (``gpufleet.parsing.health``). A section that is missing
+(the output was cut off before it, or the pod printed nothing for it), timed out or cannot be
+read is ``None`` and a ``NotRun`` in ``not_run`` (its text in ``problems`` too), so the domain
+calls the node ``could_not_run`` unless what was read names a real failure
+(``decide_health``); a thermal line whose fields are neither ``Active`` nor ``Not Active`` is
+refused the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +43,7 @@ from typing import Any
 
 from gpufleet.errors import ParseError
 from gpufleet.parsing.health.dcgm import parse_dcgm_diag
+from gpufleet.parsing.health.not_run import NotRun
 from gpufleet.parsing.health.nvidia_smi import parse_nvidia_smi_remap_ecc
 from gpufleet.parsing.health.nvlink import parse_nvlink_errors
 from gpufleet.parsing.health.xid import parse_xid_lines
@@ -35,8 +53,18 @@ __all__ = ["MARKER", "SECTIONS", "NodeHealthReport", "parse_node_health", "secti
 MARKER = "==> gpufleet-health: {} <=="
 SECTIONS = ("node", "dmesg", "nvidia-smi-remap-ecc", "nvidia-smi-nvlink", "thermal", "dcgmi-diag")
 _MARKER = re.compile(r"^==> gpufleet-health: (?P<section>[a-z-]+) <==\s*$")
-_NODE = re.compile(r"^node=(?P<node>\S+) level=(?P<level>[1-4])\s*$")
+_NODE = re.compile(r"^node=(?P<node>\S+) level=(?P<level>[1-4])(?: timeout=(?P<timeout>\d+))?\s*$")
+_EXIT = re.compile(r"^gpufleet-health-exit=(?P<rc>\d+)\s*$")
+TIMED_OUT = frozenset({124, 137})  # timeout(1)'s own exit; SIGKILL (128 + 9)
 _ACTIVE = {"active": True, "not active": False}
+# what each section's tool is, as a NotRun names it
+TOOLS = {
+    "dmesg": "the kernel log (dmesg)",
+    "nvidia-smi-remap-ecc": "nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT",
+    "nvidia-smi-nvlink": "nvidia-smi nvlink -e",
+    "thermal": "nvidia-smi --query-gpu=...thermal_slowdown",
+    "dcgmi-diag": "dcgmi diag",
+}
 
 
 def section_line(section: str) -> str:
@@ -58,6 +86,9 @@ class NodeHealthReport:
     diag: Any = None
     throttling: bool = False
     problems: tuple[str, ...] = ()
+    not_run: tuple[NotRun, ...] = ()  # sections missing, timed out or unreadable
+    timeout: int | None = None  # the level's hard limit, from the node line (seconds)
+    exits: tuple[tuple[str, int], ...] = ()  # (section, the tool's exit status) as printed
 
     def signals(self) -> dict[str, Any]:
         """The keyword arguments of ``decide_health``."""
@@ -68,20 +99,30 @@ class NodeHealthReport:
             "diag": self.diag,
             "diag_level": self.level,
             "throttling": self.throttling,
+            "not_run": self.not_run,
         }
 
 
-def _sections(text: str) -> dict[str, str]:
+def _sections(text: str) -> tuple[dict[str, str], dict[str, int]]:
+    """Each section's text, and the exit status its last ``gpufleet-health-exit=`` line gave
+    (the line taken off the text)."""
     found: dict[str, list[str]] = {}
+    exits: dict[str, int] = {}
     current: list[str] | None = None
+    name = ""
     for line in text.splitlines():
         m = _MARKER.match(line)
         if m:
-            current = found.setdefault(m.group("section"), [])
+            name = m.group("section")
+            current = found.setdefault(name, [])
             continue
-        if current is not None:
-            current.append(line)
-    return {k: "\n".join(v).strip("\n") + "\n" for k, v in found.items()}
+        if current is None:
+            continue
+        if rc := _EXIT.match(line):
+            exits[name] = int(rc.group("rc"))
+            continue
+        current.append(line)
+    return {k: "\n".join(v).strip("\n") + "\n" for k, v in found.items()}, exits
 
 
 def _thermal(text: str, problems: list[str]) -> bool:
@@ -103,19 +144,37 @@ def _thermal(text: str, problems: list[str]) -> bool:
     return throttling
 
 
+def _timed_out(section: str, rc: int, timeout: int | None) -> NotRun:
+    """A tool its ``timeout`` ended; the node line's limit is ``dcgmi diag``'s (the level's),
+    the quick tools run under their own."""
+    if timeout and section == "dcgmi-diag":
+        limit = f"after {timeout} s, the level's hard limit"
+    else:
+        limit = "at its hard limit"
+    how = "ended by timeout" if rc == 124 else "killed"
+    return NotRun(TOOLS[section], f"timed out: {how} {limit} (exit {rc})")
+
+
 def parse_node_health(text: str) -> NodeHealthReport:
     """One node's health check output into its signals. Raises :class:`ParseError` when the
     text holds no ``node`` section (not a gpufleet health check's output)."""
-    sections = _sections(text)
+    sections, exits = _sections(text)
     head = _NODE.match(sections.get("node", "").strip())
     if head is None:
         raise ParseError(
             "not a gpufleet health check's output: no '"
             + section_line("node")
-            + "' section with 'node=<name> level=<1-4>'"
+            + "' section with 'node=<name> level=<1-4>' (optionally ' timeout=<seconds>')"
         )
+    timeout = int(head.group("timeout")) if head.group("timeout") else None
     problems: list[str] = []
+    not_run: list[NotRun] = []
     parsed: dict[str, Any] = {}
+
+    def missing(section: str, why: str) -> None:
+        problems.append(f"{section}: {why}")
+        not_run.append(NotRun(TOOLS[section], why))
+
     for key, section, parser in (
         ("xid", "dmesg", parse_xid_lines),
         ("memory", "nvidia-smi-remap-ecc", parse_nvidia_smi_remap_ecc),
@@ -123,20 +182,45 @@ def parse_node_health(text: str) -> NodeHealthReport:
         ("diag", "dcgmi-diag", parse_dcgm_diag),
     ):
         body = sections.get(section)
-        if body is None or not body.strip():
-            problems.append(f"{section}: not in the output")
+        if exits.get(section) in TIMED_OUT:
+            problems.append(f"{section}: timed out (exit {exits[section]})")
+            not_run.append(_timed_out(section, exits[section], timeout))
+            continue
+        if body is None:
+            missing(section, "not in the output (cut off before it)")
+            continue
+        if not body.strip():
+            if section == "nvidia-smi-nvlink" and exits.get(section) == 0:
+                # the tool ran and had nothing to say: GPUs without NVLink (a PCIe model)
+                problems.append(f"{section}: printed nothing (exit 0): no NVLink on the GPUs")
+                continue
+            missing(section, "printed nothing")
             continue
         try:
             parsed[key] = parser(body)
         except ParseError as e:
-            problems.append(f"{section}: {e}")
+            missing(section, f"unreadable: {e}")
             continue
         problems += [f"{section}: {p}" for p in getattr(parsed[key], "problems", ())]
-    throttling = _thermal(sections.get("thermal", ""), problems)
+    throttling = False
+    if exits.get("thermal") in TIMED_OUT:
+        problems.append(f"thermal: timed out (exit {exits['thermal']})")
+        not_run.append(_timed_out("thermal", exits["thermal"], timeout))
+    elif "thermal" not in sections:
+        missing("thermal", "not in the output (cut off before it)")
+    elif not sections["thermal"].strip():
+        missing("thermal", "printed nothing")
+    else:
+        before = len(problems)
+        throttling = _thermal(sections["thermal"], problems)
+        not_run += [NotRun(TOOLS["thermal"], p) for p in problems[before:]]
     return NodeHealthReport(
         node=head.group("node"),
         level=int(head.group("level")),
         throttling=throttling,
         problems=tuple(problems),
+        not_run=tuple(not_run),
+        timeout=timeout,
+        exits=tuple(sorted(exits.items())),
         **parsed,
     )

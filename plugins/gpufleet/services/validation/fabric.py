@@ -17,6 +17,7 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.config.baselines import find_baseline
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.health.retry import Try, plan_rechecks, retried
 from gpufleet.domain.pairing import Localizer
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair
@@ -31,6 +32,7 @@ from gpufleet.services.validation.health import (
     GpuHealthCheck,
     NodeHealth,
     burned_in,
+    health_deadline,
     plan_levels,
 )
 from gpufleet.services.validation.passive import passive_checks
@@ -135,8 +137,11 @@ class FabricValidation(FabricVerdict):
                 night,
                 new=self._new_nodes(nodes),
                 burn_in=self.ref.pool.burn_in,
+                limits=self.ref.dcgm_limits,
             )
+            state.health_deadline_s = health_deadline(state.health_levels, self.ref.dcgm_limits)
             state.workload = self.health.submit(state.health_levels, run_id)
+            state.health_submitted_at = backend_clock(self.backend).time()
             return state
         return self._start_pass1(state)
 
@@ -212,8 +217,11 @@ class FabricValidation(FabricVerdict):
         if state.phase == "health":
             assert self.health is not None, "a health round needs the health check"
             checks = self.health.collect(wl, state.health_levels)
+            for node, check in checks.items():  # a recheck's pods hold the GPUs again
+                check.gpu_seconds += (state.health.get(node) or {}).get("gpu_seconds", 0.0)
             state.health.update({n: h.to_dict() for n, h in checks.items()})
-            return self._start_pass1(state)
+            self._note_in_use(state, checks)
+            return self.recheck(state)
         verdicts = [self._judge(wl, i, (pair[0], pair[1])) for i, pair in enumerate(wl.pairs)]
         pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))
         state.gpu_seconds += gpu_seconds(pods, self.ref.pool.gpu.count)
@@ -236,6 +244,49 @@ class FabricValidation(FabricVerdict):
         next_pairs = localizer.next_round()
         state.workload = self._submit(state, next_pairs) if next_pairs else None
         return state
+
+    def _note_in_use(self, state: FabricState, checks: dict[str, NodeHealth]) -> None:
+        """Each node of the round just read that DCGM found in use: its first and latest try
+        (the round's submission time); a node whose check ran, or could not run otherwise, is
+        no longer retried."""
+        started = state.health_submitted_at
+        if started is None:  # a state from before issue 31: no retries
+            return
+        for node, check in checks.items():
+            if check.could_not_run and retried(check.codes):
+                first = state.health_in_use.get(node, [started])[0]
+                state.health_in_use[node] = [first, started]
+            else:
+                state.health_in_use.pop(node, None)
+
+    def recheck(self, state: FabricState) -> FabricState:
+        """The health round's next step (``domain.health.retry``): check again now the nodes
+        DCGM found in use whose recheck is due (10 s after their latest try, within 300 s of
+        the first), or wait (``health_recheck_at``, no workload: the caller waits until then
+        and calls again), or, nothing left to recheck, start pass 1. A node past the bound
+        stays ``could_not_run`` saying DCGM found its GPUs in use that long."""
+        clock = backend_clock(self.backend)
+        tries = {n: Try(first, latest) for n, (first, latest) in state.health_in_use.items()}
+        plan = plan_rechecks(tries, clock.time())
+        for node, why in plan.gave_up.items():
+            check = state.health[node]
+            check["notes"] = [*check.get("notes", []), f"the last try: {check['reason']}"]
+            check["reason"] = why
+            state.health_in_use.pop(node)
+        state.health_recheck_at = None
+        if plan.due:
+            assert self.health is not None, "a recheck needs the health check"
+            levels = {n: state.health_levels[n] for n in plan.due}
+            run_id = f"{state.run_id}-recheck{int(clock.time())}"
+            state.health_deadline_s = health_deadline(levels, self.ref.dcgm_limits)
+            state.workload = self.health.submit(levels, run_id)
+            state.health_submitted_at = clock.time()
+            return state
+        if plan.waiting:
+            state.workload = None
+            state.health_recheck_at = plan.next_at
+            return state
+        return self._start_pass1(state)
 
     def _judge(self, wl: Workload, index: int, nodes: tuple[str, str]) -> PairVerdict:
         run, info, failure = read_nccl_pair(self.backend, wl, index, NCCL_LOG_CONTAINER)

@@ -34,7 +34,15 @@ class FabricState:
     gpu_seconds: float = 0.0  # what the rounds so far held, from their pods' container times
     phase: str = "fabric"
     health_levels: dict[str, int] = field(default_factory=dict)
+    # the health round's Job deadline at the pool's GPU model's dcgmi diag timeouts (0: none)
+    health_deadline_s: float = 0.0
     health: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the health round's rechecks (domain.health.retry): when its latest round was submitted,
+    # each node DCGM found in use -> [first try, latest try] (the backend's clock), and when
+    # the next recheck is due while none is in flight (the operator waits until then)
+    health_submitted_at: float | None = None
+    health_in_use: dict[str, list[float]] = field(default_factory=dict)
+    health_recheck_at: float | None = None
     # topology (services.validation.topology): every node's "block/sub-block" key (None: no
     # labels), the nodes out for their sub-block retested as a unit, pass 1's planned nodes
     places: dict[str, str | None] = field(default_factory=dict)
@@ -47,11 +55,13 @@ class FabricState:
 
     def min_timeout_s(self) -> float:
         """The least time the round in flight may be waited for: the GPU health check's
-        deadline at its highest ``dcgmi diag`` level (a level-4 burn-in runs up to 2 hours), with
-        ten minutes to spare; 0 for a round of pairs."""
+        deadline at its highest ``dcgmi diag`` level (a level-4 burn-in runs up to 2 hours), or
+        the longer Job deadline the pool's GPU model's timeouts gave it, with ten minutes to
+        spare; 0 for a round of pairs."""
         if self.phase != "health" or not self.health_levels:
             return 0.0
-        return DEADLINE_SECONDS[max(self.health_levels.values())] + 600.0
+        level = DEADLINE_SECONDS[max(self.health_levels.values())]
+        return max(float(level), self.health_deadline_s) + 600.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FabricState:

@@ -36,6 +36,9 @@ class FabricVerdict:
         health = {n: NodeHealth.from_dict(h) for n, h in state.health.items()}
         started = datetime.fromisoformat(state.started_at)
         unhealthy = {n: health_reason(h) for n, h in health.items() if h.failed}
+        # a check that could not run proves nothing either way: no retest passes on it, no new
+        # node is released on it (issue 31); nothing is done to the node on its account
+        unrun = [n for n, h in health.items() if h.could_not_run]
         if len(state.idle) < 2 and not unhealthy:
             record_health(self.ledger, self.ref, state.run_id, started, health)
             return self._too_few_idle(state)
@@ -55,7 +58,7 @@ class FabricVerdict:
         retested = self.lifecycle.record_retests(
             [n for n in state.retest if n not in state.units],
             bad,
-            inconclusive + untested,
+            inconclusive + untested + unrun,
             rows,
             state.run_id,
             self.max_repairs,
@@ -81,7 +84,7 @@ class FabricVerdict:
         left = set(unhealthy) - set(verdict.quarantine) - set(state.retest)  # past the cap
         record_health(self.ledger, self.ref, state.run_id, started, health, left)
         # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
-        passed = set(tested) - set(bad) - set(inconclusive) - set(untested)
+        passed = set(tested) - set(bad) - set(inconclusive) - set(untested) - set(unrun)
         transports = sorted({r["transport"] or "unknown" for r in rows})
         worst = next((t for t in transports if t != pool.transport), pool.transport)
         good_busbw = [

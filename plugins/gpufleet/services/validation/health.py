@@ -4,14 +4,18 @@ A service: no Airflow imports. ``GpuHealthCheck.submit`` renders the check's Job
 (``manifests.gpu_health``: one pod per node, holding its GPUs, each at its own ``dcgmi diag``
 run level from ``domain.health.tiers``) and applies it; ``collect`` reads each pod's output
 (``parsing.health.parse_node_health``) and decides one action per node
-(``domain.health.decide_health``). Results are plain JSON (``NodeHealth.to_dict``), so they
-travel in the fabric validation's state between rounds; ``health_row`` is the pool's ledger row
-of kind ``health``.
+(``domain.health.decide_health``) and its verdict (pass, degraded, could_not_run, fail).
+Results are plain JSON (``NodeHealth.to_dict``), so they travel in the fabric validation's
+state between rounds; ``health_row`` is the pool's ledger row of kind ``health``.
 
-A node whose pod never ran (evicted, never placed, the workload's deadline) or whose output
-cannot be read as a health check's is *not checked* (``action`` None): nothing is done to it
-on the check's account, and the reason is recorded. A node whose tools all failed to print is
-checked, and ``decide_health`` hands it to a person (nothing to call it healthy on).
+A node whose check could not run is ``could_not_run`` (issue 31): its pod never ran (evicted,
+never placed), ran past its deadline, printed an output that is not a health check's, or its
+output says a tool did not run (a section missing or timed out, DCGM in use, every test
+skipped, DCGM's internal error). It is neither healthy nor failed: nothing is done to it on
+the check's account (never quarantined, drained or repaired as hardware), it is never a
+burn-in, the gate leaves it out of the pool's count until a check runs, and one that DCGM found
+in use is checked again within a bound (``domain.health.retry``). Ledger rows written before
+issue 31 hold ``action`` None for such a node: they read as *not checked*.
 """
 
 from __future__ import annotations
@@ -25,11 +29,22 @@ from typing import Any
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.gate import LEFT_IN_SERVICE
-from gpufleet.domain.health import HealthAction, decide_health
-from gpufleet.domain.health.tiers import BURN_IN_LEVEL, WEEKLY_LEVEL, diag_level
+from gpufleet.domain.health import (
+    HealthAction,
+    HealthVerdict,
+    counts_as_burn_in,
+    decide_health,
+)
+from gpufleet.domain.health.tiers import (
+    BURN_IN_LEVEL,
+    WEEKLY_LEVEL,
+    DcgmLimits,
+    diag_timeout,
+    plan_diag,
+)
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
-from gpufleet.manifests.gpu_health import HEALTH_CONTAINER, render_gpu_health
+from gpufleet.manifests.gpu_health import HEALTH_CONTAINER, job_deadline, render_gpu_health
 from gpufleet.parsing.health import parse_node_health
 from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds
 from gpufleet.store import Ledger
@@ -41,20 +56,34 @@ HEALTH_ROUND = "health"  # the run id suffix of the check's workload (``<run id>
 
 @dataclass
 class NodeHealth:
-    """One node's check: its ``dcgmi diag`` level, the action (None: not checked), the reason
-    of the most severe finding (or why it was not checked), the notes, and the GPU-seconds its
-    pod held."""
+    """One node's check: its ``dcgmi diag`` level, the action (None: not checked, in ledger
+    rows from before issue 31 and in a passive read that found nothing to read), the reason of
+    the most severe finding (or why it could not run), the notes, the GPU-seconds its pod held,
+    its ``verdict`` (``domain.health.HealthVerdict``), the tools' status codes of what could not
+    run (``codes``: ``DCGM_ST_IN_USE``...), and whether it counts as the node's burn-in."""
 
     level: int
     action: str | None
     reason: str
     notes: list[str] = field(default_factory=list)
     gpu_seconds: float = 0.0
+    verdict: str | None = None
+    codes: list[str] = field(default_factory=list)
+    burn_in: bool = False
 
     @property
     def failed(self) -> bool:
-        """Checked, and NVIDIA's tools call for an action."""
-        return self.action is not None and self.action != HealthAction.HEALTHY.value
+        """Checked, and NVIDIA's tools call for an action (a check that could not run is no
+        failure: nothing is done to the node on its account)."""
+        return self.action not in (
+            None,
+            HealthAction.HEALTHY.value,
+            HealthAction.COULD_NOT_RUN.value,
+        )
+
+    @property
+    def could_not_run(self) -> bool:
+        return self.action == HealthAction.COULD_NOT_RUN.value
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +93,17 @@ class NodeHealth:
         return cls(**data)
 
 
+def could_not_run(level: int, why: str, codes: Iterable[str] = ()) -> NodeHealth:
+    """A node's check that could not run, and why."""
+    return NodeHealth(
+        level,
+        HealthAction.COULD_NOT_RUN.value,
+        why,
+        verdict=HealthVerdict.COULD_NOT_RUN.value,
+        codes=sorted(set(codes)),
+    )
+
+
 def plan_levels(
     idle: Iterable[str],
     retest: Iterable[str],
@@ -71,24 +111,44 @@ def plan_levels(
     *,
     new: Iterable[str] = (),
     burn_in: bool = False,
+    limits: DcgmLimits | None = None,
 ) -> dict[str, int]:
     """Each node's ``dcgmi diag`` level tonight: idle nodes level 1, retested nodes level 2,
     either level 3 on its weekly day, and with ``burn_in`` (the pool's catalog asks) an idle
-    node that is ``new`` (still tainted ``unvalidated``) level 4 (``tiers.diag_level``)."""
+    node that is ``new`` (still tainted ``unvalidated``) level 4 (``tiers.plan_diag``), each
+    capped at the highest level of the pool's GPU model (``limits``: ``PoolRef.dcgm_limits``;
+    a B200's dcgmi diag -r 2 hangs); a capped node's reason is logged."""
     fresh = set(new)
-    levels = {
-        node: diag_level(node, night, retest=False, new=node in fresh, burn_in=burn_in)
+    plans = {
+        node: plan_diag(
+            node, night, retest=False, new=node in fresh, burn_in=burn_in, limits=limits
+        )
         for node in idle
     }
-    levels.update({node: diag_level(node, night, retest=True) for node in retest})
-    return levels
+    plans.update({node: plan_diag(node, night, retest=True, limits=limits) for node in retest})
+    for node, plan in plans.items():
+        if plan.capped:
+            log.info("%s: %s", node, plan.reason)
+    return {node: plan.level for node, plan in plans.items()}
+
+
+def health_deadline(levels: Mapping[str, int], limits: DcgmLimits) -> int:
+    """The health round's Job deadline: the longest of its nodes' (``job_deadline`` at each
+    level's ``dcgmi diag`` timeout under ``limits``)."""
+    return max(
+        (job_deadline(level, diag_timeout(limits, level)) for level in set(levels.values())),
+        default=0,
+    )
 
 
 def burned_in(ledger: Any, cluster: str, pool: str, nights: int = 60) -> set[str]:
-    """The pool's nodes whose burn-in already ran and found them healthy (a level-4 check in
-    one of the pool's last ``nights`` health rows): a node that stays new (still tainted
-    ``unvalidated``: its pool's verdict failed) gets level 4 at its first check only, not every
-    night until the taint goes (6,300 s on every GPU of the node a night)."""
+    """The pool's nodes whose burn-in already ran and found them healthy: a level-4 check in
+    one of the pool's last ``nights`` health rows whose verdict is ``pass`` and whose DCGM run
+    shows the level-4 tests ran (``burn_in``, set by :func:`read_node`). A node that stays new
+    (still tainted ``unvalidated``: its pool's verdict failed) gets level 4 at its first check
+    only, not every night until the taint goes (6,300 s on every GPU of the node a night). A
+    check that could not run, was degraded or failed never counts, nor does a row written
+    before issue 31 (it does not say whether the level-4 tests ran): the burn-in is owed."""
     out: set[str] = set()
     for row in ledger.validation_history(cluster, pool, "health", limit=nights):
         nodes = (row.get("details") or {}).get("nodes")
@@ -98,7 +158,8 @@ def burned_in(ledger: Any, cluster: str, pool: str, nights: int = 60) -> set[str
             level = check.get("level")
             deep = isinstance(level, int) and not isinstance(level, bool)
             deep = deep and level >= BURN_IN_LEVEL
-            if deep and check.get("action") == "healthy":
+            passed = check.get("action") == "healthy" and check.get("verdict") == "pass"
+            if deep and passed and check.get("burn_in") is True:
                 out.add(node)
     return out
 
@@ -108,14 +169,21 @@ def read_node(text: str, node: str, level: int) -> NodeHealth:
     try:
         report = parse_node_health(text)
     except ParseError as e:
-        return NodeHealth(level, None, f"not checked: the output is not a health check's ({e})")
+        return could_not_run(level, f"the output is not a health check's ({e})")
     if report.node not in (None, node):
-        return NodeHealth(
-            level, None, f"not checked: the output names node {report.node}, not {node}"
-        )
+        return could_not_run(level, f"the output names node {report.node}, not {node}")
     decision = decide_health(**report.signals())
     notes = list(decision.notes) + [f"not read: {p}" for p in report.problems]
-    return NodeHealth(report.level or level, decision.action.value, decision.reason, notes)
+    ran = report.level or level
+    return NodeHealth(
+        ran,
+        decision.action.value,
+        decision.reason,
+        notes,
+        verdict=decision.verdict.value,
+        codes=sorted(decision.not_run_codes),
+        burn_in=counts_as_burn_in(ran, decision, report.diag),
+    )
 
 
 class GpuHealthCheck:
@@ -135,6 +203,7 @@ class GpuHealthCheck:
         kwargs: dict[str, Any] = {"namespace": self.namespace}
         if self.image:
             kwargs["image"] = self.image
+        kwargs["limits"] = self.ref.dcgm_limits
         manifest = render_gpu_health(self.ref, levels, f"{run_id}-{HEALTH_ROUND}", **kwargs)
         self.backend.apply(manifest)
         meta = manifest["metadata"]
@@ -154,7 +223,8 @@ class GpuHealthCheck:
         )
 
     def collect(self, wl: Workload, levels: Mapping[str, int]) -> dict[str, NodeHealth]:
-        """Each node's check; deletes the workload."""
+        """Each node's check; deletes the workload. A pod that never ran, or did not succeed
+        (its deadline passed, it was evicted), is a check that could not run."""
         pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))
         by_node = {p.node: p for p in pods if p.node}
         out: dict[str, NodeHealth] = {}
@@ -165,7 +235,7 @@ class GpuHealthCheck:
                 why = "its pod was never placed" if pod is None else f"its pod is {pod.phase}"
                 if pod is not None and pod.message:
                     why += f" ({pod.message})"
-                out[node] = NodeHealth(level, None, f"not checked: {why}")
+                out[node] = could_not_run(level, why)
                 continue
             text = self.backend.pod_logs(pod.name, wl.namespace, HEALTH_CONTAINER)
             out[node] = read_node(text, node, level)
@@ -180,7 +250,7 @@ class GpuHealthCheck:
                     self.ref.key,
                     node,
                     health.level,
-                    health.action or "not checked",
+                    health.verdict or health.action or "not checked",
                     health.reason,
                 )
         return out
@@ -218,12 +288,13 @@ def health_row(
     """The pool's ledger row of kind ``health`` (``Ledger.record_validation``'s fields). As a
     fabric verdict does with its bad nodes, it passes when every node that failed its check was
     taken out of service (quarantined, or failed its retest), and fails when one was left in
-    service (``left_in_service``: the quarantine cap held, a person is paged) or when no node
-    could be checked at all; the reasons name each failed node and what became of it. Its cost
-    (``cost_details``) is the night's tier, the level-1 and level-2 checks, over the nodes that
-    ran them (a busy node read passively, level 0, holds nothing); the weekly level 3 is counted
-    apart (``weekly_gpu_minutes``), as it runs on a
-    seventh of the nodes a night."""
+    service (``left_in_service``: the quarantine cap held, a person is paged) or when no node's
+    check could run at all; the reasons name each failed node and what became of it, and each
+    node whose check could not run and why (``details.could_not_run``: those nodes, which the
+    gate leaves out of the pool's count). Its cost (``cost_details``) is the night's tier, the
+    level-1 and level-2 checks, over the nodes that ran them (a busy node read passively, level
+    0, holds nothing); the weekly level 3 is counted apart (``weekly_gpu_minutes``), as it runs
+    on a seventh of the nodes a night."""
     levels: dict[str, int] = {}
     for h in checks.values():
         levels[str(h.level)] = levels.get(str(h.level), 0) + 1
@@ -231,12 +302,14 @@ def health_row(
     active = [h for h in checks.values() if 0 < h.level < WEEKLY_LEVEL]  # level 0: passive
     nightly = sum(h.gpu_seconds for h in active)
     failed = {n: h for n, h in checks.items() if h.failed}
+    unrun = {n: h for n, h in checks.items() if h.could_not_run}
     left = set(left_in_service)
-    checked = sum(1 for h in checks.values() if h.action is not None)
+    checked = sum(1 for h in checks.values() if h.action is not None and not h.could_not_run)
     reasons = [
         f"{n}: {h.action}: {h.reason}" + (f" {LEFT_IN_SERVICE}" if n in left else "")
         for n, h in sorted(failed.items())
     ]
+    reasons += [f"{n}: could not run: {h.reason}" for n, h in sorted(unrun.items())]
     if not checked:
         reasons.append(f"none of the {len(checks)} node(s) could be checked")
     return {
@@ -247,8 +320,17 @@ def health_row(
         "details": {
             "levels": levels,
             "left_in_service": sorted(left & set(failed)),
+            "could_not_run": sorted(unrun),
             "nodes": {
-                n: {"level": h.level, "action": h.action, "reasons": [h.reason], "notes": h.notes}
+                n: {
+                    "level": h.level,
+                    "action": h.action,
+                    "verdict": h.verdict,
+                    "reasons": [h.reason],
+                    "notes": h.notes,
+                    "codes": h.codes,
+                    "burn_in": h.burn_in,
+                }
                 for n, h in sorted(checks.items())
             },
             **cost_details(nightly, len(active)),

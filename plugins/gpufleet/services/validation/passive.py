@@ -47,7 +47,9 @@ def read_exporter(text: str, node: str) -> NodeHealth:
             PASSIVE_LEVEL, None, f"not checked: {node}'s dcgm-exporter serves none of {served}"
         )
     notes = list(decision.notes) + [f"not read: {p}" for p in report.problems]
-    return NodeHealth(PASSIVE_LEVEL, decision.action.value, decision.reason, notes)
+    return NodeHealth(
+        PASSIVE_LEVEL, decision.action.value, decision.reason, notes, verdict=decision.verdict.value
+    )
 
 
 def passive_checks(
