@@ -92,3 +92,15 @@ def test_the_ledgers_quarantine_and_release_go_through_the_machine(lifecycle):
     nodes.quarantine("n3", "XID 79 in dmesg", by="alice")  # quarantined again, by hand
     (q,) = ledger.quarantined(CLUSTER, POOL)  # one quarantine, since the first (as the old table)
     assert (q["node"], q["reason"], q["run_id"]) == ("n3", "pair below threshold", "night-2")
+
+
+def test_a_retest_whose_health_check_could_not_run_says_so(lifecycle):
+    """Issue 31: the retest's GPU health check could not run (DCGM hung past its limit): the
+    node stays retesting, and the reason names the check, not a missing partner."""
+    nodes, ledger, _ = lifecycle
+    walk(ledger, "n1", "quarantined", "retesting")
+    health = {"action": "could_not_run", "reason": "dcgmi-diag: timed out after 900 s"}
+    assert nodes.record_retest("n1", "unsure", {"health": health}, "night-1", 2) == "retesting"
+    reason = ledger.node_state(CLUSTER, "n1")["reason"]
+    assert "GPU health check could not run (dcgmi-diag: timed out after 900 s)" in reason
+    assert "partner" not in reason

@@ -140,10 +140,16 @@ class NodeLifecycle:
         cluster, _ = self._where
         row = self.ledger.node_state(cluster, node) or {}
         if outcome == "unsure":  # stays retesting: the next night tries again
+            check = evidence.get("health") or {}
+            why = (
+                f"its GPU health check could not run ({check.get('reason')})"
+                if check.get("action") == "could_not_run"
+                else "no known-good partner could test it"
+            )
             self.move(
                 node,
                 NodeState.RETESTING,
-                "retest inconclusive: no known-good partner could test it; retried next night",
+                f"retest inconclusive: {why}; retried next night",
                 evidence={**(row.get("evidence") or {}), **evidence},
                 run_id=run_id,
                 stay=True,
