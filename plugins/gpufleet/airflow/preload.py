@@ -55,6 +55,7 @@ MODULES = (
     "gpufleet.services.validation.run_faults",
     "gpufleet.services.validation.scope",
     "gpufleet.services.validation.storage",
+    "gpufleet.services.validation.unvalidated",
     "gpufleet.services.views.fleet",
     "gpufleet.services.views.nightly_report",
     "gpufleet.services.views.onboarding_report",
