@@ -95,14 +95,14 @@ def airflow_connection(conn_id: str) -> Any | None:
     )
 
 
-def open_ledger() -> Ledger:
-    """The ledger this command uses, found as tasks and the UI find it
+def ledger_location() -> tuple[str, str]:
+    """The configured ledger's URL and what named it, found as tasks and the UI find it
     (``gpufleet.store.database.resolve_ledger_url`` with Airflow's own connection lookup);
-    any failure to open it is one ``LedgerError`` line."""
-    from gpufleet.store import Ledger, refuse_missing_file, resolve_ledger_url
+    a location that cannot be read is one ``LedgerError`` line."""
+    from gpufleet.store import resolve_ledger_url
 
     try:
-        url, source = resolve_ledger_url(airflow_connection)
+        return resolve_ledger_url(airflow_connection)
     except GpufleetError:
         raise
     except Exception as exc:  # noqa: BLE001 - e.g. AIRFLOW_CONN_GPUFLEET_LEDGER is bad JSON
@@ -110,6 +110,15 @@ def open_ledger() -> Ledger:
             f"cannot read the ledger's location: {type(exc).__name__} "
             "(check GPUFLEET_LEDGER_URL / the Airflow connection gpufleet_ledger)"
         ) from None
+
+
+def open_ledger() -> Ledger:
+    """The ledger this command uses, found as tasks and the UI find it
+    (``gpufleet.store.database.resolve_ledger_url`` with Airflow's own connection lookup);
+    any failure to open it is one ``LedgerError`` line."""
+    from gpufleet.store import Ledger, refuse_missing_file
+
+    url, source = ledger_location()
     refuse_missing_file(url, source)
     safe, password = _safe(url)
     try:

@@ -30,19 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_init(args) -> int:
-    from gpufleet.cli.fleet_state import _safe, airflow_connection
+    from gpufleet.cli.fleet_state import _safe, ledger_location
     from gpufleet.errors import GpufleetError, LedgerError
-    from gpufleet.store import init_ledger, resolve_ledger_url
+    from gpufleet.store import init_ledger
 
-    try:
-        url, source = resolve_ledger_url(airflow_connection)
-    except GpufleetError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - e.g. AIRFLOW_CONN_GPUFLEET_LEDGER is bad JSON
-        raise LedgerError(
-            f"cannot read the ledger's location: {type(exc).__name__} "
-            "(check GPUFLEET_LEDGER_URL / the Airflow connection gpufleet_ledger)"
-        ) from None
+    url, source = ledger_location()
     safe, password = _safe(url)
     try:
         done = init_ledger(url, source)

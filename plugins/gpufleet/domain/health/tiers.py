@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from types import MappingProxyType
+from typing import Any
 
 __all__ = [
     "BURN_IN_LEVEL",
@@ -189,15 +190,7 @@ def plan_diag(
     return DiagPlan(level, wanted, timeout_s, f"{reason}; timeout {timeout_s} s")
 
 
-def diag_level(
-    node: str,
-    night: date,
-    *,
-    retest: bool,
-    new: bool = False,
-    burn_in: bool = False,
-    limits: DcgmLimits | None = None,
-) -> int:
-    """The ``dcgmi diag`` run level ``node`` gets on ``night``: :func:`plan_diag`'s level
-    (capped at ``limits.max_level``)."""
-    return plan_diag(node, night, retest=retest, new=new, burn_in=burn_in, limits=limits).level
+def diag_level(node: str, night: date, **plan: Any) -> int:
+    """The ``dcgmi diag`` run level ``node`` gets on ``night``: :func:`plan_diag`'s level (its
+    keywords: ``retest``, ``new``, ``burn_in``, ``limits``; capped at ``limits.max_level``)."""
+    return plan_diag(node, night, **plan).level
