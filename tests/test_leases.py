@@ -1,5 +1,7 @@
 """When a ledger lock's holder is dead (``domain.leases``): what this Airflow knows of its run
-decides; for a run it does not know, only the lease."""
+decides; for a run it does not know, only the lease. And the renewal of a lease in the ledger
+(``store.locks.LeaseLock.heartbeat``, on both of its tables: a region's onboarding lock and a
+pool's validation lock): only the holder moves it, never a run whose lease was taken over."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpufleet.domain.leases import LEASE_RENEW, LEASE_TTL, holder_dead
+from gpufleet.services.common.leases import hold_lease
+from gpufleet.store import Ledger
+from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 ROW = {"dag_id": "d", "run_id": "r", "taken_at": T0 - timedelta(hours=1), "heartbeat_at": T0}
@@ -42,3 +47,50 @@ def test_the_holders_dag_is_asked_else_the_callers():
 
 def test_a_holder_touches_its_lock_several_times_per_lease():
     assert LEASE_RENEW * 3 <= LEASE_TTL
+
+
+# --- renewing in the ledger: only the holder moves its lease, on both lease-lock tables ------
+
+LOCKS = {  # the two tables of store.locks.LeaseLock's shape
+    "region": lambda ledger: ledger.region_lease("sim-europe-west4"),
+    "validation": lambda ledger: ledger.validation_lock("a3u-sim", "h200-a", "fabric"),
+}
+UNKNOWN = lambda dag_id, run_id: None  # noqa: E731 - this Airflow knows neither run: leases decide
+PAST = LEASE_TTL + timedelta(minutes=1)  # silent this long: the lease expired
+
+
+@pytest.mark.parametrize("table", sorted(LOCKS))
+def test_a_run_renewing_after_its_lease_was_taken_over_is_refused_and_moves_nothing(
+    ledger_url,  # noqa: F811
+    table,
+):
+    """Run A holds, goes silent past its lease, run B takes the lock over; A's late renewal
+    (its task read the lock as its own before B took it) must answer False (the caller stops)
+    and leave B's heartbeat alone: else B's lease is stretched by a run that no longer holds
+    it, and A goes on acting as the holder."""
+    lock = LOCKS[table](Ledger(ledger_url))
+    assert hold_lease(lock, "d", "run-a", UNKNOWN, T0)[0]
+    assert not hold_lease(lock, "d", "run-b", UNKNOWN, T0 + LEASE_TTL)[0]  # fresh: A keeps it
+    assert hold_lease(lock, "d", "run-b", UNKNOWN, T0 + PAST)[0]  # expired: B takes over
+    taken = lock.row()
+    assert (taken["run_id"], taken["heartbeat_at"]) == ("run-b", T0 + PAST)
+
+    assert lock.heartbeat("run-a", T0 + PAST + LEASE_RENEW) is False
+    assert lock.row() == taken  # B's lease, holder and start untouched
+
+    assert lock.heartbeat("run-b", T0 + PAST + LEASE_RENEW) is True  # the holder renews
+    assert lock.row()["heartbeat_at"] == T0 + PAST + LEASE_RENEW
+
+
+def test_another_part_of_the_holders_run_does_not_renew_its_lease(ledger_url):  # noqa: F811
+    """A validation lock held by one part of a run (``holder``: one pool's full filesystem
+    test) is renewed by that part only: the run's other parts hold it no more than another
+    run does (``store.locks``)."""
+    lock = LOCKS["validation"](Ledger(ledger_url))
+    lock.hold("d", "run-a", T0, holder="pool-1")
+    held = lock.row()
+    assert lock.heartbeat("run-a", T0 + LEASE_RENEW, holder="pool-2") is False
+    assert lock.heartbeat("run-a", T0 + LEASE_RENEW) is False  # the run itself, no part
+    assert lock.row() == held
+    assert lock.heartbeat("run-a", T0 + LEASE_RENEW, holder="pool-1") is True
+    assert lock.row()["heartbeat_at"] == T0 + LEASE_RENEW

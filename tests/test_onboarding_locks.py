@@ -144,6 +144,35 @@ def test_a_refused_runs_release_after_the_holder_finished_records_nothing(airflo
     assert Ledger().region_lock(REGION) is None
 
 
+# --- the report task releases the lock its run holds -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        {"preflight": "success", "network": "success", "release": "success"},
+        {"preflight": "success", "network": "failed", "release": "upstream_failed"},
+    ],
+    ids=["succeeded", "failed"],
+)
+def test_the_report_releases_the_region_its_run_holds(airflow_db, fleet_state, steps):
+    """The report is the run's last task and the one that releases the region's lock, whether
+    the run succeeded or failed (it fails the run after releasing): a live run that ended
+    would otherwise keep the region from every later run until someone clears the lock."""
+    onboarding(None, "run-1").lock(DAG, lambda d, r: True)
+    ctx = context("run-1", {"run-1": "running"})
+    ctx["ti"].get_task_states = lambda dag_id, run_ids: {"run-1": steps}
+    report = OnboardingReportOperator(task_id="report", region=REGION)
+    if "failed" in steps.values():
+        with pytest.raises(AirflowFailException, match="network, release did not succeed"):
+            report.execute(ctx)
+    else:
+        report.execute(ctx)
+    assert Ledger().region_lock(REGION) is None
+    onboarding(None, "run-2").lock(DAG, lambda d, r: True)  # free: the next run takes it
+    assert Ledger().region_lock(REGION)["run_id"] == "run-2"
+
+
 # --- the lease: a holder this Airflow does not know (another deployment, a renamed DAG) ------
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -186,6 +215,46 @@ def test_a_region_takeover_read_before_the_holder_renewed_loses(ledger_url):  # 
     assert ledger.heartbeat_region_lock(REGION, "run-1", T0 + PAST)
     assert not ledger.take_over_region_lock(REGION, seen, DAG, "run-2", T0 + PAST * 2)
     assert ledger.region_lock(REGION)["run_id"] == "run-1"
+
+
+def test_a_holder_renewing_after_its_region_was_taken_over_is_refused(ledger_url):  # noqa: F811
+    """run-1 goes silent past its lease, run-2 takes the region over; run-1's late renewal
+    answers False and leaves run-2's lease as it was (else run-1 stretches a lease it lost)."""
+    ledger = Ledger(ledger_url)
+    onboarding(ledger_url, "run-1").lock(DAG, UNKNOWN, T0)
+    onboarding(ledger_url, "run-2").lock(DAG, UNKNOWN, T0 + PAST)  # expired: taken over
+    taken = ledger.region_lock(REGION)
+    assert (taken["run_id"], taken["heartbeat_at"]) == ("run-2", T0 + PAST)
+    assert ledger.heartbeat_region_lock(REGION, "run-1", T0 + PAST + SHORT) is False
+    assert ledger.region_lock(REGION) == taken
+
+
+def test_a_step_whose_region_is_taken_over_before_it_renews_stops(ledger_url):  # noqa: F811
+    """The race the renewal's holder check is for: run-1's step reads the lock as its own,
+    run-2 takes the expired lease over, then run-1 renews. The step is refused, saying it lost
+    its lease and naming run-2, and run-2's heartbeat is left where run-2 put it."""
+    from gpufleet.store.locks import LeaseLock
+
+    class TakenOverAfterTheRead(LeaseLock):
+        def hold(self, dag_id, run_id, now=None, holder=None):
+            row = super().hold(dag_id, run_id, now, holder)  # run-1 reads itself the holder
+            assert LeaseLock(self.engine, self.table, self.key).take_over(
+                row, DAG, "run-2", T0 + PAST
+            )
+            return row
+
+    class RacedLedger(Ledger):
+        def region_lease(self, region):
+            return TakenOverAfterTheRead(self.engine, s.region_locks, {"region": region})
+
+    onboarding(ledger_url, "run-1").lock(DAG, UNKNOWN, T0)
+    late = RegionOnboarding(load_catalog().region(REGION), RacedLedger(ledger_url), "run-1")
+    with pytest.raises(
+        OnboardingRefused, match=r"this run \(run-1\) lost its lease; .* run run-2 "
+    ):
+        late.lock(DAG, UNKNOWN, T0 + PAST + timedelta(minutes=1))
+    row = Ledger(ledger_url).region_lock(REGION)
+    assert (row["run_id"], row["heartbeat_at"]) == ("run-2", T0 + PAST)
 
 
 def test_of_eight_runs_racing_for_an_expired_region_lease_exactly_one_wins(ledger_url):  # noqa: F811

@@ -233,6 +233,44 @@ def test_a_takeover_read_before_the_holder_renewed_loses(ledger_url):  # noqa: F
     assert ledger.running_transition(CLUSTER)["run_id"] == "run-1"
 
 
+def test_a_holder_renewing_after_its_transition_was_taken_over_is_refused(ledger_url):  # noqa: F811
+    """slow-run goes silent past its lease, run-2 takes the transition over; slow-run's late
+    renewal answers False and moves nothing: not run-2's heartbeat, not the holder's DAG."""
+    ledger = Ledger(ledger_url)
+    opened(ledger_url, "slow-run", T0, dag="reservation_transition_v0")
+    opened(ledger_url, "run-2", T0 + PAST)  # expired: taken over
+    taken = ledger.running_transition(CLUSTER)
+    assert (taken["run_id"], taken["heartbeat_at"]) == ("run-2", T0 + PAST)
+    late = T0 + PAST + SHORT
+    assert not ledger.heartbeat_transition(
+        taken["id"], "slow-run", "reservation_transition_v0", late
+    )
+    assert ledger.running_transition(CLUSTER) == taken
+    assert ledger.heartbeat_transition(taken["id"], "run-2", "reservation_transition", late)
+    assert ledger.running_transition(CLUSTER)["heartbeat_at"] == late
+
+
+def test_a_task_whose_transition_is_taken_over_before_it_renews_stops(ledger_url):  # noqa: F811
+    """The race the renewal's holder check is for: run-1's task reads the running transition
+    as its own, run-2 takes the expired lease over, then run-1 renews. The task is refused,
+    saying it lost its lease and naming run-2, whose heartbeat stays where run-2 put it."""
+
+    class RacedLedger(Ledger):
+        def open_transition(self, *args, **kw):
+            row, created = super().open_transition(*args, **kw)  # run-1 reads itself the holder
+            assert self.take_over_transition(row["id"], row, "run-2", _Dag.dag_id, T0 + PAST)
+            return row, created
+
+    opened(ledger_url, "run-1", T0)
+    svc = ReservationTransition(
+        load_catalog(), CLUSTER, OLD, NEW, RacedLedger(ledger_url), "run-1", FAST
+    )
+    with pytest.raises(TransitionRefused, match=r"this run \(run-1\) lost its lease; .* by run-2;"):
+        svc.open("run", UNKNOWN, dag_id=_Dag.dag_id, now=T0 + PAST + timedelta(minutes=1))
+    row = Ledger(ledger_url).running_transition(CLUSTER)
+    assert (row["run_id"], row["heartbeat_at"]) == ("run-2", T0 + PAST)
+
+
 def test_of_eight_racers_for_an_expired_lease_exactly_one_wins(ledger_url):  # noqa: F811
     opened(ledger_url, "silent-run", T0)
     barrier = threading.Barrier(8)
