@@ -9,6 +9,8 @@ import contextlib
 from datetime import UTC
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from gpufleet.errors import GpufleetError
 from gpufleet.services.validation.fanout import (
@@ -93,6 +95,40 @@ def test_faults_go_to_the_run_that_validates_their_pool():
             "sim_faults": ["a/y=fabric-down", "a/y=drift:5"],
         },
     }
+
+
+@st.composite
+def fleets(draw):
+    """Pool keys (``cluster/pool``) of up to 4 clusters of 1 to 1,200 pools each, in any order,
+    some named twice (a planner is handed each pool once, but must not count a repeat twice)."""
+    sizes = draw(st.lists(st.integers(1, 1200), min_size=1, max_size=4))
+    keys = [f"c{c}/p{i}" for c, n in enumerate(sizes) for i in range(n)]
+    repeats = draw(st.lists(st.sampled_from(keys), max_size=5))
+    return draw(st.permutations(keys + repeats))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pools=fleets(),
+    pools_per_run=st.one_of(st.integers(1, 10), st.integers(1, 1024)),
+)
+@example(pools=[f"big/p{i}" for i in range(401)], pools_per_run=200)  # floor: 2 left out
+@example(pools=[f"small/p{i}" for i in range(199)], pools_per_run=200)  # floor: no run at all
+@example(pools=[f"big/p{i}" for i in range(401)], pools_per_run=400)  # floor: one run of 401
+@example(pools=["a/p0", "a/p1", "a/p2"], pools_per_run=2)  # shrunk: floor size, a/p2 left out
+@example(pools=["a/p0"], pools_per_run=2)  # shrunk: floor parts, no run (division by zero)
+def test_every_pool_is_planned_exactly_once_in_runs_no_larger_than_pools_per_run(
+    pools, pools_per_run
+):
+    """For any fleet and any ``pools_per_run``: each pool in exactly one run (none left out,
+    none validated twice), no run over ``pools_per_run``, none empty, each run one cluster's,
+    each run id its own (issue 32: a floor division in the split left 2 of 401 pools out)."""
+    runs = plan_cluster_runs(pools, "scheduled__2026-12-03T02:00:00+00:00", pools_per_run)
+    planned = [key for run in runs for key in run.pools]
+    assert sorted(planned) == sorted(set(pools))
+    assert all(0 < len(run.pools) <= pools_per_run for run in runs)
+    assert all(key.split("/", 1)[0] == run.cluster for run in runs for key in run.pools)
+    assert len({run.run_id for run in runs}) == len(runs)
 
 
 def test_a_run_id_too_long_for_airflow_is_shortened_the_same_way_each_time():

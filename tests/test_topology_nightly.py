@@ -14,7 +14,7 @@ from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.topology import ACROSS, ACROSS_BLOCKS, INSIDE
 from gpufleet.store import Ledger
-from tests.support.fleet import ROOT, lifecycle_night
+from tests.support.fleet import ROOT, lifecycle_night, validate
 
 CLUSTER = "a3u-sim"
 RACKED = "h200-a"  # 12 nodes in block-1: sub-blocks block-1-sb1, -sb2, -sb3 of 4
@@ -214,3 +214,40 @@ def test_the_pool_page_shows_each_rack_ours_beside_the_providers(twelve_node_poo
     assert 'data-subblock="block-1/block-1-sb2" data-ours="bad" data-provider="DEGRADED"' in html
     assert 'data-subblock="block-1/block-1-sb1" data-ours="ok" data-provider="HEALTHY"' in html
     assert "cross-subblock 3 pair(s), 2 failed" in html
+
+
+def test_a_bad_sub_blocks_new_nodes_keep_the_unvalidated_taint_when_their_pool_passes(
+    twelve_node_pools,
+):
+    """New nodes come up tainted ``unvalidated``; one sub-block's uplink is down. The pool's
+    verdict passes (fabric and storage) on the nodes in service: those lose the taint, while
+    the sub-block taken out as a unit keeps it: its nodes were judged apart from the pass (its
+    pairs crossing the bad uplink failed; no pair of theirs proved them), so they are not
+    ``passed_nodes`` (``fabric_verdict``; released by ``new_nodes.release_new_nodes``). Once the
+    uplink is fixed and the rack back in service, a passing run releases them too."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.backends.base import Taint
+    from gpufleet.domain.workloads import UNVALIDATED_KEY
+
+    ref = load_catalog().pool(CLUSTER, RACKED)
+    assert ref.filesystem  # the pool's verdict is fabric and storage
+    kube = cluster_backend(ref.cluster)
+    names = sorted(n.name for n in kube.list_nodes(RACKED))
+    for name in names:
+        kube.add_taint(name, Taint(UNVALIDATED_KEY, "true", "NoSchedule"))
+    SimState().inject(CLUSTER, RACKED, "subblock-down:block-1-sb2", scope="rack")
+
+    summary = validate(CLUSTER, RACKED, run_id="onb-1")
+    assert summary["passed"] and summary["storage"]["passed"], summary["reasons"]
+    assert states(RACKED) == {n: "quarantined" for n in SB2}
+    tainted = sorted(n.name for n in kube.list_nodes(RACKED) if n.unvalidated)
+    assert tainted == SB2
+    row = fabric(RACKED, "onb-1")
+    assert list(row["details"]["bad_subblocks"]) == ["block-1/block-1-sb2"]
+    assert row["details"]["passed_nodes"] == [n for n in names if n not in SB2]
+
+    SimState().clear(scope="rack")  # the uplink is fixed: the rack is retested and back in
+    validate(CLUSTER, RACKED, run_id="night-2")
+    assert states(RACKED) == {n: "released" for n in SB2}
+    validate(CLUSTER, RACKED, run_id="night-3")  # its nodes in the pool's pairs, passing
+    assert not [n.name for n in kube.list_nodes(RACKED) if n.unvalidated]
