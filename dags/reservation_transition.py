@@ -152,10 +152,15 @@ def reservation_transition():
         for kind in ("fabric", "storage")
     }
     fabric = FabricValidationOperator.partial(
-        task_id="validate_fabric", outlets=[POOL_VALIDATED], retries=0
+        task_id="validate_fabric",
+        outlets=[POOL_VALIDATED],
+        retries=0,
+        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
     ).expand_kwargs(targets["fabric"].output)
     storage = StorageValidationOperator.partial(
-        task_id="validate_storage", retries=0
+        task_id="validate_storage",
+        retries=0,
+        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
     ).expand_kwargs(targets["storage"].output)
     validated = TransitionStepOperator(
         task_id="new_pool_validated",

@@ -47,6 +47,23 @@ def test_dags_are_documented_owned_tagged_and_retry(dagbag):
             assert schema.get("type"), f"{dag_id}: param {name} has no JSON schema type"
 
 
+def test_every_mapped_task_names_its_instances(dagbag):
+    """A mapped task's instances show a name in the UI (``map_index_template``: the pool a
+    validation checks), not a bare index someone must look up."""
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    mapped = [
+        (dag_id, task)
+        for dag_id, dag in dagbag.dags.items()
+        for task in dag.tasks
+        if isinstance(task, MappedOperator)
+    ]
+    assert mapped, "no mapped task found"
+    for dag_id, task in mapped:
+        template = task.partial_kwargs.get("map_index_template")
+        assert template, f"{dag_id}.{task.task_id}: no map_index_template"
+
+
 _PROBE = r"""
 import json, os, socket, sys
 import airflow.sdk  # Airflow's own start-up (config files) is not the DAG's business
