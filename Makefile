@@ -21,7 +21,7 @@ export PATH := $(BIN):$(PATH)
 # TEST_WORKERS=0 runs in one process
 TEST_WORKERS ?= 3
 
-.PHONY: setup run up test lint bench clean constraints
+.PHONY: setup run up test check lint bench clean constraints
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,21 @@ lint: $(VENV)/.installed
 
 test: setup lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# `make check`: the fast loop before a commit (CONTRIBUTING.md), lint plus the unit tiers that
+# need no Airflow metadata DB, no ledger database, no cloud fake and no live server (pure domain
+# and parsing, manifests, the architecture rules, the catalog, the node lifecycle machine; the
+# transition machine's 600 examples, about 14 s, stay in `make test`): under 2 minutes on two
+# cores (docs/PERFORMANCE.md). It migrates nothing (no `setup`). `make test` still runs every
+# test; tests/test_make_check.py keeps this list to files that exist and set up nothing slow.
+CHECK_TESTS := tests/domain tests/parsing tests/manifests tests/architecture \
+	tests/test_verdicts.py tests/test_pairing.py tests/test_node_lifecycle_machine.py \
+	tests/test_catalog.py tests/test_catalog_check.py \
+	tests/test_catalog_gpu_models.py tests/test_launch_inputs.py \
+	tests/test_onboarding_preflight.py tests/test_make_check.py
+CHECK_WORKERS ?= 2
+check: lint
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadfile $(CHECK_TESTS)
 
 bench: setup  # each prints its figures and exits 1 when it misses its target; all of them run
 	-$(BIN)/python bench/parse_time.py

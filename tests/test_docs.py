@@ -1,6 +1,7 @@
 """The docs say only what can be checked to be true, where a claim can be checked.
 
-Over README.md, docs/*.md and each DAG file's module docstring (its ``doc_md``):
+Over README.md, CONTRIBUTING.md, CHANGELOG.md, docs/*.md and each DAG file's module docstring
+(its ``doc_md``):
 - every relative link and image exists (and a ``#anchor`` into a Markdown file is one of its
   headings);
 - every path a doc names in the repo (``plugins/``, ``gpufleet/...py``, ``bench/``,
@@ -26,7 +27,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "plugins"
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+ROOT_DOCS = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")
+DOCS = [*(ROOT / name for name in ROOT_DOCS), *sorted((ROOT / "docs").glob("*.md"))]
 DAG_FILES = sorted(p for p in (ROOT / "dags").glob("*.py") if not p.name.startswith("_"))
 
 # Named by a doc but written by a run, not kept in the repo.
@@ -95,10 +97,13 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # http:, https:, mailto:, .
 
 @cache
 def anchors(path: Path) -> set[str]:
-    """GitHub's heading anchors of a Markdown file."""
+    """GitHub's heading anchors of a Markdown file: markup gone (code ticks, emphasis, a link's
+    target), punctuation dropped except ``-`` and a word's ``_`` (GitHub keeps
+    ``bench/parse_time.py`` as ``benchparse_timepy``), spaces to ``-``."""
     slugs = set()
     for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", prose(path.read_text()), re.M):
-        text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+        markup = r"[`*]|(?<!\w)_+|_+(?!\w)|\[([^\]]*)\]\([^)]*\)"
+        text = re.sub(markup, r"\1", heading).strip().lower()
         slugs.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
     return slugs
 
