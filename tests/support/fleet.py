@@ -142,7 +142,7 @@ def lifecycle_night(cluster: str, pool: str, n: int, settings=None) -> dict:
     """One night of the node lifecycle for a sim ``pool``: validate (the GPU health check and
     the retests first), then the remediation pass; the clock then passes a sim repair's time
     (a repair or a reboot requested tonight is over by the next night)."""
-    from gpufleet.backends.sim.cloud import CREATE_S
+    from gpufleet.backends.sim.cloud_table import CREATE_S
     from gpufleet.backends.sim.programs import speed
     from gpufleet.config.catalog import load_catalog
     from gpufleet.services.nodes.remediation import NodeRemediation

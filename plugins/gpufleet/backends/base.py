@@ -9,10 +9,11 @@ Create operations are idempotent (``apply``, ``ensure_*``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from gpufleet.backends.ensured import Ensured
 from gpufleet.backends.topology_api import ProviderTopology
 from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY, UNVALIDATED_KEY
 
@@ -219,29 +220,6 @@ WOULD_CREATE = "would_create"
 # What ``ClusterBackend.ensure_object`` did: CREATED, or one of these.
 UNCHANGED = "unchanged"
 UPDATED = "updated"
-
-
-@dataclass(frozen=True)
-class Ensured:
-    """What one ``ensure_*`` call found or did to one cloud resource.
-
-    ``differences`` are sentences naming a field whose existing value differs from the catalog
-    (``"machine type: catalog a3-ultragpu-8g, cloud a3-highgpu-8g"``): an ensure reports them
-    and changes nothing. ``status`` is the resource's normalised status after the call: an
-    operation that is still running leaves it ``CREATING`` (wait with ``get_*``).
-    ``console_url`` links the resource in the provider's console.
-    """
-
-    kind: str  # network, subnet, firewall, cluster, node_pool, launch_template, filesystem, ...
-    name: str
-    action: str  # found | created | would_create
-    status: str
-    differences: tuple[str, ...] = ()
-    console_url: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "differences": list(self.differences)}
 
 
 @dataclass(frozen=True)

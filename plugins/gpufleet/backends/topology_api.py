@@ -41,10 +41,9 @@ Per provider (details in each backend's module and in docs/topology.md, "The pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from gpufleet.backends.base import Ensured
+from gpufleet.backends.ensured import Ensured
 
 # A sub-block's health as the provider reports it (GKE ``healthInfo.healthStatus``; EKS and the
 # sim: DEGRADED when any of its hosts is).

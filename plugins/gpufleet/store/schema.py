@@ -30,7 +30,8 @@ what the fleet-wide reads join); 17 each cluster's ledger version (``gf_cluster_
 moved by triggers: what a long-lived reader re-reads by).
 The region tables live in ``store/schema_regions.py``, the snapshots in
 ``store/schema_snapshots.py``, the latest validations in ``store/schema_latest.py``, the
-cluster versions in ``store/schema_versions.py`` (the same ``metadata``).
+cluster versions in ``store/schema_versions.py`` (the same ``metadata``, with the time column
+and ``kept_by_triggers``, in ``store/schema_base.py``).
 The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
 change here is a new revision there, and ``SCHEMA_VERSION`` its number.
 
@@ -40,84 +41,28 @@ comes back as it is, for the reader to refuse, never as ``bool(value)``.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from sqlalchemy import (
     JSON,
     Boolean,
     CheckConstraint,
     Column,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
-    event,
 )
 
 from gpufleet.domain.gate import PoolState, TransitionState
+from gpufleet.store.schema_base import metadata
+from gpufleet.store.schema_base import timestamp as _ts
+from gpufleet.store.schema_base import utc_now as _now
 
 SCHEMA_VERSION = 17  # the head revision, ``store/alembic/versions/0017_cluster_versions.py``
-
-metadata = MetaData()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def kept_by_triggers(table: Table, triggers: dict[str, list[str]]):
-    """A table the database keeps by triggers (``triggers``: dialect name -> statements):
-    returns the function that creates them on a connection (a migration calls it), and has a
-    new ledger's ``create_all`` call it once it created ``table``."""
-
-    def keep(conn) -> None:
-        for statement in triggers[conn.dialect.name]:
-            conn.exec_driver_sql(statement)
-
-    @event.listens_for(metadata, "after_create")
-    def _after_create(target, conn, **kw) -> None:  # the tables this create_all created
-        if table in kw.get("tables", ()):
-            keep(conn)
-
-    return keep
-
-
-class UTCDateTime(TypeDecorator):
-    """Timezone-aware UTC in and out, also on SQLite (which stores naive timestamps)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value, dialect):
-        if value is not None and value.tzinfo is None:
-            raise ValueError("the ledger stores aware datetimes only (use UTC)")
-        return value.astimezone(UTC) if value is not None else None
-
-    def process_result_value(self, value, dialect):
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-    def result_processor(self, dialect, coltype):
-        parse = self.impl_instance.result_processor(dialect, coltype)
-
-        def process(value):  # a value that is not a timestamp comes back as it is
-            try:
-                value = parse(value) if parse is not None else value
-            except (TypeError, ValueError):
-                return value
-            if not isinstance(value, datetime):
-                return value
-            return self.process_result_value(value, dialect)
-
-        return process
 
 
 class StrictBoolean(TypeDecorator):
@@ -141,10 +86,6 @@ class StrictBoolean(TypeDecorator):
 
 def _flag(table: str, column: str, **kw) -> Column:
     return Column(column, StrictBoolean(f"ck_{table}_{column}"), **kw)
-
-
-def _ts(name: str, **kw) -> Column:
-    return Column(name, UTCDateTime(), **kw)
 
 
 VERDICTS = ("pass", "fail", "error")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Integer, String, Table
 
-from gpufleet.store.schema import kept_by_triggers, metadata
+from gpufleet.store.schema_base import kept_by_triggers, metadata
 
 latest_validations = Table(
     "gf_latest_validations",

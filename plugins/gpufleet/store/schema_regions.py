@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy import JSON, CheckConstraint, Column, Index, Integer, String, Table, Text
 
-from gpufleet.store.schema import _now, _ts, metadata
+from gpufleet.store.schema_base import metadata
+from gpufleet.store.schema_base import timestamp as _ts
+from gpufleet.store.schema_base import utc_now as _now
 
 # Region onboarding: where each region stands (onboarding | ready | failed) and, per run, what
 # each step found, created, would create (dry run) or refused.

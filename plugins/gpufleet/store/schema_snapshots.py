@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from sqlalchemy import JSON, CheckConstraint, Column, Integer, String, Table
 
-from gpufleet.store.schema import _now, _ts, metadata
+from gpufleet.store.schema_base import metadata
+from gpufleet.store.schema_base import timestamp as _ts
+from gpufleet.store.schema_base import utc_now as _now
 
 node_snapshots = Table(
     "gf_node_snapshots",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, String, Table
 
-from gpufleet.store.schema import kept_by_triggers, metadata
+from gpufleet.store.schema_base import kept_by_triggers, metadata
 
 FLEET = "*"  # the row the region writes move: every cluster's reads depend on them
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.sim.cloud import CREATE_S
+from gpufleet.backends.sim.cloud_table import CREATE_S
 from gpufleet.backends.sim.cluster import SimClusterBackend
 from gpufleet.backends.sim.dcgm_exporter import dcgm_exporter_metrics
 from gpufleet.backends.sim.gpu_health import DOWN_LINK, faulty_gpu

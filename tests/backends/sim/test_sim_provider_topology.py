@@ -11,7 +11,7 @@ import pytest
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE
 from gpufleet.backends.retry import RetryingCloudBackend
-from gpufleet.backends.sim.cloud import CREATE_S
+from gpufleet.backends.sim.cloud_table import CREATE_S
 from gpufleet.backends.sim.state import SimState
 from gpufleet.backends.topology_api import DEGRADED, HEALTHY
 from gpufleet.config.catalog import load_catalog

@@ -13,7 +13,7 @@ import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, Taint
-from gpufleet.backends.sim.cloud import CREATE_S
+from gpufleet.backends.sim.cloud_table import CREATE_S
 from gpufleet.backends.sim.faults import PoolFaults
 from gpufleet.backends.sim.gpu_health import gpu_health_outputs
 from gpufleet.backends.sim.state import SimState

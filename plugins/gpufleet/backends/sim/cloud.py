@@ -4,7 +4,7 @@ pools and Lustre filesystems of one sim cluster, as the catalog declares them.
 It keeps the contract of the real backends: every ``ensure_*`` reads first, creates only what
 is missing (``dry_run``: nothing), reports what differs from the catalog without changing it,
 and returns at once while a create "runs" (status ``CREATING`` until its simulated duration,
-``CREATE_S`` scaled by ``GPUFLEET_SIM_SPEED``, has passed). A new pool's nodes register
+``cloud_table.CREATE_S`` scaled by ``GPUFLEET_SIM_SPEED``, has passed). A new pool's nodes register
 NotReady, tainted as asked, and turn Ready when the pool is (a ``not-ready:<node>`` fault keeps
 one NotReady). Reservations report the catalog's zone and blocks, as GCE does.
 
@@ -22,7 +22,6 @@ row) live in ``provider_topology``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpufleet.backends.base import (
@@ -44,74 +43,42 @@ from gpufleet.backends.base import (
 )
 from gpufleet.backends.sim import machines
 from gpufleet.backends.sim import provider_topology as _topology
-from gpufleet.backends.sim.base import SimBackendBase
-from gpufleet.backends.sim.programs import speed
+from gpufleet.backends.sim.cloud_table import CloudTable
 from gpufleet.backends.topology_api import ReservationHealth, SubBlockHealth
 from gpufleet.errors import BackendError
 
-CREATE_S = {
-    "cluster": 2.0,
-    "node_pool": 2.0,
-    "filesystem": 2.0,
-    "repair": 2.0,
-    "reboot": 1.0,
-    "subblock_report": 2.0,
-}
-SIM_CONSOLE = "sim://"
 
-
-class SimCloudBackend(SimBackendBase):
+class SimCloudBackend(CloudTable):
     """The ``CloudBackend`` of a simulated cluster: reservations, pools and filesystems."""
 
-    # --- the cloud table ---------------------------------------------------------------------
-
-    def _row(self, kind: str, name: str) -> dict[str, Any] | None:
-        with self.state.read() as conn:
-            row = conn.execute(
-                "SELECT body FROM cloud WHERE cluster=? AND kind=? AND name=?",
-                (self.cluster.name, kind, name),
-            ).fetchone()
-        return json.loads(row["body"]) if row else None
-
-    def _insert(self, conn, kind: str, name: str, body: dict[str, Any]) -> None:
-        now = self.state.clock.time(conn)
-        body = {**body, "ready_at": now + CREATE_S.get(kind, 0.0) * speed()}
-        conn.execute(
-            "INSERT OR IGNORE INTO cloud VALUES (?, ?, ?, ?)",
-            (self.cluster.name, kind, name, json.dumps(body)),
-        )
+    # --- ensure over the cloud table (rows: ``cloud_table.CloudTable``) -----------------------
 
     def _status(self, body: dict[str, Any] | None) -> str:
         if body is None:
             return ABSENT
         return READY if self.state.clock.time() >= body.get("ready_at", 0) else CREATING
 
-    def _url(self, kind: str, name: str) -> str:
-        return f"{SIM_CONSOLE}{self.cluster.name}/{kind}/{name}"
-
     def _ensure(
         self, kind: str, name: str, want: dict[str, Any], dry_run: bool, preexisting: bool = False
     ) -> Ensured:
         """Read ``kind/name``; create it from ``want`` when missing (unless ``dry_run``);
         report the fields where what exists differs from ``want``."""
-        have = self._row(kind, name)
+        have = self.row(kind, name)
         if have is None and preexisting:
-            return Ensured(kind, name, FOUND, READY, console_url=self._url(kind, name))
+            return Ensured(kind, name, FOUND, READY, console_url=self.url(kind, name))
         if have is not None:
             differences = tuple(
                 f"{field}: catalog {want[field]}, cloud {have.get(field)}"
                 for field in sorted(want)
                 if have.get(field) != want[field]
             )
-            return Ensured(
-                kind, name, FOUND, self._status(have), differences, self._url(kind, name)
-            )
+            return Ensured(kind, name, FOUND, self._status(have), differences, self.url(kind, name))
         if dry_run:
-            return Ensured(kind, name, WOULD_CREATE, ABSENT, console_url=self._url(kind, name))
+            return Ensured(kind, name, WOULD_CREATE, ABSENT, console_url=self.url(kind, name))
         with self.state.tx() as conn:
-            self._insert(conn, kind, name, want)
+            self.insert(conn, kind, name, want)
         return Ensured(
-            kind, name, CREATED, self._status(self._row(kind, name)), (), self._url(kind, name)
+            kind, name, CREATED, self._status(self.row(kind, name)), (), self.url(kind, name)
         )
 
     @property
@@ -182,7 +149,7 @@ class SimCloudBackend(SimBackendBase):
 
     def get_cluster(self) -> ClusterInfo:
         self._api_call("get cluster")
-        body = self._row("cluster", self.cluster.name)
+        body = self.row("cluster", self.cluster.name)
         status = READY if body is None and self._preexisting else self._status(body)
         return ClusterInfo(
             self.cluster.name,
@@ -190,7 +157,7 @@ class SimCloudBackend(SimBackendBase):
             endpoint=f"sim://{self.cluster.name}" if status != ABSENT else None,
             version=self.cluster.kubernetes_version or "1.34",
             features=self._features() if status != ABSENT else {},
-            console_url=self._url("cluster", self.cluster.name),
+            console_url=self.url("cluster", self.cluster.name),
         )
 
     def cluster_credentials(self) -> ClusterCredentials:
@@ -209,7 +176,7 @@ class SimCloudBackend(SimBackendBase):
             count = conn.execute(
                 "SELECT COUNT(*) FROM nodes WHERE cluster=? AND pool=?", (self.cluster.name, pool)
             ).fetchone()[0]
-        body = self._row("node_pool", pool)
+        body = self.row("node_pool", pool)
         status = self._status(body) if body else (READY if count else ABSENT)
         return NodePoolInfo(
             pool,
@@ -218,7 +185,7 @@ class SimCloudBackend(SimBackendBase):
             count,
             spec.reservation.name,
             status,
-            console_url=self._url("node_pool", pool),
+            console_url=self.url("node_pool", pool),
         )
 
     def ensure_node_pool(
@@ -226,7 +193,7 @@ class SimCloudBackend(SimBackendBase):
     ) -> Ensured:
         current = self.get_node_pool(pool)
         spec = self.cluster.pool(pool)
-        url = self._url("node_pool", pool)
+        url = self.url("node_pool", pool)
         if current.status != ABSENT:
             differences = ()
             if current.node_count != spec.nodes:
@@ -242,7 +209,7 @@ class SimCloudBackend(SimBackendBase):
                 f"pool {pool!r} needs {spec.nodes}. Free capacity or lower the pool's size."
             )
         with self.state.tx() as conn:
-            self._insert(conn, "node_pool", pool, {"machine_type": spec.machine_type})
+            self.insert(conn, "node_pool", pool, {"machine_type": spec.machine_type})
             self.state.create_nodes(
                 conn,
                 self.cluster,
@@ -278,7 +245,7 @@ class SimCloudBackend(SimBackendBase):
                     continue
             else:
                 if pool not in pool_ready:
-                    pool_ready[pool] = self._status(self._row("node_pool", pool)) == READY
+                    pool_ready[pool] = self._status(self.row("node_pool", pool)) == READY
                 if not pool_ready[pool]:
                     continue
             if pool not in stuck:
@@ -307,7 +274,7 @@ class SimCloudBackend(SimBackendBase):
 
     def ensure_node_pool_deleted(self, pool: str, operation: str | None = None) -> PoolDeletion:
         """The sim deletes at once: the pool and its nodes are gone when this returns."""
-        existed = self._row("node_pool", pool) is not None
+        existed = self.row("node_pool", pool) is not None
         self.delete_node_pool(pool)
         return PoolDeletion(pool, ABSENT, operation, requested=existed)
 
@@ -354,7 +321,7 @@ class SimCloudBackend(SimBackendBase):
     def get_filesystem(self, name: str) -> FilesystemInfo:
         self._api_call("get filesystem")
         fs = self.cluster.filesystem(name)
-        body = self._row("filesystem", name)
+        body = self.row("filesystem", name)
         status = READY if body is None and self._preexisting else self._status(body)
         exists = status != ABSENT
         return FilesystemInfo(
@@ -366,7 +333,7 @@ class SimCloudBackend(SimBackendBase):
             mount_name=name.replace("-", "")[:8] if exists else None,
             endpoint=f"{name}.{self.cluster.name}.sim@tcp" if exists else None,
             network=self.cluster.network.primary_vpc,
-            console_url=self._url("filesystem", name),
+            console_url=self.url("filesystem", name),
         )
 
     def ensure_filesystem(self, name: str, dry_run: bool = False) -> Ensured:

@@ -89,7 +89,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpufleet.backends.sim.output import BUS_IDS, GPU_NAMES
-from gpufleet.backends.sim.programs import seed
+from gpufleet.backends.sim.seeds import seed
 from gpufleet.domain.faults import Fault
 from gpufleet.domain.health import XID_CATALOG
 from gpufleet.domain.health.tiers import diag_timeout

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from gpufleet.backends.base import (
     ABSENT,
@@ -33,26 +32,24 @@ from gpufleet.backends.base import (
     Ensured,
     NodeInfo,
 )
+from gpufleet.backends.sim.cloud_table import CloudTable
 from gpufleet.domain.faults import REBOOT_CLEARS, Fault, FaultError, parse_fault
 from gpufleet.errors import BackendError
-
-if TYPE_CHECKING:
-    from gpufleet.backends.sim.cloud import SimCloudBackend
 
 ACTIONS = ("repair", "reboot")
 
 
-def repair(cloud: SimCloudBackend, node: NodeInfo, dry_run: bool) -> Ensured:
+def repair(cloud: CloudTable, node: NodeInfo, dry_run: bool) -> Ensured:
     """Move ``node``'s machine to a healthy host (see the module)."""
     return _act(cloud, node, dry_run, "repair", lambda fault: True)
 
 
-def reboot(cloud: SimCloudBackend, node: NodeInfo, dry_run: bool) -> Ensured:
+def reboot(cloud: CloudTable, node: NodeInfo, dry_run: bool) -> Ensured:
     """Reboot ``node``'s machine, which resets every GPU (see the module)."""
     return _act(cloud, node, dry_run, "reboot", lambda fault: fault.kind in REBOOT_CLEARS)
 
 
-def busy_until(cloud: SimCloudBackend) -> dict[str, float]:
+def busy_until(cloud: CloudTable) -> dict[str, float]:
     """Node -> when the last repair or reboot of its machine ends (``ready_at``)."""
     with cloud.state.read() as conn:
         rows = conn.execute(
@@ -67,7 +64,7 @@ def busy_until(cloud: SimCloudBackend) -> dict[str, float]:
 
 
 def _act(
-    cloud: SimCloudBackend,
+    cloud: CloudTable,
     node: NodeInfo,
     dry_run: bool,
     kind: str,
@@ -75,7 +72,7 @@ def _act(
 ) -> Ensured:
     cloud._api_call(f"{kind} node")
     name = _machine(cloud, node, kind)
-    url = cloud._url(kind, name)
+    url = cloud.url(kind, name)
     now = cloud.state.clock.time()
     ready_at = _until(cloud, kind, name)
     if ready_at is not None and now < ready_at:
@@ -106,7 +103,7 @@ def _act(
             "DELETE FROM cloud WHERE cluster=? AND kind=? AND name=?",
             (cloud.cluster.name, kind, name),
         )
-        cloud._insert(conn, kind, name, {"node": name})
+        cloud.insert(conn, kind, name, {"node": name})
         conn.execute(
             "UPDATE nodes SET ready=0 WHERE cluster=? AND name=?", (cloud.cluster.name, name)
         )
@@ -114,7 +111,7 @@ def _act(
     return Ensured(kind, node.name, CREATED, UPDATING, (), url, detail)
 
 
-def _machine(cloud: SimCloudBackend, node: NodeInfo, kind: str) -> str:
+def _machine(cloud: CloudTable, node: NodeInfo, kind: str) -> str:
     """The sim node behind ``node`` (``sim://CLUSTER/NODE``); a node of no machine of this
     cluster is refused, one that does not exist is a clear error."""
     prefix = f"sim://{cloud.cluster.name}/"
@@ -134,9 +131,9 @@ def _machine(cloud: SimCloudBackend, node: NodeInfo, kind: str) -> str:
     return name
 
 
-def _until(cloud: SimCloudBackend, kind: str, name: str) -> float | None:
+def _until(cloud: CloudTable, kind: str, name: str) -> float | None:
     """When the last ``kind`` action on node ``name`` ends, if there was one."""
-    body = cloud._row(kind, name)
+    body = cloud.row(kind, name)
     return None if body is None else body["ready_at"]
 
 

@@ -22,7 +22,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.sim.programs import PodRun, seed
+from gpufleet.backends.sim.programs import PodRun
+from gpufleet.backends.sim.seeds import seed
 from gpufleet.domain.kueue import PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, topology_of_level
 from gpufleet.domain.plumbing import GPU_RESOURCE
 from gpufleet.domain.workloads import (

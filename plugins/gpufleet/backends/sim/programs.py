@@ -19,7 +19,6 @@ The main container's command says which program it is: ``<collective>_perf`` (nc
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import random
 import re
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.backends.sim.faults import DEGRADED_BUSBW_FACTOR, DEGRADED_LATENCY_FACTOR, PoolFaults
+from gpufleet.backends.sim.gpu_health import health_check_output
 from gpufleet.backends.sim.nccl import NcclOutcome, debug_lines, nccl_outcome
 from gpufleet.backends.sim.nights import lustre_clients, pair_link
 from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_tests_text
@@ -38,6 +38,7 @@ from gpufleet.backends.sim.performance import (
     socket_link,
     storage_noise,
 )
+from gpufleet.backends.sim.seeds import seed
 from gpufleet.backends.sim.topology import crossing_factor
 from gpufleet.domain.fleet import Cluster, NodePool
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, inspect_pod
@@ -76,10 +77,6 @@ def speed() -> float:
         return max(float(os.environ.get("GPUFLEET_SIM_SPEED", "1")), 0.0)
     except ValueError:
         return 1.0
-
-
-def seed(*parts: Any) -> int:
-    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:12], 16)
 
 
 def _size(text: str) -> int:
@@ -294,8 +291,6 @@ class GroupRun:
         """Each pod prints its node's health tools' output (``gpu_health``) under the check's
         section markers, as ``include/manifests/gpu-health.yaml.j2``'s script does, with
         ``dcgmi diag``'s hard timeout as its command says (None: the model's default)."""
-        from gpufleet.backends.sim.gpu_health import health_check_output  # it imports seed
-
         end = self.start + HEALTH_RUN_S * self.speed
         gpu = self.pool.gpu
         return [

@@ -22,9 +22,10 @@ subblock_health`` / ``report_faulty_subblock`` delegate here).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpufleet.backends.base import ABSENT, CREATED, FOUND, UPDATING, WOULD_CREATE, Ensured
+from gpufleet.backends.sim.cloud_table import CloudTable
 from gpufleet.backends.sim.topology import host_place, sim_place
 from gpufleet.backends.topology_api import (
     DEGRADED,
@@ -37,11 +38,8 @@ from gpufleet.backends.topology_api import (
 from gpufleet.domain.topology import Place
 from gpufleet.errors import BackendError
 
-if TYPE_CHECKING:
-    from gpufleet.backends.sim.cloud import SimCloudBackend
 
-
-def _places(cloud: SimCloudBackend, pool: str) -> dict[Place, list[str]]:
+def _places(cloud: CloudTable, pool: str) -> dict[Place, list[str]]:
     spec = cloud.cluster.pool(pool)
     with cloud.state.read() as conn:
         nodes = [
@@ -57,7 +55,7 @@ def _places(cloud: SimCloudBackend, pool: str) -> dict[Place, list[str]]:
     return places
 
 
-def subblock_health(cloud: SimCloudBackend, pool: str) -> list[SubBlockHealth]:
+def subblock_health(cloud: CloudTable, pool: str) -> list[SubBlockHealth]:
     """The pool's sub-blocks, degraded where a ``subblock-down`` fault is in force."""
     cloud._api_call("list sub-block health")
     down = cloud.faults(pool).down_subblocks
@@ -79,7 +77,7 @@ def subblock_health(cloud: SimCloudBackend, pool: str) -> list[SubBlockHealth]:
     return out
 
 
-def reservation_health(cloud: SimCloudBackend, pool: str) -> ReservationHealth:
+def reservation_health(cloud: CloudTable, pool: str) -> ReservationHealth:
     """The pool's reservation's hosts by sub-block, degraded where a ``subblock-down`` fault
     of a pool on it is in force (none on an EKS-like cluster: see the module)."""
     cloud._api_call("read reservation sub-block health")
@@ -108,7 +106,7 @@ def reservation_health(cloud: SimCloudBackend, pool: str) -> ReservationHealth:
 
 
 def report_faulty_subblock(
-    cloud: SimCloudBackend, pool: str, key: str, reason: str, dry_run: bool
+    cloud: CloudTable, pool: str, key: str, reason: str, dry_run: bool
 ) -> Ensured:
     """Record a report of sub-block ``key`` of ``pool`` (see the module)."""
     cloud._api_call("report a faulty sub-block")
@@ -120,8 +118,8 @@ def report_faulty_subblock(
             f"(its sub-blocks: {', '.join(known) or 'none'}): refusing to report it"
         )
     name = f"{pool}/{key}"
-    url = cloud._url(REPORT_KIND, name)
-    had = cloud._row(REPORT_KIND, name)
+    url = cloud.url(REPORT_KIND, name)
+    had = cloud.row(REPORT_KIND, name)
     now = cloud.state.clock.time()
     if had is not None and now < had["ready_at"]:
         return Ensured(REPORT_KIND, key, FOUND, UPDATING, (), url, _detail(had))
@@ -139,9 +137,9 @@ def report_faulty_subblock(
             "DELETE FROM cloud WHERE cluster=? AND kind=? AND name=?",
             (cloud.cluster.name, REPORT_KIND, name),
         )
-        cloud._insert(conn, REPORT_KIND, name, body)
+        cloud.insert(conn, REPORT_KIND, name, body)
     return Ensured(
-        REPORT_KIND, key, CREATED, UPDATING, (), url, _detail(cloud._row(REPORT_KIND, name))
+        REPORT_KIND, key, CREATED, UPDATING, (), url, _detail(cloud.row(REPORT_KIND, name))
     )
 
 
@@ -149,7 +147,7 @@ def _detail(body: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (body or {}).items() if k != "key"}
 
 
-def subblock_reports(cloud: SimCloudBackend, pool: str | None = None) -> list[dict[str, Any]]:
+def subblock_reports(cloud: CloudTable, pool: str | None = None) -> list[dict[str, Any]]:
     """The sub-block reports recorded (the latest per sub-block, with how many it had)."""
     with cloud.state.read() as conn:
         rows = conn.execute(

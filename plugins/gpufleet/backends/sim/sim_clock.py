@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from gpufleet.backends.sim.state import SimState
+from typing import Protocol
 
 CLOCK_KEY = "clock:offset"  # the meta row holding how far the sim clock is ahead (seconds)
 FROZEN_KEY = "clock:frozen"  # the meta row holding the UNIX time a frozen sim clock stands at
+
+
+class ClockStore(Protocol):
+    """Where a ``SimClock`` keeps its time: a store with a ``meta`` table (key, value) that opens
+    a read connection and a write transaction (``state.SimState`` is one)."""
+
+    def read(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def tx(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 class SimClock:
@@ -27,7 +34,7 @@ class SimClock:
     sim's delays take, ``programs.speed``) is then irrelevant to whoever advances past them.
     Methods taking ``conn`` read the clock on a connection already open."""
 
-    def __init__(self, state: SimState):
+    def __init__(self, state: ClockStore):
         self.state = state
 
     def _read(self, conn: sqlite3.Connection | None) -> tuple[float | None, float]:

@@ -9,9 +9,9 @@ from gpufleet.parsing.health.dcgm import (
     DcgmDiagResult,
     DcgmGpuResult,
     DcgmTest,
-    parse_dcgm_diag,
     parse_dcgm_diag_json,
 )
+from gpufleet.parsing.health.dcgm_diag import parse_dcgm_diag
 from gpufleet.parsing.health.dcgm_exporter import (
     DcgmExporterReport,
     ExporterGpu,

@@ -1,5 +1,7 @@
 """Parse ``dcgmi diag`` output: the ``-j`` JSON of DCGM 2.x to 4.x, the text table, and the
-errors ``dcgmi`` prints instead of either.
+errors ``dcgmi`` prints instead of either. This module holds the result model both forms'
+parsers share and the JSON parser; the text table's is ``dcgm_text``, and ``dcgm_diag``
+(``parse_dcgm_diag``) tells the forms apart.
 
 Functions over the text handed in: no I/O. The result names, per test, the status DCGM gave
 each GPU (``pass``/``fail``/``warn``/``skip``), the messages and DCGM error codes (``error_id``,
@@ -56,7 +58,6 @@ ran.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -72,7 +73,6 @@ __all__ = [
     "DcgmGpuResult",
     "DcgmTest",
     "named_gpus",
-    "parse_dcgm_diag",
     "parse_dcgm_diag_json",
     "run_errors",
     "run_level",
@@ -87,6 +87,7 @@ _RANK = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
 _ROOTS = ("DCGM GPU Diagnostic", "DCGM Diagnostic")
 _MAX_PROBLEMS = 16
 RUN = "dcgmi diag"
+BANNER = "Successfully ran diagnostic for group."  # the line dcgmi prints above its table
 
 # dcgmReturn_t values dcgmi prints as "Return: (-NN)", from NVIDIA/DCGM dcgmlib/dcgm_structs.h
 # (the same numbers from 2.4 to 4.x): only the ones a diagnostic run can end with.
@@ -291,7 +292,9 @@ def named_gpus(text: str) -> tuple[int, ...]:
     return tuple(found)
 
 
-def _clip(value: Any, limit: int = 40) -> str:
+def clip(value: Any, limit: int = 40) -> str:
+    """``value`` as text of at most ``limit`` characters (cut with ``...``): what a problem
+    quotes of a value it refuses."""
     text = str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -382,7 +385,7 @@ _DCGM_WORDS = re.compile(r"\b(?:DCGM|NVVS|nvvs|diagnostic|plugins?|host ?engine)
 def _continues(line: str) -> bool:
     """A line that goes on a dcgmi error message (not a new message, table or JSON)."""
     stripped = line.strip()
-    if stripped.startswith(_BANNER) or _MIG_ERROR.search(stripped):
+    if stripped.startswith(BANNER) or _MIG_ERROR.search(stripped):
         return False  # the system errors after "Return: (-NN)" are "Error: ..." lines: kept
     return not stripped.startswith(("|", "+", "{", "}", "$", "#")) and not any(
         stripped.lower().startswith(start.lower()) for start, _ in _DCGMI_ERRORS
@@ -425,9 +428,7 @@ def _entity(result: dict[str, Any], where: str, problems: list[str]) -> tuple[st
         if group.strip().upper() != "GPU":
             return "other", f"{group.strip()} {result.get('entity_id')}"
         if entity is None:
-            problems.append(
-                f"{where}: entity_id {_clip(result.get('entity_id'))!r} is not a GPU id"
-            )
+            problems.append(f"{where}: entity_id {clip(result.get('entity_id'))!r} is not a GPU id")
             return None
         return "gpu", [entity]
     if "gpu_ids" not in result and "gpu_id" not in result:
@@ -442,7 +443,7 @@ def _entity(result: dict[str, Any], where: str, problems: list[str]) -> tuple[st
         items = [raw]
     ids = [_count(item) for item in items]
     if not items or any(i is None for i in ids):
-        problems.append(f"{where}: GPU ids {_clip(raw)!r} are not non-negative integers")
+        problems.append(f"{where}: GPU ids {clip(raw)!r} are not non-negative integers")
         return None
     return "gpu", [i for i in ids if i is not None]
 
@@ -482,7 +483,7 @@ def _messages(
                 code = _count(entry[code_key])
                 if code is None:
                     problems.append(
-                        f"{where}: {code_key} {_clip(entry[code_key])!r} is not a DCGM error code"
+                        f"{where}: {code_key} {clip(entry[code_key])!r} is not a DCGM error code"
                     )
                     return None
                 break
@@ -491,7 +492,7 @@ def _messages(
     return said
 
 
-class _TestBuilder:
+class DcgmTestBuilder:
     """One test's results as they are read (JSON or text), frozen into a :class:`DcgmTest`."""
 
     def __init__(self, name: str, category: str | None) -> None:
@@ -568,7 +569,7 @@ def _read_test(test: dict[str, Any], category: str | None, problems: list[str]) 
         problems.append(f"a test without a name in category {category!r} not read")
         return None
     name = name.strip()
-    built = _TestBuilder(name, category)
+    built = DcgmTestBuilder(name, category)
     results = test.get("results")
     for index, result in enumerate(results if isinstance(results, list) else []):
         if not isinstance(result, dict):
@@ -577,7 +578,7 @@ def _read_test(test: dict[str, Any], category: str | None, problems: list[str]) 
         status = status_word(result.get("status"))
         if status is None:
             problems.append(
-                f"{where}: status {_clip(result.get('status'))!r} is not a word DCGM prints"
+                f"{where}: status {clip(result.get('status'))!r} is not a word DCGM prints"
             )
             continue
         about = _entity(result, where, problems)
@@ -597,7 +598,7 @@ def _read_test(test: dict[str, Any], category: str | None, problems: list[str]) 
         built.summary = status_word(summary.get("status"))
         if built.summary is None:
             problems.append(
-                f"test {name!r}: summary status {_clip(summary.get('status'))!r} "
+                f"test {name!r}: summary status {clip(summary.get('status'))!r} "
                 "is not a word DCGM prints"
             )
         # the summary repeats every error of the test; the ones of no entity are only here
@@ -706,7 +707,7 @@ def parse_dcgm_diag_json(text: str) -> DcgmDiagResult:
     tail = text[text.rfind("}") + 1 :] if "}" in text else text
     if re.search(r"^\s*\{", tail, re.MULTILINE) and _JSON_SIGN.search(tail):
         not_run.append(_truncated_json(tail))
-    not_run += _nothing_ran(tests, not_run, problems)
+    not_run += nothing_ran(tests, not_run, problems)
     level = run_level(text, problems)
     return DcgmDiagResult(
         source="json",
@@ -723,7 +724,7 @@ _INTERNAL = re.compile(r"\binternal error\b", re.IGNORECASE)
 DCGM_FR_INTERNAL = 44  # dcgmlib/dcgm_errors.h: "There was an internal error during the test"
 
 
-def _nothing_ran(tests: list[DcgmTest], not_run: list[NotRun], problems: list[str]) -> list[NotRun]:
+def nothing_ran(tests: list[DcgmTest], not_run: list[NotRun], problems: list[str]) -> list[NotRun]:
     """NotRuns the tests imply: a run with no test result, a run where DCGM skipped every test,
     and each test DCGM reports an internal error in (the test did not run to a verdict: its
     status stays as DCGM printed it)."""
@@ -748,44 +749,8 @@ def _nothing_ran(tests: list[DcgmTest], not_run: list[NotRun], problems: list[st
     return found
 
 
-_TABLE_LINE = re.compile(r"^\s*[|+]", re.MULTILINE)
-_BANNER = "Successfully ran diagnostic for group."
-
-
-def _looks_like_json(text: str) -> bool:
+def looks_like_json(text: str) -> bool:
+    """Whether ``text`` holds a ``dcgmi diag -j`` document, or the start of one."""
     if not re.search(r"^\s*\{", text, re.MULTILINE):
         return False
     return any(_diag_root(d) for d in json_documents(text)) or bool(_JSON_SIGN.search(text))
-
-
-def parse_dcgm_diag(text: str) -> DcgmDiagResult:
-    """``dcgmi diag`` output in any form: JSON (``-j``) when it holds a diagnostic document (or
-    the start of one), else the text table, else the run errors dcgmi printed instead."""
-    from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
-
-    if isinstance(text, bytes | bytearray):
-        text = text.decode("utf-8", errors="replace")
-    if _looks_like_json(text):
-        return parse_dcgm_diag_json(text)
-    if _TABLE_LINE.search(text) or _BANNER in text:
-        return parse_dcgm_diag_text(text)
-    problems: list[str] = []
-    errors = run_errors(text, problems)
-    if errors:
-        level = run_level(text, problems)
-        return DcgmDiagResult(
-            source="text",
-            dcgm_version=None,
-            driver_version=None,
-            tests=(),
-            problems=tuple(problems),
-            level=level,
-            not_run=tuple(dict.fromkeys(errors)),
-        )
-    seen = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    raise ParseError(
-        "no dcgmi diag output found (expected '-j' JSON, the '| Diagnostic | Result |' table or"
-        f" a dcgmi 'Error: ...' line); it begins {json.dumps(_clip(seen, 80))}"
-        if seen
-        else "no dcgmi diag output found: the text is empty"
-    )

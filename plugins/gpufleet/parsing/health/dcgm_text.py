@@ -33,13 +33,13 @@ import re
 
 from gpufleet.errors import ParseError
 from gpufleet.parsing.health.dcgm import (
-    _BANNER,
+    BANNER,
     RUN,
     DcgmDiagResult,
     DcgmTest,
-    _nothing_ran,
-    _TestBuilder,
+    DcgmTestBuilder,
     named_gpus,
+    nothing_ran,
     run_errors,
     run_level,
     status_word,
@@ -72,7 +72,7 @@ _MAX_PROBLEMS = 16
 _WRAP = 45  # dcgmi wraps messages at DATA_INFO_TAG_LEN characters
 
 
-class _Test(_TestBuilder):
+class _Test(DcgmTestBuilder):
     def __init__(
         self, name: str, category: str | None, status: str, ids: list[int], every: bool = False
     ) -> None:
@@ -156,7 +156,7 @@ def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:
         if _BORDER.match(line):
             started, closed = True, True
             continue
-        if stripped == _BANNER:
+        if stripped == BANNER:
             started = True
             continue
         cells = _cells(line)
@@ -252,7 +252,7 @@ def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:
         raise ParseError("no dcgmi diag test row found" + (f": {reason}" if reason else ""))
     every_gpu = set().union(*(t.named() for t in tests)) if tests else set()
     frozen = [t.done(every_gpu) for t in tests]
-    not_run += _nothing_ran(frozen, not_run, problems)
+    not_run += nothing_ran(frozen, not_run, problems)
     level = run_level(text, problems)
     return DcgmDiagResult(
         source="text",

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.errors import ParseError
-from gpufleet.parsing.health.dcgm import parse_dcgm_diag
+from gpufleet.parsing.health.dcgm_diag import parse_dcgm_diag
 from gpufleet.parsing.health.not_run import NotRun
 from gpufleet.parsing.health.nvidia_smi import parse_nvidia_smi_remap_ecc
 from gpufleet.parsing.health.nvlink import parse_nvlink_errors

@@ -21,7 +21,7 @@ from gpufleet.services.common.collect import pod_index
 if TYPE_CHECKING:
     from gpufleet.backends import ClusterBackend
     from gpufleet.domain.fleet import Catalog
-    from gpufleet.services.launch.submit import SubmittedJob
+    from gpufleet.services.launch.submitted import SubmittedJob
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +27,7 @@ from gpufleet.errors import GpufleetError
 from gpufleet.services.launch.confirm import LaunchConfirmation
 from gpufleet.services.launch.gate import RecordedDecision, check_gate
 from gpufleet.services.launch.request import InvalidLaunchRequest, LaunchRequest
+from gpufleet.services.launch.submitted import SubmittedJob
 
 log = logging.getLogger(__name__)
 
@@ -39,29 +39,6 @@ RESUMABLE = ("submitting", "submitted")
 class LaunchRefused(GpufleetError):
     """The launch may not go ahead (the gate refused, or it may not be resubmitted); nothing
     was submitted. Retrying will not change that."""
-
-
-@dataclass(frozen=True)
-class SubmittedJob:
-    """A submitted training job, as submit hands it to confirm (``to_dict`` is the XCom)."""
-
-    launch_id: int
-    cluster: str
-    pool: str
-    kind: str
-    name: str
-    namespace: str
-    expected_transport: str
-    gdrdma: bool
-    policy: str
-    nodes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SubmittedJob:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 def unhealthy_free_nodes(ledger, ref: PoolRef, free: set[str]) -> dict[str, str]:

@@ -17,6 +17,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems, problems_change_at
+from gpufleet.services.views.cells import (
+    age_text,
+    fabric_text,
+    gpu_minutes,
+    lustre_text,
+    verdict_text,
+)
 from gpufleet.services.views.fleet_cache import (
     FleetCache,
     FleetInputs,
@@ -34,29 +41,6 @@ LAUNCH_DAG = "gated_training_launch"
 TRANSITION_DAG = "reservation_transition"
 DRIFTING = "drifting"  # a warning state: the pool may launch; its reason holds the figures
 # (``domain.gate.PoolState.DRIFTING``; the readiness table shows it even when the pool is ready)
-
-
-def age_text(now: datetime, then: datetime | None) -> str:
-    """``42m ago``, ``5h ago`` or ``never``."""
-    if then is None:
-        return "never"
-    minutes = (now - then).total_seconds() / 60
-    return f"{minutes:.0f}m ago" if minutes < 120 else f"{minutes / 60:.0f}h ago"
-
-
-def verdict_text(row: dict) -> str:
-    """pass, FAIL, or ERROR for a validation that could not finish (the WHY column says why)."""
-    if row.get("verdict") == "error":
-        return "ERROR"
-    return "pass" if row.get("passed") is True else "FAIL"
-
-
-def gpu_minutes(row: dict | None) -> float | None:
-    """GPU-minutes per node the validation cost (``details["gpu_minutes_per_node"]``)."""
-    if not row:
-        return None
-    value = (row.get("details") or {}).get("gpu_minutes_per_node")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def pool_cost(*rows: dict | None) -> dict[str, Any] | None:
@@ -263,23 +247,6 @@ def _validation_summary(row: dict | None, now: datetime) -> dict[str, Any] | Non
         "gpu_minutes_per_node": gpu_minutes(row),
         "reasons": list(row["reasons"] or []),
     }
-
-
-def fabric_text(p: dict[str, Any]) -> str:
-    """``pass gib 352GB/s 3h ago`` (the readiness table's FABRIC column)."""
-    f = p["fabric"]
-    if not f:
-        return "-"
-    bw = f" {f['busbw_gbps']:.0f}GB/s" if f["busbw_gbps"] else ""
-    return f"{f['verdict']} {f['transport'] or '?'}{bw} {f['age']}"
-
-
-def lustre_text(p: dict[str, Any]) -> str:
-    """``pass 19.0GB/s 3h ago``, ``n/a`` for a pool without a filesystem, ``-`` if never run."""
-    s = p["lustre"]
-    if not s:
-        return "-" if p["has_filesystem"] else "n/a"
-    return f"{s['verdict']} {(s['read_mb_s'] or 0) / 1000:.1f}GB/s {s['age']}"
 
 
 def readiness_rows(

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.health import HealthAction
+from gpufleet.services.views.cells import age_text, gpu_minutes, verdict_text
 
 if TYPE_CHECKING:
     pass
@@ -95,8 +96,6 @@ def health_summary(row: dict[str, Any] | None, now: datetime) -> dict[str, Any] 
     ERROR), ``levels`` (level -> nodes), ``nodes_checked``, ``unhealthy`` (their count),
     ``actions`` (action -> unhealthy nodes, most severe first), ``nodes`` (each unhealthy
     node), ``reasons``, the run and its age, and ``gpu_minutes_per_node``."""
-    from gpufleet.services.views.fleet import age_text, gpu_minutes, verdict_text
-
     if row is None:
         return None
     details = row.get("details") if _is_mapping(row.get("details")) else {}

@@ -45,7 +45,7 @@ def _path_part(text: str) -> str:
 
 @cache
 def environment() -> Environment:
-    from gpufleet.services.views.fleet import fabric_text, lustre_text
+    from gpufleet.services.views.cells import fabric_text, lustre_text
     from gpufleet.services.views.health import actions_text, health_text, levels_text
 
     env = Environment(
