@@ -94,3 +94,43 @@ def test_another_part_of_the_holders_run_does_not_renew_its_lease(ledger_url):  
     assert lock.row() == held
     assert lock.heartbeat("run-a", T0 + LEASE_RENEW, holder="pool-1") is True
     assert lock.row()["heartbeat_at"] == T0 + LEASE_RENEW
+
+
+# --- the one refusal sentence of every lock --------------------------------------------------
+
+
+def test_the_refusal_names_what_who_and_what_to_do_then_that_a_dead_holder_hands_on():
+    from gpufleet.domain.leases import HANDED_ON, LEASE_MINUTES, refusal
+
+    assert LEASE_MINUTES == 60 and HANDED_ON.endswith("after 60 minutes of silence)")
+    assert refusal("region R", "it is being onboarded", "run X", ": wait") == (
+        f"region R: it is being onboarded by run X: wait; {HANDED_ON}"
+    )
+    assert refusal("pool P", "being validated", "run X", ": wait", lost="run-a") == (
+        f"pool P: this run (run-a) lost its lease; being validated by run X: wait; {HANDED_ON}"
+    )
+
+
+def test_the_region_and_validation_locks_refuse_in_the_one_sentence(ledger_url):  # noqa: F811
+    """Both locks' refusals name the holder (``holder_text``) and end with ``HANDED_ON``."""
+    from gpufleet.domain.leases import HANDED_ON, holder_text
+    from gpufleet.services.infrastructure import region_lock
+    from gpufleet.services.validation import validation_lock
+
+    ledger = Ledger(ledger_url)
+    region = "sim-europe-west4"
+    assert region_lock.hold(ledger, region, "d", "run-a", UNKNOWN, T0) is None
+    why = region_lock.hold(ledger, region, "d", "run-b", UNKNOWN, T0)
+    row = ledger.region_lock(region)
+    assert why == (
+        f"region {region}: it is being onboarded by {holder_text(row)}: nothing was changed; "
+        f"wait for that run to end; {HANDED_ON}"
+    )
+    args = (ledger, "a3u-sim", "h200-a", "fabric", "d")
+    assert validation_lock.hold(*args, "run-a", UNKNOWN, T0) is None
+    assert validation_lock.hold(*args, "run-b", UNKNOWN, T0 + PAST) is None  # taken over
+    row = ledger.validation_lock("a3u-sim", "h200-a", "fabric").row()
+    assert validation_lock.hold(*args, "run-a", UNKNOWN, T0 + PAST) == (
+        f"a3u-sim/h200-a fabric: being validated by {holder_text(row)}: its verdict stands "
+        f"for this pool; {HANDED_ON}"
+    )

@@ -352,3 +352,56 @@ def test_the_launch_gate_sweeps_the_sim_faults_of_killed_runs(airflow_db, fleet_
     with pytest.raises(AirflowFailException):  # refused (nothing validated): swept all the same
         gate.execute({**context("run-1", {"run-1": "running"}), "dag": None})
     assert SimState().faults() == []
+
+
+# --- the transition's lock is a LeaseLock: the running row, one compare-and-set for all locks --
+
+
+def test_the_transition_lease_is_the_running_rows_lock_only(ledger_url):  # noqa: F811
+    """``transition_lease`` renews and takes over only while the transition runs: a finished
+    transition's row is nobody's lock (its holder cannot renew it, nobody can take it)."""
+    from gpufleet.store.locks import LeaseLock
+
+    ledger = Ledger(ledger_url)
+    opened(ledger_url, "run-1", T0)
+    seen = ledger.running_transition(CLUSTER)
+    lease = ledger.transition_lease(seen["id"], _Dag.dag_id)
+    assert isinstance(lease, LeaseLock) and lease.row() == seen
+    ledger.finish_transition(seen["id"], "done")
+    assert lease.row() is None
+    assert lease.heartbeat("run-1", T0 + SHORT) is False
+    assert lease.take_over(seen, _Dag.dag_id, "run-2", T0 + PAST) is False
+    row = ledger.transition(seen["id"])
+    assert (row["state"], row["run_id"], row["heartbeat_at"]) == ("done", "run-1", T0)
+
+
+def test_a_renewal_names_the_holders_dag_on_a_row_recorded_without_one(ledger_url):  # noqa: F811
+    """A transition recorded before v10 names no DAG; its holder's renewal fills it in."""
+    ledger = Ledger(ledger_url)
+    opened(ledger_url, "run-1", T0)
+    tid = ledger.running_transition(CLUSTER)["id"]
+    ledger.update_transition(tid, dag_id=None)
+    assert ledger.transition_lease(tid, "reservation_transition").heartbeat("run-1", T0 + SHORT)
+    row = ledger.transition(tid)
+    assert (row["dag_id"], row["heartbeat_at"]) == ("reservation_transition", T0 + SHORT)
+
+
+def test_a_task_whose_transition_finished_before_it_renews_stops_naming_no_run(ledger_url):  # noqa: F811
+    """run-1's task reads the running transition as its own, the transition is finished (by
+    another of its tasks) before the task renews: the renewal fails and the refusal says the
+    lease was lost without naming run-1 as the holder of a lock nobody holds."""
+
+    class RacedLedger(Ledger):
+        def open_transition(self, *args, **kw):
+            row, created = super().open_transition(*args, **kw)  # run-1 reads itself the holder
+            self.finish_transition(row["id"], "done")
+            return row, created
+
+    opened(ledger_url, "run-1", T0)
+    svc = ReservationTransition(
+        load_catalog(), CLUSTER, OLD, NEW, RacedLedger(ledger_url), "run-1", FAST
+    )
+    with pytest.raises(
+        TransitionRefused, match=r"this run \(run-1\) lost its lease; .* by another run;"
+    ):
+        svc.open("run", UNKNOWN, dag_id=_Dag.dag_id, now=T0 + SHORT)

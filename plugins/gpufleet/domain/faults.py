@@ -200,7 +200,8 @@ def run_scope(dag_id: str, run_id: str) -> str:
 class RunLease:
     """Whose a run-scoped fault is (``dag_id``, ``run_id``) and how long it may stay in force at
     most (``seconds`` from when it is injected): a run killed before its teardown cannot leave
-    it behind for longer."""
+    it behind for longer. Not a ledger lock's lease (``domain.leases``): never renewed, and
+    no holder keeps it past ``seconds`` however alive its run."""
 
     dag_id: str
     run_id: str

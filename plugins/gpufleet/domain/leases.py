@@ -15,6 +15,14 @@ apart and renew the lease each time, but a holder's validation tasks (a transiti
 onboarding's NCCL and Lustre checks) run without touching the lock: the lease must outlast the
 longest of them. The price: a holder that died in another deployment keeps the lock for up to
 an hour (one this Airflow knows is seen dead at once).
+
+Every lock refuses in one sentence (``refusal``): what is held, by whom (``holder_text``), what
+to do, and that a dead holder hands the lock on.
+
+A run's simulated faults carry another kind of lease, ``domain.faults.RunLease``, on purpose
+not this rule: it is never renewed but caps a fault's life from its injection, and a fault of a
+run that is not alive goes at once (whether or not Airflow knows the run). A lock must never be
+taken from a live holder; a fault must never outlive its run.
 """
 
 from __future__ import annotations
@@ -25,6 +33,11 @@ from typing import Any
 
 LEASE_TTL = timedelta(minutes=60)
 LEASE_RENEW = timedelta(minutes=5)  # a holder's waiting task touches its lock at least this often
+LEASE_MINUTES = int(LEASE_TTL.total_seconds() // 60)  # how long an unknown holder's lease lasts
+HANDED_ON = (
+    "a run that died hands the lock on (one this Airflow does not know, after "
+    f"{LEASE_MINUTES} minutes of silence)"
+)
 
 # (dag_id, run_id) -> True (queued or running), False (ended), None (unknown to this Airflow)
 Liveness = Callable[[str, str], "bool | None"]
@@ -61,3 +74,24 @@ def holder_dead(
     if known is not None:
         return not known
     return lease_expired(row, now, ttl)
+
+
+def holder_text(row: Mapping[str, Any]) -> str:
+    """The holder a refusal names: ``run R of DAG (since T, last heard from H)``, with
+    ``(X)`` after the run when one part of it, ``X``, holds it."""
+    part = f" ({row['holder']})" if row.get("holder") else ""
+    return (
+        f"run {row['run_id']}{part} of {row['dag_id']} (since {row['taken_at']}, last heard "
+        f"from {row['heartbeat_at']})"
+    )
+
+
+def refusal(what: str, doing: str, holder: str, then: str, lost: str | None = None) -> str:
+    """The sentence every lock refuses with: ``what`` (the locked thing) ``doing`` by
+    ``holder`` (the run holding it), ``then`` (what the refused run does: its leading
+    punctuation included), and ``HANDED_ON``; with ``lost``, that this run (``lost``) held the
+    lock and lost its lease to that holder. E.g. ``region R: this run (run-1) lost its lease;
+    it is being onboarded by run run-2 ...: nothing was changed; wait for that run to end; a
+    run that died hands the lock on (...)``."""
+    why = f"this run ({lost}) lost its lease; " if lost else ""
+    return f"{what}: {why}{doing} by {holder}{then}; {HANDED_ON}"

@@ -6,7 +6,9 @@ runs one wins. A region's onboarding lock (``gf_region_locks``) and a pool's val
 (``gf_validation_locks``) are two tables of this shape. A lock whose table has a ``holder``
 column can be held by one part of a run (``holder``: a filesystem's full test by one pool of a
 run whose other pools must see it held); a run's other holders hold it no more than another
-run does."""
+run does. A reservation transition's lock is the running ``gf_transitions`` row
+(``TransitionRecords.transition_lease``): the same renewal and compare-and-set on its ``id``
+and ``state``, taken by ``open_transition`` rather than ``hold``."""
 
 from __future__ import annotations
 
@@ -14,20 +16,31 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import Table, and_, delete, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from gpufleet.store.transitions import unchanged
+
+def unchanged(column: Any, value: Any) -> Any:
+    """``column`` still holds ``value`` as read (NULL included): a compare-and-set's test."""
+    return column.is_(None) if value is None else and_(column.is_not(None), column == value)
 
 
 class LeaseLock:
-    """The lock of one thing: ``table`` (a lock table) at ``key`` (its key columns' values)."""
+    """The lock of one thing: ``table`` (a lock table) at ``key`` (its key columns' values).
+    ``renew``: columns a renewal sets besides ``heartbeat_at`` (a transition's holder DAG)."""
 
-    def __init__(self, engine: Engine, table: Table, key: Mapping[str, str]):
+    def __init__(
+        self,
+        engine: Engine,
+        table: Table,
+        key: Mapping[str, Any],
+        renew: Mapping[str, Any] | None = None,
+    ):
         self.engine = engine
         self.table = table
         self.key = dict(key)
+        self.renew = dict(renew or {})
 
     def _where(self, *more: Any) -> list[Any]:
         return [self.table.c[name] == value for name, value in self.key.items()] + list(more)
@@ -39,6 +52,9 @@ class LeaseLock:
 
     def _holder(self, holder: str | None) -> dict[str, Any]:
         return {"holder": holder} if "holder" in self.table.c else {}
+
+    def _taken(self, now: datetime) -> dict[str, Any]:
+        return {"taken_at": now} if "taken_at" in self.table.c else {}
 
     def _mine(self, run_id: str, holder: str | None) -> list[Any]:
         t = self.table
@@ -71,14 +87,16 @@ class LeaseLock:
         t = self.table
         with self.engine.begin() as conn:
             changed = conn.execute(
-                update(t).where(*self._where(*self._mine(run_id, holder))).values(heartbeat_at=now)
+                update(t)
+                .where(*self._where(*self._mine(run_id, holder)))
+                .values(heartbeat_at=now, **self.renew)
             ).rowcount
         return changed == 1
 
     def take_over(
         self,
         seen: Mapping[str, Any],
-        dag_id: str,
+        dag_id: str | None,
         run_id: str,
         now: datetime | None = None,
         holder: str | None = None,
@@ -93,15 +111,15 @@ class LeaseLock:
                 update(t)
                 .where(
                     *self._where(
-                        t.c.run_id == seen["run_id"],
+                        unchanged(t.c.run_id, seen.get("run_id")),
                         unchanged(t.c.heartbeat_at, seen.get("heartbeat_at")),
                     )
                 )
                 .values(
                     dag_id=dag_id,
                     run_id=run_id,
-                    taken_at=now,
                     heartbeat_at=now,
+                    **self._taken(now),
                     **self._holder(holder),
                 )
             ).rowcount

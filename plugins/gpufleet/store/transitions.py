@@ -5,9 +5,9 @@ index), and each step started and completed with its times and evidence. A mixin
 
 Coarse states (``gf_transitions.state``): ``running`` holds the cluster's lock; ``done``,
 ``rolled_back`` and ``failed`` (also for an abandoned one: ``step`` says ``abandoned``) release it.
-The running row's ``dag_id``/``run_id`` name the holder and ``heartbeat_at`` is its lease
-(``heartbeat_transition``); ``take_over_transition`` is the compare-and-set a run takes a dead
-holder's lock with (``domain.leases`` says when a holder is dead).
+The running row's ``dag_id``/``run_id`` name the holder and ``heartbeat_at`` is its lease: a
+``store.locks.LeaseLock`` (``transition_lease``), whose renewal and compare-and-set the region
+and validation locks share (``domain.leases`` says when a holder is dead).
 """
 
 from __future__ import annotations
@@ -15,21 +15,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gpufleet.domain.gate import FINISHED_TRANSITIONS
 from gpufleet.store import schema as s
+from gpufleet.store.locks import LeaseLock
 from gpufleet.store.rows import Clusters, of_clusters
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def unchanged(column: Any, value: Any) -> Any:
-    """``column`` still holds ``value`` as read (NULL included): a compare-and-set's test."""
-    return column.is_(None) if value is None else and_(column.is_not(None), column == value)
 
 
 class _Finished(Exception):
@@ -178,23 +174,23 @@ class TransitionRecords:
             rows = conn.execute(select(t.c.cluster, t.c.to_pool).where(t.c.state == "done"))
             return {(r.cluster, r.to_pool) for r in rows}
 
+    def transition_lease(self, transition_id: int, dag_id: str | None = None) -> LeaseLock:
+        """The lock running transition ``transition_id`` holds: ``LeaseLock``'s renewal and
+        compare-and-set on that row while it is running (``dag_id``: the holder's DAG, set by
+        each renewal: a transition recorded before v10 names none)."""
+        return LeaseLock(
+            self.engine,
+            s.transitions,
+            {"id": transition_id, "state": "running"},
+            renew={"dag_id": dag_id} if dag_id else None,
+        )
+
     def heartbeat_transition(
         self, transition_id: int, run_id: str, dag_id: str | None, now: datetime
     ) -> bool:
-        """The holder renews its lease: ``heartbeat_at = now`` if ``run_id`` still holds
-        running transition ``transition_id``. False when it does not (taken over, finished):
-        the caller must stop acting on the cluster."""
-        t = s.transitions
-        values: dict[str, Any] = {"heartbeat_at": now}
-        if dag_id:
-            values["dag_id"] = dag_id
-        with self.engine.begin() as conn:
-            changed = conn.execute(
-                update(t)
-                .where(t.c.id == transition_id, t.c.state == "running", t.c.run_id == run_id)
-                .values(**values)
-            ).rowcount
-        return changed == 1
+        """``LeaseLock.heartbeat`` of the transition's lock: False when ``run_id`` no longer
+        holds it (taken over, finished): the caller must stop acting on the cluster."""
+        return self.transition_lease(transition_id, dag_id).heartbeat(run_id, now)
 
     def take_over_transition(
         self,
@@ -204,24 +200,9 @@ class TransitionRecords:
         dag_id: str | None = None,
         now: datetime | None = None,
     ) -> bool:
-        """Make ``run_id`` the holder of running transition ``transition_id`` if its holder and
-        heartbeat are still those of ``seen`` (the row the caller judged dead): a
-        compare-and-set, so of many runs resuming at once exactly one wins, and a holder that
-        renewed its lease meanwhile keeps it. True when this run holds the lock now."""
-        t = s.transitions
-        now = now or _now()
-        with self.engine.begin() as conn:
-            changed = conn.execute(
-                update(t)
-                .where(
-                    t.c.id == transition_id,
-                    t.c.state == "running",
-                    unchanged(t.c.run_id, seen.get("run_id")),
-                    unchanged(t.c.heartbeat_at, seen.get("heartbeat_at")),
-                )
-                .values(run_id=run_id, dag_id=dag_id, heartbeat_at=now)
-            ).rowcount
-        return changed == 1
+        """``LeaseLock.take_over`` of the transition's lock (compare-and-set on the holder and
+        heartbeat of ``seen``): True when this run holds the lock now."""
+        return self.transition_lease(transition_id).take_over(seen, dag_id, run_id, now)
 
     def update_transition(self, transition_id: int, **values: Any) -> None:
         """Set ``step``, ``run_id`` (a resuming run takes the lock over) or ``params``."""

@@ -1,8 +1,10 @@
 """Holding a ledger lease lock (``store.locks.LeaseLock``): the one sequence every lock of a
-run follows (a region's onboarding, a pool's validation). Taken when free; renewed (the
-holder's lease, ``heartbeat_at``) when this run holds it; taken over by compare-and-set on the
-holder and heartbeat read when the holder is dead (``domain.leases``: its run ended, or this
-Airflow does not know its run and its lease expired); else left to its holder."""
+run follows (a region's onboarding, a pool's validation, a reservation transition). Taken when
+free; renewed (the holder's lease, ``heartbeat_at``) when this run holds it; taken over by
+compare-and-set on the holder and heartbeat read when the holder is dead (``domain.leases``:
+its run ended, or this Airflow does not know its run and its lease expired); else left to its
+holder. ``hold_lease`` takes the lock with ``LeaseLock.hold``; a transition's lock is taken by
+opening the transition, and ``keep_lease`` goes on from the row that read."""
 
 from __future__ import annotations
 
@@ -27,24 +29,34 @@ def hold_lease(
     alive as long as the run is."""
     now = now or datetime.now(UTC)
     row = lock.hold(dag_id, run_id, now, holder)
-    if row["run_id"] == run_id and row.get("holder") == holder:
-        if row["heartbeat_at"] == now or lock.heartbeat(run_id, now, holder):
-            return True, row, False
-        return False, lock.row() or row, True
-    dead = holder_dead(row, holder_alive, now, dag_id=row["dag_id"], ttl=lease_ttl)
-    if dead and lock.take_over(row, dag_id, run_id, now, holder):
-        return True, lock.row() or row, False
-    return False, lock.row() or row, False
-
-
-def holder_text(row: dict[str, Any]) -> str:
-    """The holder a refusal names: ``run R of DAG (since T, last heard from H)``, with
-    ``(X)`` after the run when one part of it, ``X``, holds it."""
-    part = f" ({row['holder']})" if row.get("holder") else ""
-    return (
-        f"run {row['run_id']}{part} of {row['dag_id']} (since {row['taken_at']}, last heard "
-        f"from {row['heartbeat_at']})"
+    taken = row["run_id"] == run_id and row.get("holder") == holder and row["heartbeat_at"] == now
+    held, current, lost = keep_lease(
+        lock, row, dag_id, run_id, holder_alive, now, lease_ttl, holder, taken=taken
     )
+    return held, current or row, lost
 
 
-LEASE_MINUTES = int(LEASE_TTL.total_seconds() // 60)  # how long an unknown holder's lease lasts
+def keep_lease(
+    lock: Any,
+    row: dict[str, Any],
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime,
+    lease_ttl: timedelta = LEASE_TTL,
+    holder: str | None = None,
+    *,
+    taken: bool = False,
+) -> tuple[bool, dict[str, Any] | None, bool]:
+    """The sequence from ``row``, the lock's row as read (``taken``: this run has just taken
+    it): ``(held, the lock's row as read again, lost)``. This run's lock is renewed (``lost``
+    when it was taken over meanwhile); a dead holder's is taken over by compare-and-set;
+    another's is left. The row read again is None when nobody holds the lock any more."""
+    if row["run_id"] == run_id and row.get("holder") == holder:
+        if taken or lock.heartbeat(run_id, now, holder):
+            return True, row, False
+        return False, lock.row(), True
+    dead = holder_dead(row, holder_alive, now, dag_id=dag_id, ttl=lease_ttl)
+    if dead and lock.take_over(row, dag_id, run_id, now, holder):
+        return True, lock.row(), False
+    return False, lock.row(), False

@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpufleet.domain.leases import LEASE_TTL, Liveness
-from gpufleet.services.common.leases import LEASE_MINUTES, hold_lease, holder_text
+from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_text, refusal
+from gpufleet.services.common.leases import hold_lease
 
 
 def hold(
@@ -36,9 +36,10 @@ def hold(
 
 
 def _refusal(region: str, row: dict[str, Any], lost: str | None = None) -> str:
-    why = f"this run ({lost}) lost its lease; " if lost else ""
-    return (
-        f"region {region}: {why}it is being onboarded by {holder_text(row)}: nothing was "
-        "changed; wait for that run to end (a run that died hands the lock to the next run; "
-        f"one this Airflow does not know, after {LEASE_MINUTES} minutes of silence)"
+    return refusal(
+        f"region {region}",
+        "it is being onboarded",
+        holder_text(row),
+        ": nothing was changed; wait for that run to end",
+        lost,
     )

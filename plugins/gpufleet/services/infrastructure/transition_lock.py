@@ -2,10 +2,10 @@
 
 One transition per cluster: the ledger's running transition (a unique index) is the lock. A
 second transition is refused naming the holder's run; the same pools are resumed, rolled back
-or abandoned by a later run once the holder is dead (``domain.leases``: its run ended, or this
-Airflow does not know its run and its lease expired), the takeover being a compare-and-set on
-the holder and heartbeat that run read (one winner of many). The holder renews its lease each
-time one of its tasks opens the transition; a holder whose lock was taken over is refused. A
+or abandoned by a later run once the holder is dead: the lease sequence every lock follows
+(``services.common.leases.keep_lease``: renewed by the holder each time one of its tasks opens
+the transition, a holder whose lock was taken over refused, a dead holder's lock taken over by
+compare-and-set, one winner of many), refused in the locks' one sentence. A
 finished transition is not redone: a transition onto a pool a finished transition brought into
 service is refused naming the run that finished it (the run itself, a retried task, finds its
 transition done).
@@ -16,9 +16,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_dead
+from gpufleet.domain.leases import LEASE_TTL, Liveness, refusal
 from gpufleet.domain.transition import Step
 from gpufleet.errors import GpufleetError
+from gpufleet.services.common.leases import keep_lease
 
 ACTIONS = ("run", "rollback", "abandon")
 
@@ -88,27 +89,30 @@ class TransitionLock:
                     f"run {row['run_id']}, at step {row['step'] or 'unknown'}): finish it "
                     "(action=run with those pools), roll it back or abandon it first"
                 )
-            holder = row["run_id"]
-            if holder == self.run_id:  # a later task of the holder: renew the lease
-                if not self.ledger.heartbeat_transition(row["id"], self.run_id, dag_id, now):
-                    raise self._held(pools, self._holder_now(row["id"]), taken=True)
-            else:
-                if not holder_dead(row, holder_alive, now, dag_id=dag_id, ttl=lease_ttl):
-                    raise self._held(pools, holder)
-                if not self.ledger.take_over_transition(row["id"], row, self.run_id, dag_id, now):
-                    raise self._held(pools, self._holder_now(row["id"]))
+            held, now_held, lost = keep_lease(
+                self.ledger.transition_lease(row["id"], dag_id),
+                row,
+                dag_id,
+                self.run_id,
+                holder_alive,
+                now,
+                lease_ttl,
+            )
+            if not held:
+                holder = (now_held or {}).get("run_id") or "another run"
+                raise self._held(pools, holder, taken=lost)
         self.tid = int(row["id"])
         return row
 
-    def _holder_now(self, tid: int) -> str:
-        row = self.ledger.transition(tid) or {}
-        return (row.get("run_id") if row.get("state") == "running" else None) or "another run"
-
     def _held(self, pools: tuple[str, str], holder: str, taken: bool = False) -> TransitionRefused:
-        lost = f"this run ({self.run_id}) lost its lease; " if taken else ""
         return TransitionRefused(
-            f"cluster {self.cluster.name}: {lost}transition {pools[0]} -> {pools[1]} is being "
-            f"run by {holder}; wait for it to end"
+            refusal(
+                f"cluster {self.cluster.name}",
+                f"transition {pools[0]} -> {pools[1]} is being run",
+                holder,
+                "; wait for it to end",
+                lost=self.run_id if taken else None,
+            )
         )
 
     def _refuse_unplanned(self) -> None:

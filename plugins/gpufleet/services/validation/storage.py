@@ -23,14 +23,14 @@ from typing import Any
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import SATURATING_CLIENTS, PoolRef
-from gpufleet.domain.leases import Liveness
+from gpufleet.domain.leases import Liveness, holder_text
 from gpufleet.domain.verdicts import judge_storage
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
 from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, pod_index
-from gpufleet.services.common.leases import hold_lease, holder_text
+from gpufleet.services.common.leases import hold_lease
 from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.store import Ledger

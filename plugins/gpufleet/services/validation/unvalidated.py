@@ -21,8 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gpufleet.domain.leases import LEASE_TTL, Liveness, last_heartbeat, lease_expired
-from gpufleet.services.common.leases import LEASE_MINUTES, holder_text
+from gpufleet.domain.leases import (
+    LEASE_MINUTES,
+    LEASE_TTL,
+    Liveness,
+    holder_text,
+    last_heartbeat,
+    lease_expired,
+)
 
 # How to clear a stuck holder: its run marked failed, after which the next run takes the lock
 MARK_FAILED_API = 'PATCH /api/v2/dags/{dag_id}/dagRuns/{run_id} with {{"state": "failed"}}'

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gpufleet.domain.leases import Liveness
-from gpufleet.services.common.leases import LEASE_MINUTES, hold_lease, holder_text
+from gpufleet.domain.leases import Liveness, holder_text, refusal
+from gpufleet.services.common.leases import hold_lease
 from gpufleet.store import Ledger
 
 
@@ -38,11 +38,12 @@ def hold(
     )
     if held:
         return None
-    why = f"this run ({run_id}) lost its lease; " if lost else ""
-    return (
-        f"{cluster}/{pool} {kind}: {why}being validated by {holder_text(row)}: its verdict "
-        "stands for this pool; a run that died hands the lock on (one this Airflow does not "
-        f"know, after {LEASE_MINUTES} minutes of silence)"
+    return refusal(
+        f"{cluster}/{pool} {kind}",
+        "being validated",
+        holder_text(row),
+        ": its verdict stands for this pool",
+        run_id if lost else None,
     )
 
 
