@@ -1,4 +1,4 @@
-"""The provider's view of a pool's topology, beside gpufleet's own verdicts (issue 19): what the
+"""The provider's view of a pool's topology, beside gpufleet's own verdicts: what the
 cloud says about each sub-block (rack) the pool's machines sit in, and how a bad sub-block is
 reported to it.
 

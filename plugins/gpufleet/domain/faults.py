@@ -51,7 +51,7 @@ The GPU faults (``xid`` to ``thermal-throttle``, :data:`GPU_FAULT_KINDS`) are wh
 own health tools report; the sim writes them in the real tools' output. The DCGM faults
 (``dcgm-*``, :data:`DCGM_FAULT_KINDS`) are not hardware: the node's GPUs are sound, but its
 ``dcgmi diag`` run says so in one of DCGM's failure dialects, so that a check that could not run
-is exercised (issue 31); they show in no other tool. A reboot of the node
+is exercised; they show in no other tool. A reboot of the node
 clears those of :data:`REBOOT_CLEARS`; a host repair clears every fault naming the node.
 
 Numbers must be finite: ``nan``, ``inf`` and negative values are refused.

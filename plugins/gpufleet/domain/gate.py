@@ -158,8 +158,8 @@ class HealthFact:
 def read_health(row: dict | None, what: str) -> HealthFact | None:
     """A ``health`` row as a strict fact: its verdict and time as any validation's, each node's
     ``details.nodes[node].action`` a ``HealthAction`` or None (not checked: rows written before
-    issue 31 held None for a check that could not run); FactError else. A ``could_not_run``
-    node's why is the first of its ``reasons``."""
+    the ``could_not_run`` verdict held None for a check that could not run); FactError else.
+    A ``could_not_run`` node's why is the first of its ``reasons``."""
     fact = read_validation(row, what)
     if fact is None or row is None:
         return None

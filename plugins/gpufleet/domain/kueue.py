@@ -1,4 +1,4 @@
-"""Kueue's rules gpufleet follows (issue 19): the ``Topology`` a pool's ResourceFlavor names,
+"""Kueue's rules gpufleet follows: the ``Topology`` a pool's ResourceFlavor names,
 the topology a training job asks for by its size, what Kueue refuses to change, and its limits.
 Pure: values in, values out.
 

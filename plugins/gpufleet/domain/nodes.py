@@ -1,4 +1,4 @@
-"""A node's way out of service and back (issue 12): the node lifecycle's state machine and the
+"""A node's way out of service and back: the node lifecycle's state machine and the
 per-pool limits on quarantines and repairs.
 
 A node in service has no open ledger row; it is ``released``. A fault found by the nightly

@@ -1,4 +1,4 @@
-"""Where a node sits in the hardware, and fabric pairs planned and judged by scope (issue 19).
+"""Where a node sits in the hardware, and fabric pairs planned and judged by scope.
 Pure domain code: no I/O.
 
 Reserved GPU capacity is built in racks: on GKE (A3 Ultra, A4) a node carries

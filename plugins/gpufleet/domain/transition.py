@@ -1,4 +1,4 @@
-"""The reservation transition's state machine (issue 10): which step may follow which, where a
+"""The reservation transition's state machine: which step may follow which, where a
 resumed run picks up, what a rollback must undo, and what each pool admits meanwhile.
 
 A transition moves a cluster's work from an old pool to a new one (a new reservation):

@@ -1,5 +1,5 @@
 """What the pages, their data and ``/metrics`` answer when the ledger cannot be read: 503, never
-a bare 500 and never a 404 "Unknown pool" (issue 31).
+a bare 500 and never a 404 "Unknown pool".
 
 The ledger is unreachable when opening it fails (``LedgerError``: a PostgreSQL server that
 does not answer, a configured SQLite file that does not exist, a connection lookup that fails)

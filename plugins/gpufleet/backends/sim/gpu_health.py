@@ -390,8 +390,8 @@ def _result(gpu: _Gpu, test: str, level: int, skip: bool = False) -> dict:
 
 
 def _internal_error_test(level: int) -> str:
-    """The test ``dcgm-internal-error`` fails: ``pcie`` (the issue's), or ``software`` at
-    level 1, which runs no ``pcie``."""
+    """The test ``dcgm-internal-error`` fails: ``pcie`` (DCGM 4.x's ``pcie | Fail`` with every
+    GPU passing), or ``software`` at level 1, which runs no ``pcie``."""
     return "pcie" if level >= 2 else "software"
 
 

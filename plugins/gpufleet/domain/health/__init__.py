@@ -1,4 +1,4 @@
-"""GPU health (issue 20): NVIDIA's Xid catalog as data, and one action per node from the node's
+"""GPU health: NVIDIA's Xid catalog as data, and one action per node from the node's
 own signals.
 
 Pure: no I/O. :func:`decide_health` reads what the parsers in ``gpufleet.parsing.health``
@@ -16,7 +16,7 @@ node group's replacement) moves the machine to other hardware, which settles all
 
 The rules and their sources:
 
-- **Fails closed** (issue 31): anything that did not run or could not be read is a
+- **Fails closed**: anything that did not run or could not be read is a
   ``could_not_run`` finding: each signal's ``not_run`` (``parsing.health.not_run.NotRun``: a
   tool DCGM found in use, a section cut off or timed out) and ``problems`` (text of a shape its
   parser does not know), a DCGM run where no test ran (none printed, every one skipped), one at
@@ -51,7 +51,7 @@ The rules and their sources:
   aggregate ones outlive every repair): DRAM errors are what the row remapper repairs, so with a
   remap pending they are explained -> ``reset_gpu`` (the reset activates the remap). Otherwise
   (SRAM, which no remap repairs, or DRAM with no remap pending or after a failure) -> ``repair``,
-  the issue's rule. NVIDIA is gentler on a single error: the catalog's Xid 48 text asks for a
+  gpufleet's rule. NVIDIA is gentler on a single error: the catalog's Xid 48 text asks for a
   GPU reset, and sends SRAM errors to the RMA flow only past the SRAM threshold flag
   (``sram_threshold_exceeded``); gpufleet does not wait for the threshold.
 - **Page retirement** (``nvidia-smi -q -d PAGE_RETIREMENT``, GPUs before Ampere): a pending
@@ -59,7 +59,7 @@ The rules and their sources:
   reloads) -> ``reset_gpu``; retired pages at DCGM's limits (63 in all, or more than 15 for
   double-bit errors: NVIDIA/DCGM ``common/DcgmGPUHardwareLimits.h``) -> ``repair``.
 - **NVLink** (``nvidia-smi nvlink -e``): a link shown ``<inactive>`` is down -> ``repair``
-  (the issue's rule: NVLink and NVSwitch are the machine's hardware; NVIDIA's own triage, DCGM's
+  (gpufleet's rule: NVLink and NVSwitch are the machine's hardware; NVIDIA's own triage, DCGM's
   ``DCGM_FR_NVLINK_DOWN``, resets the GPU and reruns the diagnostics first, which an Xid 74 in
   the same log asks for anyway); NVML's "all links are inactive" for a GPU -> ``repair`` (a
   GPU model without NVLink never prints it). Non-zero error counters are a degrading note:

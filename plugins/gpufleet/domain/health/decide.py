@@ -4,7 +4,7 @@ package's docstring). Pure: no I/O. The findings of one signal (:func:`xid_findi
 over a node's findings (:func:`decision_of`) are shared with ``passive`` (the same rules, read
 from dcgm-exporter's metrics). What did not run (:func:`not_run_finding`: a parser's ``NotRun``)
 is a ``could_not_run`` finding; :func:`counts_as_burn_in` says whether a check is a node's
-burn-in (issue 31)."""
+burn-in."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Passive GPU health: one action per node from what its dcgm-exporter serves while a job holds
-the GPUs (issue 20), by the same rules as the nightly's check (the package's docstring).
+the GPUs, by the same rules as the nightly's check (the package's docstring).
 
 Pure: no I/O. :func:`decide_passive` reads what ``gpufleet.parsing.health.parse_dcgm_exporter``
 returns (a ``DcgmExporterReport``; the layers keep the domain from importing the parser, so it

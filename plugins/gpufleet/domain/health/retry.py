@@ -1,4 +1,4 @@
-"""Which nodes a health round checks again, and when (issue 31): a check that could not run
+"""Which nodes a health round checks again, and when: a check that could not run
 because DCGM found the GPUs in use is retried within a bound. Pure: no I/O, no clock of its own
 (``now`` is handed in, a UNIX time on the caller's injected clock).
 

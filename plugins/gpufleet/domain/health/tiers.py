@@ -1,4 +1,4 @@
-"""Which ``dcgmi diag`` run level a node gets tonight (issue 20's tiers). Pure: no I/O.
+"""Which ``dcgmi diag`` run level a node gets tonight (its tier). Pure: no I/O.
 
 NVIDIA's guidance for ``dcgmi diag -r N`` (DCGM's user guide, "Run Levels"): level 1 takes
 seconds (deployment checks: readiness), level 2 about two minutes (after a failure), level 3

@@ -250,7 +250,7 @@ class FabricValidation(FabricVerdict):
         (the round's submission time); a node whose check ran, or could not run otherwise, is
         no longer retried."""
         started = state.health_submitted_at
-        if started is None:  # a state from before issue 31: no retries
+        if started is None:  # a state saved before in-use retries existed: none
             return
         for node, check in checks.items():
             if check.could_not_run and retried(check.codes):

@@ -37,7 +37,7 @@ class FabricVerdict:
         started = datetime.fromisoformat(state.started_at)
         unhealthy = {n: health_reason(h) for n, h in health.items() if h.failed}
         # a check that could not run proves nothing either way: no retest passes on it, no new
-        # node is released on it (issue 31); nothing is done to the node on its account
+        # node is released on it (health fails closed); nothing is done to the node on its account
         unrun = [n for n, h in health.items() if h.could_not_run]
         if len(state.idle) < 2 and not unhealthy:
             record_health(self.ledger, self.ref, state.run_id, started, health)

@@ -1,4 +1,4 @@
-"""One pool's GPU health check (issue 20): the round the nightly runs before its fabric pairs.
+"""One pool's GPU health check: the round the nightly runs before its fabric pairs.
 
 A service: no Airflow imports. ``GpuHealthCheck.submit`` renders the check's JobSet
 (``manifests.gpu_health``: one pod per node, holding its GPUs, each at its own ``dcgmi diag``
@@ -8,14 +8,15 @@ run level from ``domain.health.tiers``) and applies it; ``collect`` reads each p
 Results are plain JSON (``NodeHealth.to_dict``), so they travel in the fabric validation's
 state between rounds; ``health_row`` is the pool's ledger row of kind ``health``.
 
-A node whose check could not run is ``could_not_run`` (issue 31): its pod never ran (evicted,
-never placed), ran past its deadline, printed an output that is not a health check's, or its
-output says a tool did not run (a section missing or timed out, DCGM in use, every test
+A node whose check could not run is ``could_not_run`` (health fails closed): its pod never ran
+(evicted, never placed), ran past its deadline, printed an output that is not a health check's,
+or its output says a tool did not run (a section missing or timed out, DCGM in use, every test
 skipped, DCGM's internal error). It is neither healthy nor failed: nothing is done to it on
 the check's account (never quarantined, drained or repaired as hardware), it is never a
 burn-in, the gate leaves it out of the pool's count until a check runs, and one that DCGM found
 in use is checked again within a bound (``domain.health.retry``). Ledger rows written before
-issue 31 hold ``action`` None for such a node: they read as *not checked*.
+the ``could_not_run`` verdict existed hold ``action`` None for such a node: they read as
+*not checked*.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ HEALTH_ROUND = "health"  # the run id suffix of the check's workload (``<run id>
 @dataclass
 class NodeHealth:
     """One node's check: its ``dcgmi diag`` level, the action (None: not checked, in ledger
-    rows from before issue 31 and in a passive read that found nothing to read), the reason of
-    the most severe finding (or why it could not run), the notes, the GPU-seconds its pod held,
-    its ``verdict`` (``domain.health.HealthVerdict``), the tools' status codes of what could not
-    run (``codes``: ``DCGM_ST_IN_USE``...), and whether it counts as the node's burn-in."""
+    rows from before the ``could_not_run`` verdict and in a passive read that found nothing to
+    read), the reason of the most severe finding (or why it could not run), the notes, the
+    GPU-seconds its pod held, its ``verdict`` (``domain.health.HealthVerdict``), the tools' status
+    codes of what could not run (``codes``: ``DCGM_ST_IN_USE``...), and whether it counts as the
+    node's burn-in."""
 
     level: int
     action: str | None
@@ -148,7 +150,8 @@ def burned_in(ledger: Any, cluster: str, pool: str, nights: int = 60) -> set[str
     (still tainted ``unvalidated``: its pool's verdict failed) gets level 4 at its first check
     only, not every night until the taint goes (6,300 s on every GPU of the node a night). A
     check that could not run, was degraded or failed never counts, nor does a row written
-    before issue 31 (it does not say whether the level-4 tests ran): the burn-in is owed."""
+    before ``burn_in`` was recorded (it does not say whether the level-4 tests ran): the burn-in
+    is owed."""
     out: set[str] = set()
     for row in ledger.validation_history(cluster, pool, "health", limit=nights):
         nodes = (row.get("details") or {}).get("nodes")

@@ -1,4 +1,4 @@
-"""Passive GPU health of busy nodes (issue 20): what each node's dcgm-exporter serves, read while
+"""Passive GPU health of busy nodes: what each node's dcgm-exporter serves, read while
 a job holds its GPUs, decided by the rules of the nightly's own check.
 
 A service: no Airflow imports. The nightly checks idle nodes with its own pods

@@ -1,4 +1,4 @@
-"""The fabric validation by scope (issue 19 item 2): pass 1 planned inside sub-blocks and across
+"""The fabric validation by scope: pass 1 planned inside sub-blocks and across
 them (``domain.topology.plan_by_scope``), read by scope (``judge_scopes``), and a bad sub-block
 taken out of service as a unit.
 

@@ -1,4 +1,4 @@
-"""What a nightly did not validate, and why (issue 31): the report's last word on the pools it
+"""What a nightly did not validate, and why: the report's last word on the pools it
 planned and recorded no verdict for.
 
 A nightly skips a pool whose validation lock another run holds (``validation_lock.hold``): that

@@ -1,4 +1,4 @@
-"""Read models of GPU health (issue 20) for people: what a pool's last ``health`` validation row
+"""Read models of GPU health for people: what a pool's last ``health`` validation row
 says, for the readiness table (``gpufleet status``, the fleet page), the pool page and
 ``/metrics``.
 

@@ -1,4 +1,4 @@
-"""A pool's racks as its last fabric validation saw them (issue 19): pass 1's pairs and failures
+"""A pool's racks as its last fabric validation saw them: pass 1's pairs and failures
 per scope, the sub-blocks it found bad and the blocks it found slow, beside the provider's own
 view of each sub-block (``details.provider_subblocks``: status, healthy and degraded hosts).
 Read from the ledger's fabric row only; never a cluster or a cloud. ``subblock_rows`` pairs

@@ -1,4 +1,4 @@
-"""Version 15: the validation kind CHECK takes ``health`` (a pool's GPU health check, issue 20:
+"""Version 15: the validation kind CHECK takes ``health`` (a pool's GPU health check:
 one row per pool and night beside its fabric and storage rows), through
 ``migrations.replace_check`` (on a SQLite ledger where version 4 made it triggers, the triggers
 are re-created). Existing rows stay valid: the list only grows.
