@@ -355,6 +355,7 @@ def test_a_reason_carrying_markup_comes_out_as_text_in_the_written_report_and_th
     from gpufleet.services.views.nightly_report import nightly_report
     from gpufleet.services.views.pool import run_report
     from gpufleet.store import Ledger
+    from tests.support.ledger_helpers import quarantine
 
     ledger, catalog, run = Ledger(), load_catalog(), "manual__<b>hostile</b>"
     ledger.record_validation(
@@ -371,7 +372,7 @@ def test_a_reason_carrying_markup_comes_out_as_text_in_the_written_report_and_th
         nodes_tested=2,
         reasons=[HOSTILE, FORGED],
     )
-    ledger.quarantine("a3u-sim", "h200-a", "n-<i>0</i>", "<script>alert(2)</script>", run)
+    quarantine(ledger, "a3u-sim", "h200-a", "n-<i>0</i>", "<script>alert(2)</script>", run)
     written = Path(nightly_report(ledger, catalog, run).paths["report.html"]).read_text()
     tab = run_report(ledger, catalog, run)["html"]
     for page in (written, tab):

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from gpufleet.store import Ledger
 from gpufleet.store.schema_versions import FLEET
+from tests.support.ledger_helpers import quarantine, start_transition
 from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 
 NOW = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
@@ -40,11 +41,11 @@ def test_each_write_moves_its_clusters_version_and_only_its(ledger_url):  # noqa
     assert moved() == {"c"}
     ledger.set_pool_state("d", "p", "validated")
     assert moved() == {"d"}
-    ledger.quarantine("c", "p", "n1", "bad link", run_id="r1")  # node state + event
+    quarantine(ledger, "c", "p", "n1", "bad link", run_id="r1")  # node state + event
     assert moved() == {"c"}
     ledger.record_node_snapshot("e", "p", COUNTS, [], source="fabric", run_id="r1")
     assert moved() == {"e"}
-    tid = ledger.start_transition("c", "p", "p2", "r2")
+    tid = start_transition(ledger, "c", "p", "p2", "r2")
     assert moved() == {"c"}
     assert ledger.heartbeat_transition(tid, "r2", "reservation_transition", NOW)
     assert moved() == set()  # a lease's heartbeat changes nothing a page shows

@@ -12,13 +12,13 @@ import pytest
 
 from gpufleet.backends.base import Ensured, NodeInfo, PodInfo
 from gpufleet.config.catalog import load_catalog
-from gpufleet.domain.clock import ManualClock
 from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
 from gpufleet.services.nodes.drain import Drain, DrainSettings, DrainTimeout
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
 from gpufleet.store import Ledger
+from tests.support.clock import ManualClock
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
 

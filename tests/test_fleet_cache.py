@@ -14,6 +14,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.services.views.fleet import judge
 from gpufleet.services.views.fleet_cache import FleetCache, pools_by_cluster, read_inputs
 from gpufleet.store import Ledger
+from tests.support.ledger_helpers import quarantine, release
 from tests.test_fleet_reads import night  # noqa: F401 - fixture: several clusters' night
 
 COUNTS = {"nodes": 4, "ready": 4, "free": 3, "quarantined": 1, "busy": 0}
@@ -47,12 +48,12 @@ def test_each_request_rereads_only_the_clusters_whose_ledger_moved(night):  # no
         reasons=["NCCL fell back to sockets"],
     )  # fmt: skip
     request({c})
-    ledger.quarantine(c, pool, f"{pool}-node-9", "bad link", run_id="night-2")
+    quarantine(ledger, c, pool, f"{pool}-node-9", "bad link", run_id="night-2")
     request({c})
     ledger.set_pool_state(other, pools_by_cluster(catalog.pools())[other][0], "degraded")
     request({other})
     ledger.record_node_snapshot(c, pool, COUNTS, [], source="fabric", run_id="night-2")
-    ledger.release(c, f"{pool}-node-9", "fixed", by="alice")
+    release(ledger, c, f"{pool}-node-9", "fixed", by="alice")
     request({c})
     running = next(c for c in clusters if ledger.running_transition(c))
     ledger.finish_transition(ledger.running_transition(running)["id"], "done")  # its pools free
@@ -84,7 +85,7 @@ def test_clusters_that_moved_together_are_read_in_one_statement_per_table(night)
         for i, c in enumerate(names):
             pool = by_cluster[c][0]
             ledger.set_pool_state(c, pool, "degraded", f"moved {i}")
-            ledger.quarantine(c, pool, f"{pool}-node-{len(statements)}", "bad link", run_id="n")
+            quarantine(ledger, c, pool, f"{pool}-node-{len(statements)}", "bad link", run_id="n")
         statements.clear()
         event.listen(ledger.engine, "before_cursor_execute", count)
         try:

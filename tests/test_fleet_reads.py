@@ -18,6 +18,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from gpufleet.store import schema as s
 from gpufleet.store.rows import select_dicts
+from tests.support.ledger_helpers import quarantine, start_transition
 from tests.test_ledger import ledger_url  # noqa: F401 - fixture: SQLite and PostgreSQL
 from tests.test_ui import auth, auth_manager, token  # noqa: F401 - fixtures
 
@@ -34,7 +35,7 @@ def night(airflow_db, fleet_state) -> Ledger:
     ledger = Ledger()
     metrics_night(ledger)
     health_night(ledger, datetime.now(UTC) - timedelta(hours=2))
-    ledger.start_transition("p5-sim", "h100-a", "h100-b", run_id="t-1")
+    start_transition(ledger, "p5-sim", "h100-a", "h100-b", run_id="t-1")
     return ledger
 
 
@@ -120,8 +121,8 @@ def test_a_read_of_several_named_clusters_is_the_union_of_their_reads(ledger_url
     for c in ("a", "b", "c"):
         ledger.set_pool_state(c, "p", "validated", f"{c} passed")
         ledger.record_node_snapshot(c, "p", counts, [], source="fabric", at=NOW)
-        ledger.quarantine(c, "p", f"{c}-n1", "bad link", run_id="r")
-        ledger.start_transition(c, "p", "q", run_id=f"t-{c}")
+        quarantine(ledger, c, "p", f"{c}-n1", "bad link", run_id="r")
+        start_transition(ledger, c, "p", "q", run_id=f"t-{c}")
 
     def reads(scope) -> list:
         return [

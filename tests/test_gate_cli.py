@@ -11,6 +11,7 @@ import pytest
 
 from gpufleet.store import Ledger
 from tests.support.fleet import named_ledger_env, validate
+from tests.support.ledger_helpers import start_transition
 
 CLI = [sys.executable, "-c", "import sys; from gpufleet.cli import main; sys.exit(main())"]
 
@@ -132,7 +133,7 @@ def test_status_prints_the_readiness_table(fleet_state):
 
 def test_gate_refuses_while_a_transition_is_in_flight(fleet_state):
     validate("a3u-sim", "h200-a")
-    tid = Ledger().start_transition("a3u-sim", "h200-b", "h200-a")
+    tid = start_transition(Ledger(), "a3u-sim", "h200-b", "h200-a")
     out = gpufleet("gate", "--cluster", "a3u-sim", "--pool", "h200-a", "--nodes", "2")
     assert out.returncode == 1
     assert "a3u-sim/h200-a: a reservation transition is in flight" in out.stdout

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from gpufleet.config.catalog import load_catalog
 from gpufleet.services.launch.gate import check_gate
 from gpufleet.store import Ledger
+from tests.support.ledger_helpers import start_transition
 
 CLUSTER = "a3u-sim"
 
@@ -99,7 +100,7 @@ def test_an_unknown_pool_state_refuses_naming_it(fleet_state, state):
 def test_an_unknown_transition_state_refuses_naming_it(fleet_state, state):
     ledger = Ledger()
     sound(ledger, "h200-a")
-    tid = ledger.start_transition(CLUSTER, "h200-a", "h200-b")
+    tid = start_transition(ledger, CLUSTER, "h200-a", "h200-b")
     with ledger.engine.begin() as conn:
         conn.exec_driver_sql("PRAGMA ignore_check_constraints=ON")
         conn.execute(

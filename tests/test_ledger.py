@@ -15,6 +15,7 @@ from gpufleet.domain.nodes import NodeTransitionError
 from gpufleet.errors import LedgerError
 from gpufleet.store import Ledger, connection_to_url, default_ledger_url, migrations
 from gpufleet.store import schema as s
+from tests.support.ledger_helpers import quarantine, release, start_transition
 from tests.support.postgres import require_postgres
 
 
@@ -256,18 +257,18 @@ def test_pool_state_upserts_and_keeps_events(ledger_url):
 
 def test_quarantine_is_idempotent_and_releasable(ledger_url):
     ledger = Ledger(ledger_url)
-    assert ledger.quarantine("c", "p", "n3", "low busbw", "r1") is True
-    assert ledger.quarantine("c", "p", "n3", "low busbw", "r2") is False
+    assert quarantine(ledger, "c", "p", "n3", "low busbw", "r1") is True
+    assert quarantine(ledger, "c", "p", "n3", "low busbw", "r2") is False
     assert [q["node"] for q in ledger.quarantined("c")] == ["n3"]
     with pytest.raises(NodeTransitionError, match="only a person may"):
-        ledger.release("c", "n3")  # no passing retest: the state machine refuses
-    assert ledger.release("c", "n3", by="alice") is True and ledger.quarantined("c") == []
-    assert ledger.release("c", "n3", by="alice") is False
+        release(ledger, "c", "n3")  # no passing retest: the state machine refuses
+    assert release(ledger, "c", "n3", by="alice") is True and ledger.quarantined("c") == []
+    assert release(ledger, "c", "n3", by="alice") is False
 
 
 def test_transitions_gate_decisions_and_launches(ledger_url):
     ledger = Ledger(ledger_url)
-    tid = ledger.start_transition("c", "old", "new", "r1")
+    tid = start_transition(ledger, "c", "old", "new", "r1")
     assert [t["to_pool"] for t in ledger.transitions_in_flight("c")] == ["new"]
     ledger.finish_transition(tid, "done")
     assert ledger.transitions_in_flight("c") == []

@@ -18,6 +18,7 @@ from gpufleet.errors import LedgerError
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
 from gpufleet.store.database import engine_for
+from tests.support.ledger_helpers import hold_region_lock, start_transition
 from tests.test_ledger import (
     LAUNCH,
     ledger_url,  # noqa: F401  (fixture: SQLite and PostgreSQL)
@@ -129,7 +130,7 @@ def assert_constraints_hold(ledger: Ledger, url: str) -> None:
     found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
     assert not created and found["pool"] == "b"  # v2: the key
     with pytest.raises(IntegrityError):  # v7: one running transition per cluster
-        ledger.start_transition("c", "a", "b", run_id="run-9")
+        start_transition(ledger, "c", "a", "b", run_id="run-9")
 
 
 @pytest.mark.parametrize("version", EARLIER)
@@ -174,7 +175,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
         "run-1", None, None, None)  # fmt: skip
     if version >= 6:
         assert ledger.region_state("r")["state"] == "ready"
-    assert ledger.hold_region_lock("r", "region_onboarding", "r1", NOW)["run_id"] == "r1"
+    assert hold_region_lock(ledger, "r", "region_onboarding", "r1", NOW)["run_id"] == "r1"
     latest = ledger.latest_validations("c", ["p"], ("fabric",))  # v16: filled from the rows
     assert latest[("p", "fabric")] == ledger.latest_validation("c", "p", "fabric")
     assert latest[("p", "fabric")]["run_id"] == "v-fail"

@@ -16,6 +16,7 @@ from gpufleet.airflow.ui.metrics import make_router, router
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from tests.support.fleet import snapshot
+from tests.support.ledger_helpers import quarantine
 
 TOKEN = "s3cret-scrape-token"
 CONN = "AIRFLOW_CONN_GPUFLEET_METRICS"
@@ -108,7 +109,7 @@ def record_night(ledger: Ledger) -> None:
         reasons=["every pair failed"],
     )
     ledger.set_pool_state("a3u-sim", "h200-b", "degraded", "every pair failed", "night-1")
-    ledger.quarantine("a3u-sim", "h200-b", "a3u-sim-h200-b-3", "NIC down", "night-1")
+    quarantine(ledger, "a3u-sim", "h200-b", "a3u-sim-h200-b-3", "NIC down", "night-1")
     ledger.record_validation(
         **common,
         cluster="p5-sim",

@@ -14,6 +14,7 @@ from gpufleet.domain.nodes import NodeState, NodeTransitionError
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.nodes.remediation import NodeRemediation
 from gpufleet.store import Ledger
+from tests.support.ledger_helpers import quarantine, release
 from tests.test_drain import CLUSTER, POOL, Cloud, pool_of, walk
 
 
@@ -80,14 +81,14 @@ def test_the_ledgers_quarantine_and_release_go_through_the_machine(lifecycle):
     nodes, ledger, _ = lifecycle
     nodes.suspect("n1", "ran a job on sockets", {"launch_id": 1}, "r0")
     with pytest.raises(NodeTransitionError, match="from suspect to quarantined"):
-        ledger.quarantine(CLUSTER, POOL, "n1", "pair below threshold", "night-1")
-    assert ledger.quarantine(CLUSTER, POOL, "n2", "pair below threshold", "night-1") is True
+        quarantine(ledger, CLUSTER, POOL, "n1", "pair below threshold", "night-1")
+    assert quarantine(ledger, CLUSTER, POOL, "n2", "pair below threshold", "night-1") is True
     with pytest.raises(NodeTransitionError, match="only a passing retest releases"):
         walk(ledger, "n2", "retesting")
-        ledger.release(CLUSTER, "n2")
-    assert ledger.release(CLUSTER, "n2", by="alice") is True
+        release(ledger, CLUSTER, "n2")
+    assert release(ledger, CLUSTER, "n2", by="alice") is True
     assert ledger.quarantined(CLUSTER) == []
-    ledger.quarantine(CLUSTER, POOL, "n3", "pair below threshold", "night-2")
+    quarantine(ledger, CLUSTER, POOL, "n3", "pair below threshold", "night-2")
     walk(ledger, "n3", "retesting", "draining")
     nodes.quarantine("n3", "XID 79 in dmesg", by="alice")  # quarantined again, by hand
     (q,) = ledger.quarantined(CLUSTER, POOL)  # one quarantine, since the first (as the old table)

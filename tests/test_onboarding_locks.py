@@ -24,6 +24,7 @@ from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.services.infrastructure.onboarding import OnboardingRefused, RegionOnboarding
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
+from tests.support.ledger_helpers import heartbeat_region_lock, take_over_region_lock
 from tests.support.race import race
 from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.test_transition_locks import SdkTaskInstance
@@ -212,8 +213,8 @@ def test_a_region_takeover_read_before_the_holder_renewed_loses(ledger_url):  # 
     ledger = Ledger(ledger_url)
     onboarding(ledger_url, "run-1").lock(DAG, UNKNOWN, T0)
     seen = ledger.region_lock(REGION)
-    assert ledger.heartbeat_region_lock(REGION, "run-1", T0 + PAST)
-    assert not ledger.take_over_region_lock(REGION, seen, DAG, "run-2", T0 + PAST * 2)
+    assert heartbeat_region_lock(ledger, REGION, "run-1", T0 + PAST)
+    assert not take_over_region_lock(ledger, REGION, seen, DAG, "run-2", T0 + PAST * 2)
     assert ledger.region_lock(REGION)["run_id"] == "run-1"
 
 
@@ -225,7 +226,7 @@ def test_a_holder_renewing_after_its_region_was_taken_over_is_refused(ledger_url
     onboarding(ledger_url, "run-2").lock(DAG, UNKNOWN, T0 + PAST)  # expired: taken over
     taken = ledger.region_lock(REGION)
     assert (taken["run_id"], taken["heartbeat_at"]) == ("run-2", T0 + PAST)
-    assert ledger.heartbeat_region_lock(REGION, "run-1", T0 + PAST + SHORT) is False
+    assert heartbeat_region_lock(ledger, REGION, "run-1", T0 + PAST + SHORT) is False
     assert ledger.region_lock(REGION) == taken
 
 
@@ -318,6 +319,6 @@ def test_a_region_takeover_compares_the_holder_too(ledger_url):  # noqa: F811
     ledger = Ledger(ledger_url)
     onboarding(ledger_url, "run-1").lock(DAG, UNKNOWN, T0)
     seen = ledger.region_lock(REGION)
-    assert ledger.take_over_region_lock(REGION, seen, DAG, "run-2", T0)  # same heartbeat
-    assert not ledger.take_over_region_lock(REGION, seen, DAG, "run-3", T0)
+    assert take_over_region_lock(ledger, REGION, seen, DAG, "run-2", T0)  # same heartbeat
+    assert not take_over_region_lock(ledger, REGION, seen, DAG, "run-3", T0)
     assert ledger.region_lock(REGION)["run_id"] == "run-2"

@@ -73,12 +73,13 @@ def test_the_invariants_see_a_broken_promise(fleet_state):
     from gpufleet.backends.sim.state import SimState
     from gpufleet.domain.faults import RunLease
     from gpufleet.store import Ledger
+    from tests.support.ledger_helpers import start_transition
 
     SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease("nightly", "killed"))
     ledger = Ledger()
     conf = campaign.CONF["reservation_transition"]
     for run in ("run-1", "run-2"):
-        tid = ledger.start_transition(conf["cluster"], conf["old_pool"], conf["new_pool"], run)
+        tid = start_transition(ledger, conf["cluster"], conf["old_pool"], conf["new_pool"], run)
         ledger.finish_transition(tid, "done")
     found = violations("reservation_transition", conf)
     assert any("run-scoped faults outlived their runs" in v for v in found), found

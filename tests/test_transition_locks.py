@@ -22,6 +22,7 @@ from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.domain.transition import FORWARD
 from gpufleet.services.infrastructure.transition import ReservationTransition, TransitionRefused
 from gpufleet.store import Ledger
+from tests.support.ledger_helpers import start_transition
 from tests.support.race import race
 from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.test_transition_resume import FAST, NEW, OLD, do, queues, run
@@ -119,7 +120,7 @@ def test_a_failed_holders_lock_is_resumed_by_the_next_run(airflow_db, fleet_stat
 
 def test_of_eight_resumers_of_a_dead_holder_exactly_one_takes_the_lock(ledger_url):  # noqa: F811
     ledger = Ledger(ledger_url)
-    tid = ledger.start_transition(CLUSTER, OLD, NEW, "dead-run", step="planned")
+    tid = start_transition(ledger, CLUSTER, OLD, NEW, "dead-run", step="planned")
     barrier = threading.Barrier(8)
 
     def judged_dead(dag_id: str, holder: str) -> bool:

@@ -43,6 +43,7 @@ def token(airflow_db, auth_manager) -> str:
 def ledger(airflow_db, fleet_state):
     """Five nights of h200-a (the fourth fails: fabric down, TCP), tonight's h200-b."""
     from gpufleet.store import Ledger
+    from tests.support.ledger_helpers import quarantine
 
     led = Ledger()
     now = datetime.now(UTC)
@@ -91,7 +92,7 @@ def ledger(airflow_db, fleet_state):
             finished_at=at,
         )
     led.set_pool_state(CLUSTER, POOL, "degraded", "fabric down", run_id="scheduled__n4")
-    led.quarantine(CLUSTER, POOL, "a3u-sim-h200-a-0", "pair below threshold", "scheduled__n3")
+    quarantine(led, CLUSTER, POOL, "a3u-sim-h200-a-0", "pair below threshold", "scheduled__n3")
     led.record_gate_decision(
         cluster=CLUSTER,
         pools=[POOL],

@@ -4,8 +4,8 @@ Everything that measures time (the simulated fleet's delays and fault leases, a 
 and timeout) asks a ``Clock`` instead of ``time.time()``, so tests advance time instead of
 sleeping. ``SystemClock`` is the real one. The simulated fleet's clock
 (``gpufleet.backends.sim.state.SimClock``) is the system clock plus an offset kept in the sim's
-state file, so every Airflow task process sees the same simulated time; ``ManualClock`` is an
-in-memory clock for unit tests. (The triggers' poll loops have their own, async, clock:
+state file, so every Airflow task process sees the same simulated time; tests use an
+in-memory one (``tests/support/clock.py``). (The triggers' poll loops have their own, async, clock:
 ``gpufleet.airflow.triggers.PollingTrigger.clock``.)
 """
 
@@ -45,30 +45,6 @@ class SystemClock:
 
     def sleep(self, seconds: float) -> None:
         _time.sleep(max(seconds, 0.0))
-
-
-class ManualClock:
-    """A clock that moves only when told (``advance``), for tests."""
-
-    def __init__(self, start: float = 1_750_000_000.0):
-        self._t = float(start)
-
-    def time(self) -> float:
-        return self._t
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self._t, UTC)
-
-    def monotonic(self) -> float:
-        return self._t
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError(f"a clock does not go back ({seconds} s)")
-        self._t += seconds
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(max(seconds, 0.0))
 
 
 SYSTEM_CLOCK = SystemClock()

@@ -119,28 +119,6 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
 
     # --- quarantine: read from the node lifecycle (gf_node_states, gf_node_events) -----------
 
-    def quarantine(
-        self, cluster: str, pool: str, node: str, reason: str, run_id: str | None = None
-    ) -> bool:
-        """Record a quarantine (the node's state ``quarantined``, the reason and run id as
-        evidence); False if the node is already quarantined (idempotent)."""
-        if any(q["node"] == node for q in self.quarantined(cluster)):
-            return False
-        evidence = {"reason": reason, "run_id": run_id}
-        self.move_node(
-            cluster, pool, node, "quarantined", reason=reason, evidence=evidence, run_id=run_id
-        )
-        return True
-
-    def release(self, cluster: str, node: str, reason: str = "released", **facts: Any) -> bool:
-        """Back in service (the node's state ``released``); False if it was not out of service.
-        ``facts`` are ``move_node``'s (who, the retest's result, ...)."""
-        row = self.node_state(cluster, node)
-        if row is None or row["state"] == "released":
-            return False
-        self.move_node(cluster, row["pool"], node, "released", reason=reason, **facts)
-        return True
-
     def quarantined(
         self, cluster: Clusters = None, pool: str | None = None
     ) -> list[dict[str, Any]]:

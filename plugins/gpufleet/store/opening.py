@@ -1,6 +1,6 @@
 """Opening a ledger, and the one step that creates one.
 
-A configured ledger is opened, never created (issue 31): a SQLite ledger named by
+A configured ledger is opened, never created: a SQLite ledger named by
 ``GPUFLEET_LEDGER_URL`` or the ``gpufleet_ledger`` connection whose file is not there is refused
 by every entry point (tasks, UI, /metrics, CLI: ``open_ledger``), because SQLite would create an
 empty file and the fleet would read empty from then on without a word. Only an explicit setup

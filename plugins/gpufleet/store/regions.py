@@ -18,8 +18,8 @@ REGION_STATES = ("onboarding", "ready", "failed")
 
 class RegionRecords:
     """``set_region_state``/``region_state``/``region_states``, ``record_onboarding_action``
-    and ``onboarding_actions``, and the lock: ``hold_region_lock``, ``heartbeat_region_lock``
-    (the holder's lease), ``take_over_region_lock``, ``release_region_lock``, ``region_lock``."""
+    and ``onboarding_actions``, and the lock: ``region_lease`` (the ``LeaseLock`` that holds,
+    renews and takes it over), ``release_region_lock``, ``region_lock``."""
 
     engine: Any
 
@@ -94,27 +94,6 @@ class RegionRecords:
 
     def region_lease(self, region: str) -> LeaseLock:
         return LeaseLock(self.engine, s.region_locks, {"region": region})
-
-    def hold_region_lock(
-        self, region: str, dag_id: str, run_id: str, now: datetime | None = None
-    ) -> dict[str, Any]:
-        """``LeaseLock.hold`` of the region's lock."""
-        return self.region_lease(region).hold(dag_id, run_id, now)
-
-    def heartbeat_region_lock(self, region: str, run_id: str, now: datetime) -> bool:
-        """``LeaseLock.heartbeat`` of the region's lock."""
-        return self.region_lease(region).heartbeat(run_id, now)
-
-    def take_over_region_lock(
-        self,
-        region: str,
-        seen: dict[str, Any],
-        dag_id: str,
-        run_id: str,
-        now: datetime | None = None,
-    ) -> bool:
-        """``LeaseLock.take_over`` of the region's lock (compare-and-set)."""
-        return self.region_lease(region).take_over(seen, dag_id, run_id, now)
 
     def release_region_lock(self, region: str, run_id: str) -> bool:
         """Release the lock if ``run_id`` holds it (never another run's); True if it did."""

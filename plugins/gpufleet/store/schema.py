@@ -24,7 +24,7 @@ over into ``gf_node_states`` and ``gf_node_events``); 12 node snapshots (``gf_no
 each pool's nodes as the last task that listed them saw them; the read paths read these); 13
 a pool's validation lock (``gf_validation_locks``: one run validates a pool's fabric, or its
 filesystem, at a time); 14 the lock's holder within its run (``gf_validation_locks.holder``); 15
-the validation kind ``health`` (a pool's GPU health check, issue 20) joins the kind CHECK; 16
+the validation kind ``health`` (a pool's GPU health check) joins the kind CHECK; 16
 each (cluster, pool, kind)'s latest validation (``gf_latest_validations``, kept by triggers:
 what the fleet-wide reads join); 17 each cluster's ledger version (``gf_cluster_versions``,
 moved by triggers: what a long-lived reader re-reads by).

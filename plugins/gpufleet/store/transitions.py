@@ -61,34 +61,6 @@ class TransitionRecords:
             rows = conn.execute(select(t).where(*where)).all()
             return [dict(r._mapping) for r in rows]
 
-    def start_transition(
-        self,
-        cluster: str,
-        from_pool: str,
-        to_pool: str,
-        run_id: str | None = None,
-        *,
-        step: str | None = None,
-        params: dict[str, Any] | None = None,
-    ) -> int:
-        """A new running transition (it takes the cluster's lock: IntegrityError when another
-        one runs; ``open_transition`` is the caller that handles that)."""
-        with self.engine.begin() as conn:
-            return int(
-                conn.execute(
-                    insert(s.transitions).values(
-                        cluster=cluster,
-                        from_pool=from_pool,
-                        to_pool=to_pool,
-                        state="running",
-                        run_id=run_id,
-                        started_at=_now(),
-                        step=step,
-                        params=params,
-                    )
-                ).inserted_primary_key[0]
-            )
-
     def open_transition(
         self,
         cluster: str,

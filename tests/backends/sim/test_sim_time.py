@@ -15,10 +15,11 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.sim.programs import START_DELAY_S, speed
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
-from gpufleet.domain.clock import SYSTEM_CLOCK, Clock, ManualClock
+from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 from gpufleet.domain.faults import RunLease
 from gpufleet.manifests.training import TrainingJobSpec, render_training_job
 from gpufleet.services.nodes.drain import Drain, DrainSettings, backend_clock
+from tests.support.clock import ManualClock
 from tests.support.fleet import frozen_sim_clock
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
