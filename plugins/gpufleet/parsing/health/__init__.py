@@ -9,7 +9,6 @@ from gpufleet.parsing.health.dcgm import (
     DcgmDiagResult,
     DcgmGpuResult,
     DcgmTest,
-    parse_dcgm_diag_json,
 )
 from gpufleet.parsing.health.dcgm_diag import parse_dcgm_diag
 from gpufleet.parsing.health.dcgm_exporter import (
@@ -18,6 +17,7 @@ from gpufleet.parsing.health.dcgm_exporter import (
     ExporterLink,
     parse_dcgm_exporter,
 )
+from gpufleet.parsing.health.dcgm_json import parse_dcgm_diag_json
 from gpufleet.parsing.health.dcgm_nvlink import parse_dcgmi_nvlink
 from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
 from gpufleet.parsing.health.nvidia_smi import (

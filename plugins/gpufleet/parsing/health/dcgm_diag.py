@@ -9,15 +9,9 @@ import json
 import re
 
 from gpufleet.errors import ParseError
-from gpufleet.parsing.health.dcgm import (
-    BANNER,
-    DcgmDiagResult,
-    clip,
-    looks_like_json,
-    parse_dcgm_diag_json,
-    run_errors,
-    run_level,
-)
+from gpufleet.parsing.health.dcgm import BANNER, DcgmDiagResult, clip
+from gpufleet.parsing.health.dcgm_errors import run_errors, run_level
+from gpufleet.parsing.health.dcgm_json import looks_like_json, parse_dcgm_diag_json
 from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
 
 __all__ = ["parse_dcgm_diag"]

@@ -34,17 +34,17 @@ import re
 from gpufleet.errors import ParseError
 from gpufleet.parsing.health.dcgm import (
     BANNER,
+    MAX_PROBLEMS,
     RUN,
     DcgmDiagResult,
     DcgmTest,
     DcgmTestBuilder,
     named_gpus,
     nothing_ran,
-    run_errors,
-    run_level,
     status_word,
     worst,
 )
+from gpufleet.parsing.health.dcgm_errors import run_errors, run_level
 from gpufleet.parsing.health.not_run import NotRun
 
 __all__ = ["parse_dcgm_diag_text"]
@@ -68,7 +68,6 @@ _OTHER_METADATA = re.compile(
     r"^(?:.* Device IDs Detected|GPU Device Serials|Number of CPUs Detected|"
     r"(?:CPU )?EUD (?:Test|Package) Version|Metadata)$"
 )
-_MAX_PROBLEMS = 16
 _WRAP = 45  # dcgmi wraps messages at DATA_INFO_TAG_LEN characters
 
 
@@ -248,7 +247,7 @@ def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:
         last = tests[-1].last if tests else (f"row {last_row[:60]!r}" if last_row else "nothing")
         not_run.append(NotRun(RUN, f"the output is cut short: {cut}; last read: {last}"))
     if not tests and not started and not not_run:
-        reason = "; ".join(problems[:_MAX_PROBLEMS])
+        reason = "; ".join(problems[:MAX_PROBLEMS])
         raise ParseError("no dcgmi diag test row found" + (f": {reason}" if reason else ""))
     every_gpu = set().union(*(t.named() for t in tests)) if tests else set()
     frozen = [t.done(every_gpu) for t in tests]
@@ -259,7 +258,7 @@ def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:
         dcgm_version=meta.get("version") or None,
         driver_version=meta.get("driver") or None,
         tests=tuple(frozen),
-        problems=tuple(dict.fromkeys(problems[:_MAX_PROBLEMS])),
+        problems=tuple(dict.fromkeys(problems[:MAX_PROBLEMS])),
         level=level,
         not_run=tuple(dict.fromkeys(not_run)),
     )
