@@ -16,7 +16,7 @@ from gpufleet.airflow.ui.metrics import make_router, router
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from tests.support.fleet import snapshot
-from tests.support.ledger_helpers import quarantine
+from tests.support.ledger_helpers import quarantine, unreachable_ledger_connection
 
 TOKEN = "s3cret-scrape-token"
 CONN = "AIRFLOW_CONN_GPUFLEET_METRICS"
@@ -366,14 +366,7 @@ def test_a_scrape_from_what_the_api_server_keeps_is_a_fresh_scrape(airflow_db, f
 # --- a ledger that cannot be read (issue 31): 503 in text naming it, never a bare 500 ----------
 
 LEDGER_PASSWORD = "metrics-ledger-pw-s3cret"
-DOWN = {  # a PostgreSQL ledger nothing answers for (port 1: refused at once)
-    "conn_type": "postgres",
-    "host": "127.0.0.1",
-    "port": 1,
-    "login": "fleetuser",
-    "password": LEDGER_PASSWORD,
-    "schema": "ledger",
-}
+DOWN = unreachable_ledger_connection(LEDGER_PASSWORD)
 
 
 def _scrape_503(resp, *must: str) -> None:

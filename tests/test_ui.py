@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 import pytest
 
 from tests.support.fleet import snapshot
+from tests.support.ledger_helpers import unreachable_ledger_connection
 
 CLUSTER, POOL, OTHER = "a3u-sim", "h200-a", "h200-b"
 PAGES = [
@@ -453,14 +454,7 @@ def test_the_report_tab_shows_hostile_reasons_as_text_within_the_csp(client, tok
 # a 404 "Unknown pool"; never its password -----------------------------------------------------
 
 LEDGER_PASSWORD = "ui-ledger-pw-s3cret"
-DOWN = {  # a PostgreSQL ledger nothing answers for (port 1: refused at once)
-    "conn_type": "postgres",
-    "host": "127.0.0.1",
-    "port": 1,
-    "login": "fleetuser",
-    "password": LEDGER_PASSWORD,
-    "schema": "ledger",
-}
+DOWN = unreachable_ledger_connection(LEDGER_PASSWORD)
 
 
 def _configured_app(monkeypatch, conn: dict):

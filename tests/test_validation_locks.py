@@ -169,8 +169,6 @@ def test_a_run_that_skipped_every_pool_fails_saying_it_validated_nothing(airflow
     """Another run (unknown to this Airflow, its lease fresh) validates the pool: this run's
     tasks skipped it and it recorded nothing. Green would read "validated"; it fails, naming
     the holder, and its report says so first."""
-    from datetime import UTC, datetime
-
     from airflow.sdk.exceptions import AirflowFailException
 
     ledger = Ledger()
@@ -190,18 +188,9 @@ def test_a_run_that_skipped_every_pool_fails_saying_it_validated_nothing(airflow
     assert 'id="not-validated"' in html and "night-x" in html
 
 
-def test_a_stuck_holder_is_named_with_how_to_clear_it(airflow_db, fleet_state):
-    """A killed ``airflow dags test`` leaves its run ``running``: Airflow calls it alive, so
-    its lock never passes on. Silent for three hours (the lease is one), it is named as stuck,
-    with the exact way to mark its run failed, and the run fails even though another pool
-    was validated."""
-    from datetime import UTC, datetime, timedelta
+def _another_pool_validated(ledger: Ledger) -> dict:
+    """Run night-y validated h200-b's fabric; its targets were that pool and POOL."""
 
-    from airflow.sdk.exceptions import AirflowFailException
-
-    ledger = Ledger()
-    silent_since = datetime.now(UTC) - timedelta(hours=3)
-    ledger.validation_lock(CLUSTER, POOL, "fabric").hold(DAG, "manual__killed", silent_since)
     ledger.record_validation(
         run_id="night-y",
         cluster=CLUSTER,
@@ -214,7 +203,20 @@ def test_a_stuck_holder_is_named_with_how_to_clear_it(airflow_db, fleet_state):
         baseline_gbps=355.0,
         started_at=datetime.now(UTC),
     )
-    targets = {"fabric_targets": [{"cluster": CLUSTER, "node_pool": p} for p in (POOL, "h200-b")]}
+    return {"fabric_targets": [{"cluster": CLUSTER, "node_pool": p} for p in (POOL, "h200-b")]}
+
+
+def test_a_stuck_holder_is_named_with_how_to_clear_it(airflow_db, fleet_state):
+    """A killed ``airflow dags test`` leaves its run ``running``: Airflow calls it alive, so
+    its lock never passes on. Silent for three hours (the lease is one), it is named as stuck,
+    with the exact way to mark its run failed, and the run fails even though another pool
+    was validated."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    ledger = Ledger()
+    silent_since = datetime.now(UTC) - timedelta(hours=3)
+    ledger.validation_lock(CLUSTER, POOL, "fabric").hold(DAG, "manual__killed", silent_since)
+    targets = _another_pool_validated(ledger)
     with pytest.raises(AirflowFailException) as err:
         _report("night-y", _Ti(targets, {"manual__killed": "running"}))
     message = str(err.value)
@@ -237,23 +239,9 @@ def test_a_pool_skipped_behind_a_live_holder_leaves_a_run_that_validated_others_
 ):
     """One pool skipped (its holder alive and heard from), another validated: the run
     succeeds, and its report lists what it did not validate and who does."""
-    from datetime import UTC, datetime
-
     ledger = Ledger()
     ledger.validation_lock(CLUSTER, POOL, "fabric").hold(DAG, "manual__live", datetime.now(UTC))
-    ledger.record_validation(
-        run_id="night-y",
-        cluster=CLUSTER,
-        pool="h200-b",
-        kind="fabric",
-        passed=True,
-        transport="gib",
-        expected_transport="gib",
-        busbw_gbps=350.0,
-        baseline_gbps=355.0,
-        started_at=datetime.now(UTC),
-    )
-    targets = {"fabric_targets": [{"cluster": CLUSTER, "node_pool": p} for p in (POOL, "h200-b")]}
+    targets = _another_pool_validated(ledger)
     paths = _report("night-y", _Ti(targets, {"manual__live": "running"}))
     report = Path(paths["report.md"]).read_text()
     assert "**1 planned checks recorded no verdict**" in report

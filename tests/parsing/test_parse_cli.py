@@ -243,6 +243,19 @@ def test_health_garbage_exits_2_with_one_line(kind, tmp_path):
     assert err.startswith("gpufleet: ") and "junk.txt" in err and err.count("\n") == 1, err
 
 
+def assert_tool_failure_is_read(kind: str, what: str) -> None:
+    """The tool's own failure is read: its check could not run (exit 0, ``not_run``), which is
+    not an unreadable input (an empty one exits 2)."""
+    failed = gpufleet(kind, "-", stdin=b"No devices were found\n")
+    assert failed.returncode == 0, failed.stderr
+    assert json.loads(failed.stdout)["not_run"] == [
+        {"what": what, "why": "No devices were found", "code": None}
+    ]
+    empty = gpufleet(kind, "-", stdin=b"")
+    assert empty.returncode == 2 and empty.stdout == b""
+    assert empty.stderr.decode() == "gpufleet: stdin: is empty\n"
+
+
 def test_nvidia_smi_remap_and_ecc():
     proc = gpufleet("nvidia-smi", str(HEALTH / "nvidia_smi_a100_remap_pending.txt"))
     assert proc.returncode == 0, proc.stderr
@@ -256,15 +269,7 @@ def test_nvidia_smi_remap_and_ecc():
     )
     assert first["ecc_volatile"]["dram_correctable"] == 177
     assert first["bank_histogram"]["max"] == 639
-    # nvidia-smi's own failure is read: the check could not run, which is not an unreadable file
-    failed = gpufleet("nvidia-smi", "-", stdin=b"No devices were found\n")
-    assert failed.returncode == 0, failed.stderr
-    assert json.loads(failed.stdout)["not_run"] == [
-        {"what": "nvidia-smi -q", "why": "No devices were found", "code": None}
-    ]
-    empty = gpufleet("nvidia-smi", "-", stdin=b"")
-    assert empty.returncode == 2 and empty.stdout == b""
-    assert empty.stderr.decode() == "gpufleet: stdin: is empty\n"
+    assert_tool_failure_is_read("nvidia-smi", "nvidia-smi -q")
 
 
 def test_nvlink_error_counters():
@@ -286,14 +291,7 @@ def test_nvlink_error_counters():
         "state": None,
         "speed_gbps": None,
     }
-    failed = gpufleet("nvlink", "-", stdin=b"No devices were found\n")
-    assert failed.returncode == 0, failed.stderr
-    assert json.loads(failed.stdout)["not_run"] == [
-        {"what": "nvidia-smi nvlink", "why": "No devices were found", "code": None}
-    ]
-    empty = gpufleet("nvlink", "-", stdin=b"")
-    assert empty.returncode == 2 and empty.stdout == b""
-    assert empty.stderr.decode() == "gpufleet: stdin: is empty\n"
+    assert_tool_failure_is_read("nvlink", "nvidia-smi nvlink")
 
 
 def test_nvlink_garbage_file_exits_2_with_one_line(tmp_path):

@@ -100,3 +100,17 @@ def take_over_region_lock(
 ) -> bool:
     """``LeaseLock.take_over`` of the region's lock (compare-and-set)."""
     return ledger.region_lease(region).take_over(seen, dag_id, run_id, now)
+
+
+def unreachable_ledger_connection(password: str) -> dict:
+    """An Airflow connection (``AIRFLOW_CONN_GPUFLEET_LEDGER`` JSON) naming a PostgreSQL
+    ledger nothing answers for: port 1 refuses at once. ``password`` is what an answer must
+    never show."""
+    return {
+        "conn_type": "postgres",
+        "host": "127.0.0.1",
+        "port": 1,
+        "login": "fleetuser",
+        "password": password,
+        "schema": "ledger",
+    }
