@@ -95,3 +95,13 @@ def test_a_pool_resolved_by_the_catalog_carries_its_models_limits(tmp_path):
     for ref in (catalog.pool(cluster, "p1"), *catalog.pools()):
         assert ref.dcgm_limits.max_level == 1
         assert diag_timeout(ref.dcgm_limits, 1) == 300
+
+
+def test_a_models_limits_are_built_once_per_catalog(tmp_path):
+    """Every pool of a model carries the same limits object: resolving 2,000 pools does not
+    build 2,000 of them."""
+    write(tmp_path, VALID)
+    catalog = load_catalog(tmp_path)
+    assert catalog.dcgm_limits("H200") is catalog.dcgm_limits("H200")
+    refs = list(catalog.pools())
+    assert all(ref.dcgm_limits is catalog.dcgm_limits(ref.pool.gpu.model) for ref in refs)

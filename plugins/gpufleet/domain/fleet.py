@@ -462,14 +462,20 @@ class Catalog:
         self.sources = sources  # region name -> file it came from
         # GPU model (upper case) -> its dcgmi diag settings, from every file's gpu_models
         self.gpu_models = {_model_key(k): v for k, v in (gpu_models or {}).items()}
+        self._limits: dict[str, Any] = {}  # model -> its DcgmLimits, built once per catalog
 
     def dcgm_limits(self, model: str) -> Any:
         """``model``'s dcgmi diag limits (``tiers.DcgmLimits``): the catalog's ``gpu_models``
-        entry over the built-in defaults, or the defaults."""
+        entry over the built-in defaults, or the defaults. Built once per model: every pool the
+        catalog resolves carries them."""
         from gpufleet.domain.health.tiers import default_limits
 
-        entry = self.gpu_models.get(_model_key(model))
-        return entry.limits(model) if entry else default_limits(model)
+        limits = self._limits.get(model)
+        if limits is None:
+            entry = self.gpu_models.get(_model_key(model))
+            limits = entry.limits(model) if entry else default_limits(model)
+            self._limits[model] = limits
+        return limits
 
     def _ref(self, region: Region, cluster: Cluster, pool: NodePool) -> PoolRef:
         return PoolRef(
