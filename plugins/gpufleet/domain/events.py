@@ -1,0 +1,48 @@
+"""What a cluster says about its nodes between nights, as plain values: node conditions,
+Kubernetes Events about a node, and the changes a watch sees (docs/events.md).
+
+Pure: no I/O. Backends fill these from the Kubernetes API (or the sim); the rules that turn them
+into signals live in ``gpufleet.domain.signals``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+@dataclass(frozen=True)
+class NodeCondition:
+    """One entry of a node's ``status.conditions``: ``Ready``, the Node Problem Detector's and
+    the GPU health monitors' (``AcceleratedHardwareReady``, ``KernelDeadlock``, ...)."""
+
+    type: str
+    status: str  # True | False | Unknown
+    reason: str = ""
+    message: str = ""
+    since: datetime | None = None  # lastTransitionTime
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A Kubernetes Event whose ``involvedObject`` is a node (an Xid the driver logged, a
+    reboot, a repair the cloud made): ``core/v1`` Event or ``events.k8s.io/v1`` alike."""
+
+    uid: str
+    node: str
+    reason: str
+    message: str
+    type: str = "Warning"  # Normal | Warning
+    source: str = ""  # reportingController / source.component
+    count: int = 1
+    last_seen: datetime | None = None
+
+
+class Change(StrEnum):
+    """What a watch reports (``type`` of a Kubernetes watch event)."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"  # no object change: the version the watch has reached

@@ -1,0 +1,334 @@
+"""Signals: what one change a cluster reported means for a node, by the same rules as the
+nightly's passive signals (docs/events.md).
+
+Pure: no I/O. A signal is one node's one fact (an Xid, a health condition, a provider's label,
+the node appearing, rebooting, being replaced or going away) with the :class:`Response` it asks
+for:
+
+- ``quarantine``: out of schedulable capacity at once (NoSchedule: a running job is not
+  killed), then the node lifecycle (retest, drain, repair) as for a nightly's finding;
+- ``admit``: a node that appeared or came back is held ``validation-pending`` until its
+  re-admission session passes (:mod:`gpufleet.domain.admission`);
+- ``forget``: the node is gone (deleted, or replaced under a new name);
+- ``note``: recorded, nothing done (a condition recovering, maintenance announced, an Xid
+  NVIDIA says needs no action on the node).
+
+Rules and sources:
+
+- **Xid** (a Kubernetes Event carrying the driver's ``NVRM: Xid`` line, parsed by the caller):
+  NVIDIA's Xid catalog through :func:`gpufleet.domain.health.decide.xid_finding`, as the
+  nightly reads the kernel log: an action beyond ``healthy`` quarantines.
+- **Node conditions** (:data:`PROBLEM_CONDITIONS`): a condition in its problem status
+  quarantines; the EKS node monitoring agent's ``*Ready`` conditions are problems when
+  ``False``, the Node Problem Detector's problem conditions when ``True``. Other condition
+  types are notes: an unknown condition is not evidence to take a node out. ``Ready`` itself is
+  Kubernetes' own (it taints a NotReady node); its return shows as a reboot.
+- **GKE's prediction label** (:data:`PREDICTION_LABEL`): ``false`` quarantines (GKE predicts
+  degradation within hours and advises against large training workloads there).
+- **Maintenance** (:data:`MAINTENANCE_LABEL`, epoch seconds): a note; the reboot after it
+  re-admits the node.
+- **Lifecycle**: a node first seen, or seen under a new uid or machine (replaced in place), or
+  with a new boot id (rebooted), is admitted; a node uncordoned by hand while gpufleet holds it
+  out of service is admitted too (a person's uncordon is not a validation); a node deleted is
+  forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from gpufleet.domain.events import NodeCondition
+from gpufleet.domain.health.catalog import SEVERITY, A, HealthAction
+from gpufleet.domain.health.decide import xid_finding
+
+PREDICTION_LABEL = "cloud.google.com/recommended-to-run-large-training-workload"
+MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
+
+# Condition type -> the status that means a problem. EKS node monitoring agent (its "*Ready"
+# conditions, False when it found a problem); Node Problem Detector's default monitors
+# (KernelDeadlock, ReadonlyFilesystem, ... True when the problem is present).
+PROBLEM_CONDITIONS: dict[str, str] = {
+    "AcceleratedHardwareReady": "False",
+    "ContainerRuntimeReady": "False",
+    "KernelReady": "False",
+    "NetworkingReady": "False",
+    "StorageReady": "False",
+    "KernelDeadlock": "True",
+    "ReadonlyFilesystem": "True",
+    "FrequentKubeletRestart": "True",
+    "FrequentContainerdRestart": "True",
+    "GpuUnhealthy": "True",
+}
+
+
+class Response(StrEnum):
+    """What a signal asks for, least to most urgent (the most urgent of a node's wins)."""
+
+    NOTE = "note"
+    FORGET = "forget"
+    ADMIT = "admit"
+    QUARANTINE = "quarantine"
+
+
+RANK = {r: i for i, r in enumerate(Response)}
+
+
+class Source(StrEnum):
+    XID = "xid"
+    CONDITION = "condition"
+    PREDICTION = "prediction"
+    MAINTENANCE = "maintenance"
+    LIFECYCLE = "lifecycle"
+    EXPORTER = "exporter"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One node's one fact and what it asks for. ``what`` names it within its source (an Xid
+    code, a condition type, ``appeared``/``rebooted``/``replaced``/``gone``/``uncordoned``);
+    (node, source, what) is the coalescing key. ``action`` is NVIDIA's for a GPU-health signal;
+    ``count`` how many reports were coalesced into it; ``version`` the watch's resource
+    version it came with (what the response acknowledges)."""
+
+    cluster: str
+    node: str
+    source: Source
+    what: str
+    response: Response
+    reason: str
+    observed_at: datetime
+    pool: str | None = None
+    action: HealthAction | None = None
+    count: int = 1
+    version: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.cluster, self.node, self.source.value, self.what)
+
+    @property
+    def bad(self) -> bool:
+        """Evidence against the node's health: what the gate weighs against a validation."""
+        return self.response is Response.QUARANTINE
+
+
+@dataclass(frozen=True)
+class _Xid:
+    code: int
+    message: str = ""
+
+
+def xid_signal(
+    cluster: str,
+    node: str,
+    codes: Sequence[int],
+    message: str,
+    at: datetime,
+    pool: str | None = None,
+    gpu: str = "a GPU",
+) -> Signal | None:
+    """The signal of the Xids one event reported on ``node`` (``codes``: parsed from the
+    driver's lines by the caller; ``message`` the event's text, for Xid 154's recovery action);
+    None when there are no codes. The most severe code decides."""
+    if not codes:
+        return None
+    found = []
+    for code in dict.fromkeys(codes):
+        finding = xid_finding(_Xid(code, message), gpu, set(codes) - {code})
+        if finding is not None:
+            found.append((code, finding))
+    if not found:
+        said = ", ".join(str(c) for c in dict.fromkeys(codes))
+        return Signal(
+            cluster, node, Source.XID, said, Response.NOTE, f"Xid {said}: no action", at, pool
+        )
+    code, worst = max(found, key=lambda cf: SEVERITY[cf[1].action])
+    what = str(code)
+    response = Response.NOTE if worst.action is A.HEALTHY else Response.QUARANTINE
+    return Signal(
+        cluster, node, Source.XID, what, response, worst.reason, at, pool, action=worst.action
+    )
+
+
+def _problem(condition: NodeCondition) -> bool:
+    bad = PROBLEM_CONDITIONS.get(condition.type)
+    return bad is not None and condition.status == bad
+
+
+def condition_signals(
+    cluster: str,
+    node: str,
+    before: Iterable[NodeCondition],
+    after: Iterable[NodeCondition],
+    at: datetime,
+    pool: str | None = None,
+) -> list[Signal]:
+    """The signals of a node's conditions changing from ``before`` to ``after``: a known
+    problem condition entering its problem status quarantines; one leaving it is a note (the
+    node stays out until its retest passes); other changes say nothing."""
+    was = {c.type: c for c in before}
+    out: list[Signal] = []
+    for cond in after:
+        old = was.get(cond.type)
+        if old is not None and old.status == cond.status:
+            continue
+        detail = f" ({cond.reason}: {cond.message})" if cond.reason or cond.message else ""
+        if _problem(cond):
+            said = f"condition {cond.type}={cond.status}{detail}"
+            out.append(
+                Signal(
+                    cluster,
+                    node,
+                    Source.CONDITION,
+                    cond.type,
+                    Response.QUARANTINE,
+                    said,
+                    at,
+                    pool,
+                    action=A.NEEDS_HUMAN,
+                )
+            )
+        elif old is not None and _problem(old):
+            said = f"condition {cond.type} recovered ({cond.status}); out until its retest passes"
+            out.append(
+                Signal(cluster, node, Source.CONDITION, cond.type, Response.NOTE, said, at, pool)
+            )
+    return out
+
+
+def label_signals(
+    cluster: str,
+    node: str,
+    before: dict[str, str],
+    after: dict[str, str],
+    at: datetime,
+    pool: str | None = None,
+) -> list[Signal]:
+    """The signals of the provider's labels changing: GKE's health prediction and its
+    scheduled maintenance."""
+    out: list[Signal] = []
+    old, new = before.get(PREDICTION_LABEL), after.get(PREDICTION_LABEL)
+    if new != old and new is not None:
+        if new.lower() == "false":
+            said = (
+                f"GKE predicts degradation ({PREDICTION_LABEL}=false): not for large training "
+                "workloads"
+            )
+            out.append(
+                Signal(
+                    cluster,
+                    node,
+                    Source.PREDICTION,
+                    "degradation",
+                    Response.QUARANTINE,
+                    said,
+                    at,
+                    pool,
+                    action=A.REPAIR,
+                )
+            )
+        elif old is not None and old.lower() == "false":
+            said = f"GKE's prediction cleared ({PREDICTION_LABEL}={new})"
+            out.append(
+                Signal(
+                    cluster, node, Source.PREDICTION, "degradation", Response.NOTE, said, at, pool
+                )
+            )
+    when = after.get(MAINTENANCE_LABEL)
+    if when and when != before.get(MAINTENANCE_LABEL):
+        said = f"host maintenance scheduled at {when} (epoch s): re-admitted after it"
+        out.append(
+            Signal(cluster, node, Source.MAINTENANCE, "scheduled", Response.NOTE, said, at, pool)
+        )
+    return out
+
+
+def lifecycle_signal(
+    cluster: str, before: Any | None, after: Any | None, at: datetime, held_out: bool = False
+) -> Signal | None:
+    """The node itself appearing, returning or leaving, from its state ``before`` and
+    ``after`` (NodeInfo-like: ``name``, ``pool``, ``uid``, ``boot_id``, ``provider_id``,
+    ``unschedulable``; None: not there). ``held_out``: gpufleet holds the node out of service
+    (an open lifecycle record), so an uncordon is a person's, not a validation."""
+    if after is None:
+        if before is None:
+            return None
+        said = "the node is gone (deleted or replaced)"
+        return Signal(
+            cluster, before.name, Source.LIFECYCLE, "gone", Response.FORGET, said, at, before.pool
+        )
+    node, pool = after.name, after.pool
+    if before is None:
+        said = "a new node appeared: validation pending"
+        return Signal(cluster, node, Source.LIFECYCLE, "appeared", Response.ADMIT, said, at, pool)
+    if _changed(before, after, "uid") or _changed(before, after, "provider_id"):
+        said = "the node came back on another machine (replaced): validation pending"
+        return Signal(cluster, node, Source.LIFECYCLE, "replaced", Response.ADMIT, said, at, pool)
+    if _changed(before, after, "boot_id"):
+        said = "the node rebooted: validation pending"
+        return Signal(cluster, node, Source.LIFECYCLE, "rebooted", Response.ADMIT, said, at, pool)
+    if held_out and before.unschedulable and not after.unschedulable:
+        said = "uncordoned while out of service: validation pending"
+        return Signal(cluster, node, Source.LIFECYCLE, "uncordoned", Response.ADMIT, said, at, pool)
+    return None
+
+
+def _changed(before: Any, after: Any, field: str) -> bool:
+    old, new = getattr(before, field, None), getattr(after, field, None)
+    return old is not None and new is not None and old != new
+
+
+def coalesce(signals: Iterable[Signal]) -> list[Signal]:
+    """One signal per (cluster, node, source, what): the first seen, counting the rest, with the
+    newest version and the most urgent response among them. A burst of lines from one fault is
+    one signal. Order: as first seen."""
+    out: dict[tuple[str, str, str, str], Signal] = {}
+    for s in signals:
+        have = out.get(s.key)
+        if have is None:
+            out[s.key] = s
+            continue
+        urgent = s if RANK[s.response] > RANK[have.response] else have
+        out[s.key] = replace(
+            urgent,
+            observed_at=min(have.observed_at, s.observed_at),
+            count=have.count + s.count,
+            version=_newest(have.version, s.version),
+        )
+    return list(out.values())
+
+
+def _newest(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return a or b
+    try:
+        return a if int(a) >= int(b) else b
+    except ValueError:
+        return b  # opaque versions: the later one read
+
+
+def by_node(signals: Iterable[Signal]) -> dict[tuple[str, str], Response]:
+    """Each (cluster, node)'s most urgent response."""
+    out: dict[tuple[str, str], Response] = {}
+    for s in signals:
+        k = (s.cluster, s.node)
+        if k not in out or RANK[s.response] > RANK[out[k]]:
+            out[k] = s.response
+    return out
+
+
+def newer_bad_signals(
+    validated_at: datetime | None, bad_at: dict[str, tuple[datetime, str]]
+) -> dict[str, str]:
+    """The nodes whose newest bad signal (``bad_at``: node -> (when, reason)) is newer than the
+    pool's last validation (``validated_at``; None: never validated, every bad signal counts):
+    node -> a sentence naming the signal, for the gate to refuse the node."""
+    out: dict[str, str] = {}
+    for node, (when, reason) in sorted(bad_at.items()):
+        if validated_at is None or when > validated_at:
+            out[node] = f"{node}: {reason} at {when.isoformat()}, after the pool's last validation"
+    return out
