@@ -60,6 +60,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	cd plugins && $(BIN)/lint-imports --no-cache ../pyproject.toml
+	$(BIN)/mypy
 
 test: setup lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
@@ -80,14 +81,14 @@ check: lint
 	$(BIN)/pytest -q -n $(CHECK_WORKERS) --dist loadfile $(CHECK_TESTS)
 
 bench: setup  # each prints its figures and exits 1 when it misses its target; all of them run
-	-$(BIN)/python bench/parse_time.py
-	-$(BIN)/python bench/log_scan.py
-	-$(BIN)/python bench/gate_latency.py
-	-$(BIN)/python bench/fault_campaign.py
-	-$(BIN)/python bench/health_campaign.py
-	-$(BIN)/python bench/topology_campaign.py
-	-$(BIN)/python bench/fleet_page.py
-	-$(BIN)/python bench/nightly_scale.py --pools 100  # needs PostgreSQL and Redis
+	-$(BIN)/python -m bench.parse_time
+	-$(BIN)/python -m bench.log_scan
+	-$(BIN)/python -m bench.gate_latency
+	-$(BIN)/python -m bench.fault_campaign
+	-$(BIN)/python -m bench.health_campaign
+	-$(BIN)/python -m bench.topology_campaign
+	-$(BIN)/python -m bench.fleet_page
+	-$(BIN)/python -m bench.nightly_scale --pools 100  # needs PostgreSQL and Redis
 
 constraints:  # regenerate the full pin set from a clean install of requirements-dev.txt
 	rm -rf $(CURDIR)/.venv-constraints

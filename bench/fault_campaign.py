@@ -11,7 +11,7 @@ asked for a launch onto every pool, and the fault is cleared at dawn. It reports
 - launches the gate allowed onto a pool known bad that night;
 - nights a quarantined node stayed out of service after its fault was cleared or repaired.
 
-    python bench/fault_campaign.py [--nights 30] [--seed 7]
+    python -m bench.fault_campaign [--nights 30] [--seed 7]
 
 Exits 1 unless every fault was detected, no good node was quarantined, no launch went onto a
 known-bad pool, and every quarantined node was back in service within two nights.
@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
 
 POOLS = [("a3u-sim", "h200-a"), ("a3u-sim", "h200-b"), ("p5-sim", "h100-a")]
 FAULTS = ("fabric-down", "bad-node", "bad-node-nic", "lustre-slow", "none")

@@ -17,7 +17,7 @@ machine noise hits all alike; each client's first request (nothing kept yet) is 
 (``first ms``). The year ledger is cached under /tmp (keyed by size, date and ``--health``) so
 a re-run skips its ~1 min fill.
 
-    python bench/fleet_page.py [--fleet-requests 3] [--pool-requests 120] [--metrics-requests 20]
+    python -m bench.fleet_page [--fleet-requests 3] [--pool-requests 120] [--metrics-requests 20]
                                [--pools 2000] [--health] [--churn 5]
                                [--nights 365] [--limit 3.0] [--fresh]
 
@@ -38,11 +38,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.fleetgen import generate_catalog
+from bench.gate_latency import fill, pct
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleetgen import generate_catalog  # noqa: E402
-from gate_latency import fill, pct  # noqa: E402
+
 
 CACHE = Path("/tmp/gpufleet-bench-fleet-page")
 POOL_PAGE = "/gpufleet/pools/cluster-0000/pool-0"

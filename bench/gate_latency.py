@@ -7,7 +7,7 @@ and storage validations). The full ledger adds 365 nights x 2,000 pools x 2 kind
 events. Each decision is the whole ``check_gate``: facts from the ledger, free nodes from the
 simulated cluster, the policy, and the decision recorded in the ledger.
 
-    python bench/gate_latency.py [--decisions 300] [--nights 365] [--pools 2000]
+    python -m bench.gate_latency [--decisions 300] [--nights 365] [--pools 2000]
                                  [--backends sqlite,postgres]
 
 PostgreSQL is used when 127.0.0.1:5432 answers (a throwaway database per ledger). Exits 1 when
@@ -28,10 +28,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.fleetgen import generate_catalog
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleetgen import generate_catalog  # noqa: E402
+
 
 CLUSTER = "cluster-0000"
 TARGETS = [f"pool-{i}" for i in range(16)]

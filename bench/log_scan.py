@@ -20,8 +20,8 @@ measures, in the same run:
 prints a table and the ratio classify_throughput / grep_throughput, and exits 1 when the ratio
 is below ``--target`` (default 0.5) or the classifier gives the wrong answer.
 
-    python bench/log_scan.py                 # 1 GiB
-    python bench/log_scan.py --size-mib 128  # quick run
+    python -m bench.log_scan                 # 1 GiB
+    python -m bench.log_scan --size-mib 128  # quick run
 """
 
 from __future__ import annotations

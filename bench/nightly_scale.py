@@ -5,7 +5,7 @@ deployment (two workers, Redis, PostgreSQL: ``tests/live/airflow_live.py``), aga
 the same shape whose tasks do nothing (a planner starting one run per cluster), run the same
 way on the same deployment.
 
-    python bench/nightly_scale.py [--pools 100[,500,...]] [--nodes 4] [--speed 0.02]
+    python -m bench.nightly_scale [--pools 100[,500,...]] [--nodes 4] [--speed 0.02]
                                   [--timeout 1800] [--worker-concurrency 4]
                                   [--baselines noop,deferring]
 
@@ -44,14 +44,12 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "tests" / "live")]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from airflow_live import COMPONENTS, WORKERS, LiveAirflow, descendants, start_airflow  # noqa: E402
-from fleetgen import generate_catalog  # noqa: E402
+from bench.fleetgen import generate_catalog
+from gpufleet.backends.sim.calls import CALL_LOG_ENV, rates
+from gpufleet.backends.sim.calls import read as read_calls
+from tests.live.airflow_live import COMPONENTS, WORKERS, LiveAirflow, descendants, start_airflow
 
-from gpufleet.backends.sim.calls import CALL_LOG_ENV, rates  # noqa: E402
-from gpufleet.backends.sim.calls import read as read_calls  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PLANNER = "nightly_fleet_validation"
 CHILD = "nightly_fabric_validation"

@@ -21,7 +21,7 @@ process of the case's own environment (``--check``):
 - the ledger agrees with the fleet (a retired pool has no nodes, a ready region's nodes carry no
   unvalidated taint, a validated pool's queue admits).
 
-    python bench/overlap_campaign.py [--seeds 3] [--dags all] [--ledgers sqlite,postgresql]
+    python -m bench.overlap_campaign [--seeds 3] [--dags all] [--ledgers sqlite,postgresql]
                                      [--scenarios overlap,kill] [--out results.json]
 
 Exits 1 when any invariant is broken in any case. ``tests/test_overlap_campaign.py`` runs a
@@ -195,7 +195,7 @@ class CaseEnv:
     def start(self, mode: str, *args: str, log: str) -> subprocess.Popen:
         out = open(self.logs / log, "w")  # noqa: SIM115 (closed with the process)
         return subprocess.Popen(
-            [PY, __file__, mode, *args],
+            [PY, "-m", "bench.overlap_campaign", mode, *args],
             env=self.env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -213,7 +213,7 @@ class CaseEnv:
 
     def call(self, mode: str, *args: str, timeout: float = 300) -> dict:
         proc = subprocess.run(
-            [PY, __file__, mode, *args],
+            [PY, "-m", "bench.overlap_campaign", mode, *args],
             env=self.env,
             capture_output=True,
             text=True,
@@ -282,7 +282,7 @@ def _reap_mode(dag_id: str) -> None:
 
 def _check_mode(dag_id: str) -> None:
     """The invariants, from the ledger and the simulated fleet: prints the violations."""
-    from overlap_invariants import violations
+    from bench.overlap_invariants import violations
 
     print(json.dumps({"violations": violations(dag_id, CONF[dag_id])}), flush=True)
 
@@ -378,7 +378,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     if len(sys.argv) == 3 and sys.argv[1] in ("--run", "--prep", "--reap", "--check"):
         {"--run": _run_mode, "--prep": _prep_mode, "--reap": _reap_mode, "--check": _check_mode}[
             sys.argv[1]

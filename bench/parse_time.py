@@ -9,7 +9,7 @@ their wall time. Medians are compared with the trivial DAG's. The catalog index 
 warmed first (the dag-processor re-parses every file every 30 s, so the warm figure is what it
 pays); the cold (first-parse) figure is printed too.
 
-    python bench/parse_time.py [--pools 2000] [--repeat 9]
+    python -m bench.parse_time [--pools 2000] [--repeat 9]
 
 Exits 1 when a DAG file's warm median is more than --limit (2.0) times the trivial DAG's.
 """
@@ -27,9 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.fleetgen import generate_catalog
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleetgen import generate_catalog  # noqa: E402
+
 
 TRIVIAL = """
 from datetime import datetime
@@ -90,6 +91,7 @@ def main() -> int:
         os.environ.update(
             {"GPUFLEET_CATALOG_DIR": str(work / "fleet"), "GPUFLEET_STATE_DIR": str(work / "state")}
         )
+        # the plugins folder on sys.path, as Airflow puts it in the dag-processor
         sys.path.insert(0, str(ROOT / "plugins"))
         # A deployment has bytecode for its packages (pip compiles at install; this machine
         # sets PYTHONDONTWRITEBYTECODE, which would recompile gpufleet in every child).

@@ -40,7 +40,7 @@ from datetime import datetime
 from airflow.sdk import dag
 
 from gpufleet.airflow.assets import JOB_CONFIRMED
-from gpufleet.airflow.dagkit import default_args, index, launch_param
+from gpufleet.airflow.dagkit import default_args, index, launch_params
 from gpufleet.airflow.operators.launch import (
     ConfirmTransportOperator,
     LaunchGateOperator,
@@ -60,73 +60,7 @@ fleet = index()
     render_template_as_native_obj=True,
     tags=["gpufleet", "training", "launch"],
     default_args=default_args("gated training launch failed"),
-    params={
-        "cluster": launch_param(
-            "cluster",
-            fleet["clusters"][0] if fleet["clusters"] else None,
-            title="Cluster",
-            section="Placement",
-        ),
-        "pools": launch_param(
-            "pools",
-            [],
-            title="Node pools",
-            section="Placement",
-            description="Target pools in that cluster; the job runs on the first "
-            "with enough free nodes",
-        ),
-        "nodes": launch_param("nodes", 2, title="Nodes", section="Placement"),
-        "gpus_per_node": launch_param(
-            "gpus_per_node", fleet["max_gpus"], title="GPUs per node", section="Placement"
-        ),
-        "job_name": launch_param(
-            "job_name",
-            "",
-            title="Job name",
-            description="JobSet name: lowercase letters, digits, '-'",
-            section="Job",
-        ),
-        "namespace": launch_param("namespace", "default", title="Namespace", section="Job"),
-        "image": launch_param(
-            "image",
-            "",
-            title="Image",
-            section="Job",
-            description="An OCI image reference, e.g. nvcr.io/nvidia/pytorch:24.05-py3",
-        ),
-        "command": launch_param(
-            "command",
-            [],
-            title="Command",
-            section="Job",
-            description='The container command, e.g. ["torchrun", "train.py"] (at most 64 '
-            "arguments of 4 KiB)",
-        ),
-        "env": launch_param(
-            "env",
-            title="Environment",
-            section="Job",
-            description="Extra variables, each value at most 32 KiB, 256 KiB in all (the "
-            "platform's NCCL/EFA/library keys and the rendezvous ones are refused)",
-        ),
-        "priority_class": launch_param(
-            "priority_class",
-            title="Priority class",
-            section="Job",
-            description="Empty, or one the catalog allows in the namespace (never system-*)",
-        ),
-        "transport_policy": launch_param(
-            "transport_policy",
-            title="On a transport mismatch",
-            section="Policy",
-            description="fail: stop the job and flag the pool; warn: alert and let it run",
-        ),
-        "max_validation_age_hours": launch_param(
-            "max_validation_age_hours",
-            title="Max validation age (hours)",
-            section="Policy",
-        ),
-    },
+    params=launch_params(fleet),
 )
 def gated_training_launch():
     gate = LaunchGateOperator(task_id="gate", retries=0)

@@ -44,12 +44,16 @@ from datetime import datetime
 
 from airflow.sdk import dag
 
-from gpufleet.airflow.assets import POOL_VALIDATED
-from gpufleet.airflow.dagkit import CLUSTER_RUNS_AT_ONCE, default_args, index, nightly_params
-from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
-from gpufleet.airflow.operators.faults import RunFaultsSetupOperator, RunFaultsTeardownOperator
-from gpufleet.airflow.operators.nightly import ValidationReportOperator, ValidationTargetsOperator
-from gpufleet.airflow.operators.remediation import NodeRemediationOperator
+from gpufleet.airflow.dagkit import (
+    CLUSTER_RUNS_AT_ONCE,
+    default_args,
+    index,
+    nightly_params,
+    nightly_validation,
+    watch,
+)
+from gpufleet.airflow.operators.faults import RunFaultsSweepOperator
+from gpufleet.airflow.operators.nightly import ValidationReportOperator
 
 fleet = index()
 
@@ -73,52 +77,13 @@ def nightly_fabric_validation():
         "pools": "{{ params.pools }}",
         "mode": "{{ params.mode }}",
     }
-    # setup: sweep faults of runs that are over, inject this run's own (its pools only);
-    # teardown: clear them, whatever happened to the run
-    inject_faults = RunFaultsSetupOperator(
-        task_id="inject_faults",
-        sim_faults="{{ params.sim_faults }}",
-        regions=scope["regions"],
-        clusters=scope["clusters"],
-        pools=scope["pools"],
-    ).as_setup()
-    clear_faults = RunFaultsTeardownOperator(task_id="clear_faults")
-    fabric_targets = ValidationTargetsOperator(task_id="fabric_targets", kind="fabric", **scope)
-    storage_targets = ValidationTargetsOperator(task_id="storage_targets", kind="storage", **scope)
-
-    fabric = FabricValidationOperator.partial(
-        task_id="validate_fabric",
-        when_busy="skip",  # another run validating the pool: its verdict stands tonight
-        max_quarantine_share="{{ params.max_quarantine_share }}",
-        tolerance="{{ params.tolerance }}",
-        max_repairs="{{ params.max_repairs }}",
-        outlets=[POOL_VALIDATED],
-        retries=1,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(fabric_targets.output)
-
-    storage = StorageValidationOperator.partial(
-        task_id="validate_storage",
-        when_busy="skip",
-        retries=1,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(storage_targets.output)
-
-    # after each pool's validation (which retested its nodes out of service): drain and repair
-    remediate = NodeRemediationOperator.partial(
-        task_id="remediate_nodes",
-        max_repairs="{{ params.max_repairs }}",
-        drain="{{ params.repair_drain }}",
-        trigger_rule="all_done",
-        retries=1,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(fabric_targets.output)
-
+    # first: remove the sim faults a killed sim_fault_drill run left behind
+    sweep_faults = RunFaultsSweepOperator(task_id="sweep_faults")
+    checks = nightly_validation(scope)
     report = ValidationReportOperator(task_id="report", trigger_rule="all_done", retries=0)
 
-    inject_faults >> fabric_targets >> storage_targets
-    fabric >> remediate
-    [remediate, storage] >> report >> clear_faults.as_teardown(setups=inject_faults)
+    sweep_faults >> checks >> report
+    watch()
 
 
 nightly_fabric_validation()

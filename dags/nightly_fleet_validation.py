@@ -6,8 +6,8 @@ the fleet, as **one `nightly_fabric_validation` run per cluster** (a cluster of 
 `[gpufleet] pools_per_run` pools, 200 by default, is split into runs of at most that many).
 
 - **plan_clusters** reads the fleet catalog, leaves out clusters not created yet and retired
-  pools (saying so), checks the `sim_faults` against the scope (one bad fault starts no run),
-  and plans the runs: run id `<this run id>--<cluster>`, the pools, and this run's settings.
+  pools (saying so), and plans the runs: run id `<this run id>--<cluster>`, the pools, and
+  this run's settings.
 - **validate_clusters** starts each run and waits for it (deferred: it costs no worker).
   A retry (its worker lost) waits for the run its first try started; it never starts a
   second one for a cluster.
@@ -15,8 +15,9 @@ the fleet, as **one `nightly_fabric_validation` run per cluster** (a cluster of 
   as they come, so a slow or failing cluster holds no other cluster's verdicts. Open a run from
   the task's *Triggered DAG* link.
 - **report** writes the fleet's report over every cluster run's verdicts (Markdown + HTML,
-  under `$AIRFLOW_HOME/gpufleet/reports/`); it fails the run when any pool failed or any
-  cluster run did not succeed. Each cluster run has alerted on its own failures already.
+  under `$AIRFLOW_HOME/gpufleet/reports/`); it fails when any pool failed. A cluster run that
+  did not succeed fails the run through the **watcher** task. Each cluster run has alerted on
+  its own failures already.
 
 What each cluster run checks (NCCL pairs, transport, Lustre, quarantine, repairs) is in
 `nightly_fabric_validation`'s own documentation and in docs/validation.md.
@@ -31,7 +32,7 @@ from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
 from gpufleet.airflow.assets import REGION_READY
-from gpufleet.airflow.dagkit import default_args, index, nightly_params, run_poll_seconds
+from gpufleet.airflow.dagkit import default_args, index, nightly_params, run_poll_seconds, watch
 from gpufleet.airflow.operators.cluster_run import ClusterRunOperator
 from gpufleet.airflow.operators.nightly import ClusterRunsOperator, ValidationReportOperator
 
@@ -59,7 +60,6 @@ def nightly_fleet_validation():
         clusters="{{ params.clusters }}",
         pools="{{ params.pools }}",
         mode="{{ params.mode }}",
-        sim_faults="{{ params.sim_faults }}",
         settings={
             "max_quarantine_share": "{{ params.max_quarantine_share }}",
             "tolerance": "{{ params.tolerance }}",
@@ -86,6 +86,7 @@ def nightly_fleet_validation():
         task_id="report", runs=plan.output, trigger_rule="all_done", retries=0
     )
     plan >> validate >> report
+    watch()
 
 
 nightly_fleet_validation()

@@ -16,7 +16,7 @@ failure resumes where it stopped.
    with API access entries.
 4. **filesystems**: the Managed Lustre / FSx for Lustre instance on the nodes' primary network.
 5. **node_pools**: GPU pools pinned to their reservation (and block), tainted
-   `gpufleet.io/unvalidated:NoSchedule` until validated.
+   `gpufleet.io/validation-pending:NoSchedule` until validated.
 6. **addons**: NIC network objects, the NCCL plugin installer or EFA/NVIDIA device plugins and the
    FSx CSI driver, Kueue and JobSet at pinned versions, the provider's Kueue Topology and a
    Kueue flavor (naming it) and queues per pool,
@@ -31,7 +31,8 @@ failure resumes where it stopped.
 
 Start with `dry_run=true`: it prints the plan (what exists, what would be created, what
 differs) and creates nothing. The **report** task writes what each step found, created or
-refused, with console links (also on each task's "Cloud console" link). See docs/onboarding.md.
+refused, with console links (also on each task's "Cloud console" link); a **watcher** fails
+the run when any step failed. See docs/onboarding.md.
 """
 
 from __future__ import annotations
@@ -40,10 +41,9 @@ from datetime import datetime
 
 from airflow.sdk import dag
 
-from gpufleet.airflow.assets import POOL_VALIDATED, REGION_READY
-from gpufleet.airflow.dagkit import SIM_FAULT_PATTERN, default_args, index, param
-from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
-from gpufleet.airflow.operators.faults import RunFaultsSetupOperator, RunFaultsTeardownOperator
+from gpufleet.airflow.assets import REGION_READY
+from gpufleet.airflow.dagkit import default_args, index, onboarding_params, validation, watch
+from gpufleet.airflow.operators.faults import RunFaultsSweepOperator
 from gpufleet.airflow.operators.onboarding import (
     OnboardingReportOperator,
     OnboardingStepOperator,
@@ -65,57 +65,12 @@ fleet = index()
     render_template_as_native_obj=True,
     tags=["gpufleet", "onboarding", "infrastructure"],
     default_args=default_args("region onboarding failed", retries=1),
-    params={
-        "region": param(
-            None,
-            type="string",
-            enum=fleet["regions"],
-            title="Region",
-            description="The catalog region to onboard",
-        ),
-        "dry_run": param(
-            False,
-            type="boolean",
-            title="Dry run",
-            description="Print the plan (what exists, would be created, differs); create nothing",
-        ),
-        "validate": param(
-            True,
-            type="boolean",
-            title="Validate",
-            description="Validate the new nodes and mark the region ready (false: the nodes "
-            "stay tainted unvalidated and the region is not ready)",
-        ),
-        "nodes_ready_timeout_minutes": param(
-            30,
-            type="number",
-            minimum=0.05,
-            maximum=1440,
-            title="Nodes Ready timeout (minutes)",
-            description="How long to wait for new nodes to become Ready; one that is not by "
-            "then stays tainted, is named, and the region is not marked ready",
-        ),
-        "sim_faults": param(
-            [],
-            type="array",
-            items={"type": "string", "pattern": SIM_FAULT_PATTERN},
-            title="Simulated faults (sim clusters only)",
-            description="cluster/pool=fault for this run only, e.g. "
-            "a3u-euw4-sim/h200-eu=capacity-short:2",
-            section="Simulation",
-        ),
-    },
+    params=onboarding_params(fleet),
 )
 def region_onboarding():
     region = {"region": "{{ params.region }}", "dry_run": "{{ params.dry_run }}"}
-    # setup: sweep faults of runs that are over, inject this run's own (its region's pools
-    # only); teardown: clear them, whatever happened to the run
-    inject_faults = RunFaultsSetupOperator(
-        task_id="inject_faults",
-        sim_faults="{{ params.sim_faults }}",
-        region="{{ params.region }}",
-    ).as_setup()
-    clear_faults = RunFaultsTeardownOperator(task_id="clear_faults")
+    # first: remove the sim faults a killed sim_fault_drill run left behind
+    sweep_faults = RunFaultsSweepOperator(task_id="sweep_faults")
     steps = {}
     for step in ("preflight", "network", "cluster", "filesystems", "node_pools", "addons"):
         steps[step] = OnboardingStepOperator(task_id=step, step=step, **region)
@@ -127,23 +82,7 @@ def region_onboarding():
     )
 
     validate = {"validate": "{{ params.validate }}"}
-    fabric_targets = OnboardingTargetsOperator(
-        task_id="fabric_targets", kind="fabric", **region, **validate
-    )
-    storage_targets = OnboardingTargetsOperator(
-        task_id="storage_targets", kind="storage", **region, **validate
-    )
-    fabric = FabricValidationOperator.partial(
-        task_id="validate_fabric",
-        outlets=[POOL_VALIDATED],
-        retries=0,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(fabric_targets.output)
-    storage = StorageValidationOperator.partial(
-        task_id="validate_storage",
-        retries=0,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(storage_targets.output)
+    checks = validation(OnboardingTargetsOperator, {**region, **validate}, retries=0)
 
     # all_done: a failed step or validation is recorded as the region's state, then fails
     release = RegionReleaseOperator(
@@ -151,7 +90,6 @@ def region_onboarding():
     )
     announce = RegionReadyAnnouncement(
         task_id="announce_ready",
-        release="{{ ti.xcom_pull(task_ids='release') }}",
         outlets=[REGION_READY],
         retries=0,
         **region,
@@ -161,7 +99,7 @@ def region_onboarding():
     )
 
     (
-        inject_faults
+        sweep_faults
         >> steps["preflight"]
         >> steps["network"]
         >> steps["cluster"]
@@ -169,12 +107,12 @@ def region_onboarding():
         >> steps["node_pools"]
         >> steps["addons"]
         >> steps["nodes_ready"]
-        >> [fabric_targets, storage_targets]
+        >> checks
+        >> release
+        >> announce  # the release branch follows it when this run made the region ready
+        >> report
     )
-    fabric_targets >> fabric
-    storage_targets >> storage
-    [fabric, storage] >> release >> announce >> report
-    report >> clear_faults.as_teardown(setups=inject_faults)
+    watch()
 
 
 region_onboarding()

@@ -9,7 +9,7 @@ the new reservation, `state: planned`).
 1. **lock**: one transition per cluster; a second is refused with the holder's run id. A rerun
    with the same pools resumes an unfinished transition at the right step.
 2. **preflight**: the new reservation exists, holds the machine type, has room for the pool.
-3. **create_new_pool** (tainted `gpufleet.io/unvalidated`, its own new Kueue flavor, its
+3. **create_new_pool** (tainted `gpufleet.io/validation-pending`, its own new Kueue flavor, its
    queue held),
    **new_pool_ready**, then the nightly validation's NCCL and Lustre checks on it. If it fails:
    rolled back (new pool deleted, the old one untouched and serving) and the run fails with the
@@ -24,7 +24,9 @@ the new reservation, `state: planned`).
    **done** prints the catalog change to commit.
 
 `action=rollback` returns to the old pool until it is deleted; `action=abandon` releases the
-lock and leaves everything as it is. Every step is recorded in the gpufleet ledger before and
+lock and leaves everything as it is. The **action** task after the lock is a branch: it follows
+that action's tasks and Airflow skips the others'. A **watcher** fails the run when any task
+failed. Every step is recorded in the gpufleet ledger before and
 after it acts. See docs/transition.md.
 """
 
@@ -32,19 +34,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import dag
+from airflow.sdk import chain, dag
 
-from gpufleet.airflow.assets import POOL_RETIRED, POOL_VALIDATED
-from gpufleet.airflow.dagkit import default_args, index, param
-from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
+from gpufleet.airflow.assets import POOL_RETIRED
+from gpufleet.airflow.dagkit import default_args, index, transition_params, validation, watch
 from gpufleet.airflow.operators.transition import (
     TransitionAbandonOperator,
+    TransitionActionBranch,
     TransitionLockOperator,
     TransitionRollbackOperator,
     TransitionStepOperator,
     TransitionTargetsOperator,
 )
-from gpufleet.domain.names import DNS1123_LABEL
 
 fleet = index()
 
@@ -72,65 +73,7 @@ AFTER_VALIDATION = (
     render_template_as_native_obj=True,
     tags=["gpufleet", "transition", "infrastructure"],
     default_args=default_args("reservation transition failed", retries=1),
-    params={
-        "cluster": param(None, type="string", enum=fleet["clusters"], title="Cluster"),
-        "old_pool": param(
-            None,
-            type="string",
-            pattern=DNS1123_LABEL.pattern,
-            maxLength=63,
-            title="Old pool",
-            description="The pool in service to retire (a catalog pool of the cluster)",
-        ),
-        "new_pool": param(
-            None,
-            type="string",
-            pattern=DNS1123_LABEL.pattern,
-            maxLength=63,
-            title="New pool",
-            description="The catalog pool declared `state: planned` on the new reservation",
-        ),
-        "action": param(
-            "run",
-            type="string",
-            enum=["run", "rollback", "abandon"],
-            title="Action",
-            description="run (a rerun resumes), rollback (until the old pool is deleted), "
-            "abandon (release the lock, leave everything as it is)",
-        ),
-        "drain_batch_size": param(
-            1,
-            type="integer",
-            minimum=1,
-            maximum=1000,
-            title="Nodes per drain batch",
-            section="Drain",
-        ),
-        "soak_minutes": param(
-            5.0,
-            type="number",
-            minimum=0,
-            maximum=1440,
-            title="Soak between batches (minutes)",
-            section="Drain",
-        ),
-        "drain_timeout_hours": param(
-            4.0,
-            type="number",
-            minimum=0,
-            maximum=720,
-            title="Drain timeout (hours)",
-            section="Drain",
-        ),
-        "on_timeout": param(
-            "wait",
-            type="string",
-            enum=["wait", "fail", "evict"],
-            title="Training jobs still running at the timeout",
-            description="wait (keep waiting, alert again every few hours), fail, or evict",
-            section="Drain",
-        ),
-    },
+    params=transition_params(fleet),
 )
 def reservation_transition():
     common = {
@@ -146,22 +89,18 @@ def reservation_transition():
         },
     }
     lock = TransitionLockOperator(task_id="lock", retries=0, **common)
+    choose = TransitionActionBranch(
+        task_id="action",
+        action="{{ params.action }}",
+        branches={
+            "run": ["preflight", "new_pool_validated"],
+            "rollback": ["rollback"],
+            "abandon": ["abandon"],
+        },
+        retries=0,
+    )
     forward = [TransitionStepOperator(task_id=t, step=s, **common) for t, s in STEPS]
-    targets = {
-        kind: TransitionTargetsOperator(task_id=f"{kind}_targets", kind=kind, **common)
-        for kind in ("fabric", "storage")
-    }
-    fabric = FabricValidationOperator.partial(
-        task_id="validate_fabric",
-        outlets=[POOL_VALIDATED],
-        retries=0,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(targets["fabric"].output)
-    storage = StorageValidationOperator.partial(
-        task_id="validate_storage",
-        retries=0,
-        map_index_template="{{ task.cluster }}/{{ task.node_pool }}",
-    ).expand_kwargs(targets["storage"].output)
+    checks = validation(TransitionTargetsOperator, common, retries=0)
     validated = TransitionStepOperator(
         task_id="new_pool_validated",
         step="new_pool_validated",
@@ -181,16 +120,11 @@ def reservation_transition():
     rollback = TransitionRollbackOperator(task_id="rollback", **common)
     abandon = TransitionAbandonOperator(task_id="abandon", retries=0, **common)
 
-    lock >> forward[0]
-    for a, b in zip(forward, forward[1:], strict=False):
-        a >> b
-    forward[-1] >> [targets["fabric"], targets["storage"]]
-    targets["fabric"] >> fabric
-    targets["storage"] >> storage
-    [fabric, storage] >> validated >> after[0]
-    for a, b in zip(after, after[1:], strict=False):
-        a >> b
-    lock >> [rollback, abandon]
+    # the action's branch: run (the steps; new_pool_validated runs whatever the validation
+    # did), rollback or abandon; Airflow skips the other actions' tasks
+    lock >> choose >> [forward[0], validated, rollback, abandon]
+    chain(*forward, checks, validated, *after)
+    watch()
 
 
 reservation_transition()

@@ -7,6 +7,7 @@ Set before anything imports Airflow: Airflow reads its configuration at import.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,9 @@ os.environ.update(
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # a signing key as long as HS512 wants (64 bytes): the one Airflow generates when none
+        # is set is 16, and PyJWT warns on every token (InsecureKeyLengthWarning)
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
         "GPUFLEET_STATE_DIR": str(_HOME / "gpufleet"),
     }
 )

@@ -36,6 +36,7 @@ def webhook():
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}", received
     server.shutdown()
+    server.server_close()
 
 
 def context(error: str) -> dict:

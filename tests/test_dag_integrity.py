@@ -64,6 +64,135 @@ def test_every_mapped_task_names_its_instances(dagbag):
         assert template, f"{dag_id}.{task.task_id}: no map_index_template"
 
 
+def test_a_dag_whose_tasks_run_after_a_failure_fails_through_its_watcher(dagbag):
+    """Airflow's ``watcher()`` idiom: where a task runs after an upstream failure (a report, a
+    release, a teardown) and can succeed, a ``one_failed`` watcher downstream of every task
+    (but setups, which Airflow allows only ``all_success`` after them) fails the run."""
+    watched = 0
+    for dag_id, dag in dagbag.dags.items():
+        lenient = [
+            t for t in dag.tasks if t.trigger_rule != "all_success" and t.task_id != "watcher"
+        ]
+        if not lenient:
+            continue
+        watched += 1
+        assert "watcher" in dag.task_dict, f"{dag_id}: {lenient[0].task_id} runs after failures"
+        watcher = dag.task_dict["watcher"]
+        assert watcher.trigger_rule == "one_failed" and watcher.retries == 0, dag_id
+        others = {t.task_id for t in dag.tasks if t is not watcher and not t.is_setup}
+        assert watcher.upstream_task_ids == others, f"{dag_id}: watcher not after every task"
+    assert watched >= 4
+
+
+def test_the_validation_sub_graph_is_one_task_group_everywhere(dagbag):
+    """Every DAG that validates pools builds the same sub-graph (``dagkit.validation``)."""
+    from gpufleet.airflow.assets import POOL_VALIDATED
+
+    validating = [d for d in dagbag.dags.values() if "validate_fabric" in d.task_dict]
+    assert {d.dag_id for d in validating} >= {
+        "nightly_fabric_validation",
+        "region_onboarding",
+        "reservation_transition",
+    }
+    for dag in validating:
+        group = dag.task_group_dict["validation"]
+        ids = {"fabric_targets", "storage_targets", "validate_fabric", "validate_storage"}
+        assert ids <= set(group.children), dag.dag_id
+        fabric = dag.task_dict["validate_fabric"]
+        assert fabric.upstream_task_ids == {"fabric_targets"}, dag.dag_id
+        assert fabric.partial_kwargs["outlets"] == [POOL_VALIDATED], dag.dag_id
+
+
+def test_a_transition_action_is_a_branch_over_every_action(dagbag):
+    """The transition's ``action`` is chosen by a branch (Airflow skips the other actions'
+    tasks), never by tasks skipping themselves: one branch per value the form allows."""
+    from airflow.sdk import BranchMixIn
+
+    dag = dagbag.dags["reservation_transition"]
+    branch = dag.task_dict["action"]
+    assert isinstance(branch, BranchMixIn) and branch.inherits_from_skipmixin
+    allowed = dag.params.get_param("action").schema["enum"]
+    assert sorted(branch.branches) == sorted(allowed)
+    for followed in branch.branches.values():
+        assert set(followed) <= branch.downstream_task_ids
+    assert "watcher" in branch.downstream_task_ids  # kept by every branch (WatchedBranchMixIn)
+
+
+DRILL = "sim_fault_drill"
+
+
+def test_sim_faults_are_in_the_sim_drills_form_and_no_production_form(dagbag):
+    """Faults are a rehearsal, not a production setting: only ``sim_fault_drill`` takes them,
+    and no other DAG's form, task or planned conf carries the field."""
+    assert "sim_faults" in dagbag.dags[DRILL].params
+    production = {d: dag for d, dag in dagbag.dags.items() if d != DRILL}
+    assert production
+    for dag_id, dag in production.items():
+        assert "sim_faults" not in dag.params, f"{dag_id}: sim_faults in a production form"
+        for task in dag.tasks:
+            fields = getattr(task, "template_fields", ())
+            assert "sim_faults" not in fields, f"{dag_id}.{task.task_id} takes sim_faults"
+            assert not hasattr(task, "sim_faults"), f"{dag_id}.{task.task_id} takes sim_faults"
+
+
+def test_the_sim_drill_injects_validates_and_clears_as_setup_and_teardown(dagbag):
+    """The drill's faults are a setup and a teardown around the nightly's own validation."""
+    dag = dagbag.dags[DRILL]
+    inject, clear = dag.task_dict["inject_faults"], dag.task_dict["clear_faults"]
+    assert inject.is_setup and clear.is_teardown and inject.task_id in clear.upstream_task_ids
+    assert dag.task_dict["fabric_targets"].upstream_task_ids == {"inject_faults"}
+    assert dag.task_dict["report"].task_id in clear.upstream_task_ids
+    nightly = dagbag.dags["nightly_fabric_validation"]
+    assert set(nightly.task_group_dict["validation"].children) == set(
+        dag.task_group_dict["validation"].children
+    )
+    # its clusters are the catalog's sim ones
+    from gpufleet.config.catalog import load_catalog
+
+    sim = {n for n, (_r, c) in load_catalog().clusters.items() if c.provider == "sim"}
+    assert sim and set(dag.params.get_param("clusters").schema["items"]["enum"]) == sim
+
+
+@pytest.mark.parametrize("sim", [True, False], ids=["sim-catalog", "no-sim-cluster"])
+def test_the_sim_drill_exists_only_where_the_sim_is_a_backend(sim, tmp_path, monkeypatch):
+    """A fleet with no ``provider: sim`` cluster has no drill DAG (and no form with faults)."""
+    import shutil
+
+    import yaml
+    from airflow.dag_processing.dagbag import DagBag
+
+    catalog = tmp_path / "fleet"
+    catalog.mkdir()
+    gke = yaml.safe_load((ROOT / "include" / "fleet-examples" / "gke-a3-ultra.yaml").read_text())
+    if sim:  # beside the sim's own file, which sets the GPU models' settings once
+        shutil.copy(ROOT / "include" / "fleet" / "sim.yaml", catalog)
+        gke.pop("gpu_models", None)
+    (catalog / "gke-a3-ultra.yaml").write_text(yaml.safe_dump(gke))
+    monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(catalog))
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert (DRILL in bag.dags) is sim
+    assert not any("sim_faults" in d.params for i, d in bag.dags.items() if i != DRILL)
+    if sim:  # the real clusters are not the drill's to validate
+
+        def clusters(dag_id: str) -> set[str]:
+            return set(bag.dags[dag_id].params.get_param("clusters").schema["items"]["enum"])
+
+        drill, every = clusters(DRILL), clusters("nightly_fabric_validation")
+        assert drill and drill < every  # the gke example's clusters are left out
+
+
+def test_every_param_is_declared_one_way(dagbag):
+    """Every form field is built by ``dagkit.param`` (the draft-07 dialect, NaN refused)."""
+    from gpufleet.airflow.dagkit import SCHEMA_DIALECT
+
+    for dag_id, dag in dagbag.dags.items():
+        for name in dag.params:
+            schema = dag.params.get_param(name).schema
+            assert schema.get("$schema") == SCHEMA_DIALECT, f"{dag_id}: param {name}"
+
+
 _PROBE = r"""
 import json, os, socket, sys
 import airflow.sdk  # Airflow's own start-up (config files) is not the DAG's business

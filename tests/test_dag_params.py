@@ -24,6 +24,7 @@ def parsed(airflow_db):
             "nightly_fabric_validation",
             "reservation_transition",
             "region_onboarding",
+            "sim_fault_drill",
         )
     }
 

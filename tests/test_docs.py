@@ -1,7 +1,7 @@
 """The docs say only what can be checked to be true, where a claim can be checked.
 
-Over README.md, CONTRIBUTING.md, CHANGELOG.md, docs/*.md and each DAG file's module docstring
-(its ``doc_md``):
+Over README.md, CONTRIBUTING.md, CHANGELOG.md, docs/*.md, docs/design/*.md and each DAG file's
+module docstring (its ``doc_md``):
 - every relative link and image exists (and a ``#anchor`` into a Markdown file is one of its
   headings);
 - every path a doc names in the repo (``plugins/``, ``gpufleet/...py``, ``bench/``,
@@ -12,7 +12,10 @@ Over README.md, CONTRIBUTING.md, CHANGELOG.md, docs/*.md and each DAG file's mod
   in it;
 - a DAG's doc_md names only tasks the DAG has (bold step names and ``the `x` task``) and does not
   say metrics are written to files (the plugin serves them at scrape time, from the ledger);
-- every ``make`` target a doc names is in the Makefile.
+- every ``make`` target a doc names is in the Makefile;
+- docs/architecture.md names every package of gpufleet and links every docs/design page;
+- the Helm values in docs/deploy.md validate against the official chart's own
+  ``values.schema.json`` at the version the page names (vendored under tests/data/helm/).
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "plugins"
 ROOT_DOCS = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")
-DOCS = [*(ROOT / name for name in ROOT_DOCS), *sorted((ROOT / "docs").glob("*.md"))]
+DESIGN_DOCS = sorted((ROOT / "docs" / "design").glob("*.md"))
+DOCS = [
+    *(ROOT / name for name in ROOT_DOCS),
+    *sorted((ROOT / "docs").glob("*.md")),
+    *DESIGN_DOCS,
+]
 DAG_FILES = sorted(p for p in (ROOT / "dags").glob("*.py") if not p.name.startswith("_"))
 
 # Named by a doc but written by a run, not kept in the repo.
@@ -359,3 +367,106 @@ def unknown_make_targets() -> list[str]:
 def test_every_make_target_a_doc_names_exists():
     assert "run" in make_targets() and "test" in make_targets()
     assert not (problems := unknown_make_targets()), "\n".join(problems)
+
+
+# --- the architecture page covers every package ---------------------------------------------
+
+
+def packages() -> list[str]:
+    """Every package of gpufleet below the top (a folder with an ``__init__.py``), as a path."""
+    top = PLUGINS / "gpufleet"
+    return sorted(str(p.parent.relative_to(top)) for p in top.glob("*/**/__init__.py"))
+
+
+def named_as_a_package(package: str, text: str) -> bool:
+    """``services/validation/`` at the start of a line or in code ticks (the tree, the table),
+    ``gpufleet/services/validation`` or ``gpufleet.services.validation``: a word in a sentence
+    (``airflow/sdk/...``) does not count."""
+    path = re.escape(package)
+    dotted = re.escape(package.replace("/", "."))
+    as_path = rf"(?:^\s*|`|gpufleet/){path}/"
+    as_module = rf"gpufleet\.{dotted}(?![\w.])|gpufleet/{path}\b"
+    return re.search(rf"{as_path}|{as_module}", text, re.M) is not None
+
+
+def test_the_architecture_page_names_every_package():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert "services/validation" in packages(), "packages() is blind: it must list subpackages"
+    missing = [p for p in packages() if not named_as_a_package(p, text)]
+    assert not missing, f"docs/architecture.md does not name the packages {missing}"
+
+
+def test_the_architecture_page_links_every_design_page():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    linked = {m.split("#")[0] for m in LINK.findall(prose(text))}
+    pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in DESIGN_DOCS)
+    assert pages, "no docs/design/*.md pages"
+    missing = [page for page in pages if page not in linked]
+    assert not missing, f"docs/architecture.md links no {missing}"
+
+
+# --- the Helm chart values in docs/deploy.md ----------------------------------------------------
+
+CHART_VERSION = re.compile(r"apache-airflow/airflow --version (\d+\.\d+\.\d+)")
+
+
+def chart_section(text: str) -> str:
+    """The section of docs/deploy.md about the official chart: its heading to the next one."""
+    m = re.search(r"^## [^\n]*apache-airflow/airflow[^\n]*\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert m, "docs/deploy.md has no '## ... apache-airflow/airflow ...' section"
+    return m.group(1)
+
+
+def chart_values() -> tuple[str, list[str]]:
+    """(the chart version the section names, each YAML block of values in it)."""
+    section = chart_section((ROOT / "docs" / "deploy.md").read_text())
+    versions = set(CHART_VERSION.findall(section))
+    assert len(versions) == 1, f"the chart section names versions {versions}: name exactly one"
+    blocks = re.findall(r"^```ya?ml\n(.*?)^```", section, re.M | re.S)
+    assert blocks, "the chart section has no ```yaml block of values"
+    return versions.pop(), blocks
+
+
+def chart_value_errors(version: str, blocks: list[str]) -> list[str]:
+    import json
+
+    import jsonschema
+    import yaml
+
+    path = ROOT / "tests" / "data" / "helm" / f"airflow-chart-{version}" / "values.schema.json"
+    assert path.is_file(), f"no vendored schema for chart {version}: {path.relative_to(ROOT)}"
+    schema = json.loads(path.read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    problems = []
+    for i, block in enumerate(blocks, 1):
+        values = yaml.safe_load(block)
+        assert isinstance(values, dict), f"YAML block {i} is not a mapping of values"
+        # The chart's schema lets unknown top-level keys through (and Helm ignores them): a
+        # misspelt section would be silently dropped, so the top level is checked here.
+        problems += [
+            f"block {i}: {key}: not a value of chart {version}"
+            for key in values
+            if key not in schema["properties"]
+        ]
+        for error in validator.iter_errors(values):
+            where_ = ".".join(map(str, error.absolute_path)) or "(top)"
+            problems.append(f"block {i}: {where_}: {error.message[:300]}")
+    return problems
+
+
+def test_deploy_chart_values_follow_the_charts_schema():
+    version, blocks = chart_values()
+    assert not (problems := chart_value_errors(version, blocks)), "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("key", "misspelt"),
+    [("replicas", "replica"), ("triggerer", "trigerer")],
+    ids=["nested, by the schema", "top level, by the test"],
+)
+def test_the_chart_check_refuses_a_misspelt_key(key, misspelt):
+    """The check can fail: the same values with one key misspelt are refused."""
+    version, blocks = chart_values()
+    text = re.sub(rf"^(\s*){key}:", rf"\1{misspelt}:", blocks[0], count=1, flags=re.M)
+    assert text != blocks[0], f"no `{key}:` key left to misspell in the first block"
+    assert any(misspelt in problem for problem in chart_value_errors(version, [text]))

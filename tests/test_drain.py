@@ -18,6 +18,7 @@ from gpufleet.services.nodes.drain import Drain, DrainSettings, DrainTimeout
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
 from gpufleet.store import Ledger
+from gpufleet.store.nodes import NodeMove
 from tests.support.clock import ManualClock
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
@@ -169,7 +170,7 @@ def repair(fleet_state):
 def walk(ledger: Ledger, node: str, *states: str) -> None:
     """Move ``node`` through ``states`` as the nightly does (a failed retest drains it)."""
     for to in states:
-        ledger.move_node(CLUSTER, POOL, node, to, reason=f"to {to}", retest_passed=False)
+        ledger.move_node(CLUSTER, POOL, node, NodeMove(to, reason=f"to {to}", retest_passed=False))
 
 
 def state(ledger: Ledger, node: str = "n1") -> str:
@@ -216,7 +217,7 @@ def test_repair_drain_names_a_pod_a_budget_keeps(repair):
 def test_pods_back_on_a_drained_node_send_it_to_drain_again(repair):
     cluster, cloud, ledger, remediation = repair
     NodeLifecycle(load_catalog().pool(CLUSTER, POOL), ledger, cluster).move(
-        "n1", NodeState.DRAINED, "drained"
+        "n1", NodeMove(NodeState.DRAINED, "drained")
     )
     cluster.pod("n1", "web-0")
     result = remediation().step("night-1")

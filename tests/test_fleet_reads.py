@@ -43,9 +43,9 @@ def test_the_readiness_tables_rows_are_the_gates_own(night):
     """The fleet-wide reads (every cluster at once, or a few clusters one by one, as the
     api-server's cache re-reads them) hold the rows the gate reads for one cluster when it
     decides a launch (``gather_facts`` without ``reads``)."""
+    from gpufleet.domain.validation_kinds import ValidationKind
     from gpufleet.services.launch.gate import GATE_KINDS, LedgerReads
     from gpufleet.services.views.fleet_cache import pools_by_cluster, read_inputs
-    from gpufleet.services.views.health import HEALTH
 
     by_cluster = pools_by_cluster(load_catalog().pools())
     ours = read_inputs(load_catalog(), night).reads
@@ -60,12 +60,14 @@ def test_the_readiness_tables_rows_are_the_gates_own(night):
     assert LedgerReads.read(night, by_cluster, named=True) == ours
     health = {
         (cluster, pool): row
-        for cluster, rows in night.latest_validations_by_cluster(by_cluster, (HEALTH,)).items()
+        for cluster, rows in night.latest_validations_by_cluster(
+            by_cluster, (ValidationKind.HEALTH,)
+        ).items()
         for (pool, _), row in rows.items()
     }
     assert health and {
         (c, pool): row for c, rows in ours.latest.items() for (pool, k), row in rows.items()
-        if k == "health"
+        if k == ValidationKind.HEALTH
     } == health  # fmt: skip
 
 

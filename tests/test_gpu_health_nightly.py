@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpufleet.backends.sim.clock import DIAG_S, HEALTH_TOOLS_S
+from gpufleet.backends.sim.run_times import DIAG_S, HEALTH_TOOLS_S
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.health.tiers import WEEKLY_LEVEL, diag_level

@@ -11,7 +11,7 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
-from tests.support.fleet import snapshot
+from tests.support.ledger_builder import LedgerBuilder
 from tests.test_metrics import at, samples
 from tests.test_ui import auth, auth_manager, rows, token  # noqa: F401 - fixtures
 
@@ -50,65 +50,41 @@ def record_night(ledger: Ledger, now: datetime) -> None:
     """Tonight: h200-a's fabric and Lustre pass (12 + 3 GPU-minutes per node) and its health
     check finds two nodes unhealthy (1.5 per node); h200-b is validated but its GPUs were never
     checked; h100-a has only a passing health check."""
-    common = {"run_id": RUN, "started_at": now - timedelta(minutes=40), "finished_at": now}
-    ledger.record_validation(
-        **common,
-        cluster=CLUSTER,
-        pool=SICK,
-        kind="fabric",
-        passed=True,
+    night = LedgerBuilder(ledger).night(
+        RUN, started_at=now - timedelta(minutes=40), finished_at=now
+    )
+    night.pool(CLUSTER, SICK).fabric(
+        True,
         transport="gib",
         expected_transport="gib",
         busbw_gbps=351.0,
         baseline_gbps=355.0,
         nodes_tested=6,
         details={"gpu_minutes": 72.0, "cost_nodes": 6, "gpu_minutes_per_node": 12.0},
-    )
-    ledger.record_validation(
-        **common,
-        cluster=CLUSTER,
-        pool=SICK,
-        kind="storage",
-        passed=True,
+    ).storage(
+        True,
         read_mb_s=19000.0,
         write_mb_s=17000.0,
         expected_mb_s=18000.0,
         details={"gpu_minutes": 18.0, "cost_nodes": 6, "gpu_minutes_per_node": 3.0},
-    )
-    ledger.record_validation(
-        **common,
-        cluster=CLUSTER,
-        pool=SICK,
-        kind="health",
-        passed=False,
+    ).health(
+        False,
         nodes_tested=6,
         reasons=[f"{node}: {entry['reasons'][0]}" for node, entry in SICK_NODES.items()],
         details=health_details(SICK_NODES, {"1": 6, "2": 1}, 9.0, 6),
     )
-    for kind in ("fabric", "storage"):
-        ledger.record_validation(
-            **common,
-            cluster=CLUSTER,
-            pool=UNCHECKED,
-            kind=kind,
-            passed=True,
-            transport="gib" if kind == "fabric" else None,
-            expected_transport="gib" if kind == "fabric" else None,
-            busbw_gbps=352.0 if kind == "fabric" else None,
-            read_mb_s=19000.0 if kind == "storage" else None,
-            details={"gpu_minutes": 8.0, "cost_nodes": 4, "gpu_minutes_per_node": 2.0},
-        )
-    ledger.record_validation(
-        **common,
-        cluster=ONLY_HEALTH[0],
-        pool=ONLY_HEALTH[1],
-        kind="health",
-        passed=True,
-        nodes_tested=5,
-        details=health_details({}, {"1": 4, "3": 1}, 5.0, 5),
+    cost = {"gpu_minutes": 8.0, "cost_nodes": 4, "gpu_minutes_per_node": 2.0}
+    night.pool(CLUSTER, UNCHECKED).fabric(
+        True,
+        transport="gib",
+        expected_transport="gib",
+        busbw_gbps=352.0,
+        details=cost,
+    ).storage(True, read_mb_s=19000.0, details=cost)
+    night.pool(*ONLY_HEALTH).health(
+        True, nodes_tested=5, details=health_details({}, {"1": 4, "3": 1}, 5.0, 5)
     )
-    for cluster, pool in ((CLUSTER, SICK), (CLUSTER, UNCHECKED), ONLY_HEALTH):
-        snapshot(cluster, pool, run_id=RUN)
+    night.nodes()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = ROOT / "Makefile"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 PRE_COMMIT = ROOT / ".pre-commit-config.yaml"
-LINTERS = ("ruff check", "ruff format --check", "lint-imports")
+LINTERS = ("ruff check", "ruff format --check", "lint-imports", "mypy")
 
 # What a fast test does not touch: each pattern with what it would bring in.
 SLOW_SIGNS = {
@@ -189,7 +190,7 @@ def test_the_hooks_run_the_venvs_ruff_and_import_linter():
     assert all(hook["language"] == "system" for hook in found), found
     commands = [hook_command(hook) for hook in found]
     for command in commands:
-        tools = [w for w in shlex.split(command) if w.endswith(("/ruff", "/lint-imports"))]
+        tools = [w for w in shlex.split(command) if w.endswith(("/ruff", "/lint-imports", "/mypy"))]
         assert tools and all(".venv/bin/" in tool for tool in tools), command
     assert any(" ruff check" in f" {c}".replace(".venv/bin/", "") for c in commands), commands
     assert any(" ruff format" in f" {c}".replace(".venv/bin/", "") for c in commands), commands
@@ -204,3 +205,17 @@ def test_the_hooks_run_the_venvs_ruff_and_import_linter():
     assert "../pyproject.toml" in lint_imports[0] and "../pyproject.toml" in make_lint_imports
     whole = [hook for hook in found if "lint-imports" in hook["entry"]]
     assert whole[0].get("pass_filenames") is False, "import-linter checks the whole package"
+
+
+def test_the_type_checker_runs_in_make_lint_and_as_a_hook_on_its_config():
+    """mypy runs bare in both (its files and settings are pyproject.toml's [tool.mypy]), so the
+    hook checks what ``make lint`` checks, never only the files a commit touches."""
+    _, lint = recipe("lint")
+    assert "$(BIN)/mypy" in lint, f"make lint does not run the venv's mypy bare: {lint}"
+    mypy = [hook for hook in hooks() if hook_command(hook).endswith("/mypy")]
+    assert [hook_command(hook) for hook in mypy] == [".venv/bin/mypy"], hooks()
+    assert mypy[0].get("pass_filenames") is False, "mypy checks [tool.mypy]'s files whole"
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert sorted(config["files"]) == ["dags", "plugins/gpufleet"], config
+    assert config["mypy_path"] == "plugins" and config["python_version"] == "3.11", config
+    assert not config.get("ignore_missing_imports"), "missing types are ignored module by module"

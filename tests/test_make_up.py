@@ -86,6 +86,7 @@ def test_stopping_the_wrapper_stops_every_process_it_started(tmp_path, stop):
                 os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
+        proc.stdout.close()
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
@@ -102,6 +103,7 @@ def test_the_host_is_passed_on_when_told_and_an_exit_of_the_command_sweeps_the_r
                 os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
+        proc.stdout.close()
 
 
 def test_airflow_reads_the_host_the_wrapper_sets(monkeypatch):

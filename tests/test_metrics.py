@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufleet.airflow.ui.metrics import make_router, router
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
-from tests.support.fleet import snapshot
-from tests.support.ledger_helpers import quarantine, unreachable_ledger_connection
+from tests.support.ledger_builder import LedgerBuilder
+from tests.support.ledger_helpers import unreachable_ledger_connection
 
 TOKEN = "s3cret-scrape-token"
 CONN = "AIRFLOW_CONN_GPUFLEET_METRICS"
@@ -63,14 +63,11 @@ def at(pool: str, cluster: str = "a3u-sim", **more) -> tuple:
 def record_night(ledger: Ledger) -> None:
     """Tonight, as the validations record it: h200-a passes, h200-b falls back to sockets
     and has a quarantined node, h100-a drifts while it passes."""
-    now = datetime.now(UTC)
-    common = {"run_id": "night-1", "started_at": now - timedelta(minutes=20)}
-    ledger.record_validation(
-        **common,
-        cluster="a3u-sim",
-        pool="h200-a",
-        kind="fabric",
-        passed=True,
+    night = LedgerBuilder(ledger).night(
+        "night-1", started_at=datetime.now(UTC) - timedelta(minutes=20)
+    )
+    night.pool("a3u-sim", "h200-a").fabric(
+        True,
         transport="gib",
         expected_transport="gib",
         busbw_gbps=351.5,
@@ -82,49 +79,31 @@ def record_night(ledger: Ledger) -> None:
             "cost_nodes": 6,
             "gpu_minutes_per_node": 2.25,
         },
-    )
-    ledger.set_pool_state("a3u-sim", "h200-a", "validated", "every pair passed", "night-1")
-    ledger.record_validation(
-        **common,
-        cluster="a3u-sim",
-        pool="h200-a",
-        kind="storage",
-        passed=True,
+    ).storage(
+        True,
         read_mb_s=19500.0,
         write_mb_s=17100.0,
         expected_mb_s=18000.0,
         nodes_tested=4,
         details={"gpu_minutes": 3.8, "cost_nodes": 6, "gpu_minutes_per_node": 0.633},
-    )
-    ledger.record_validation(
-        **common,
-        cluster="a3u-sim",
-        pool="h200-b",
-        kind="fabric",
-        passed=False,
+    ).state("validated", "every pair passed")
+    night.pool("a3u-sim", "h200-b").fabric(
+        False,
         transport="socket",
         expected_transport="gib",
         busbw_gbps=21.9,
         baseline_gbps=355.0,
         reasons=["every pair failed"],
-    )
-    ledger.set_pool_state("a3u-sim", "h200-b", "degraded", "every pair failed", "night-1")
-    quarantine(ledger, "a3u-sim", "h200-b", "a3u-sim-h200-b-3", "NIC down", "night-1")
-    ledger.record_validation(
-        **common,
-        cluster="p5-sim",
-        pool="h100-a",
-        kind="fabric",
-        passed=True,
+    ).state("degraded", "every pair failed").quarantine("a3u-sim-h200-b-3", "NIC down")
+    night.pool("p5-sim", "h100-a").fabric(
+        True,
         transport="ofi-efa",
         expected_transport="ofi-efa",
         busbw_gbps=431.0,
         baseline_gbps=480.0,
         details={"drift": [FINDING, "not a finding", {"metric": 3}]},
-    )
-    ledger.set_pool_state("p5-sim", "h100-a", "drifting", FINDING["text"], "night-1")
-    for key in ("a3u-sim/h200-a", "a3u-sim/h200-b", "p5-sim/h100-a"):
-        snapshot(*key.split("/"), run_id="night-1")  # each validation leaves its pool's nodes
+    ).state("drifting", FINDING["text"])
+    night.nodes()  # each validation leaves its pool's nodes
 
 
 def test_without_the_connection_metrics_are_refused_with_how_to_configure(client, monkeypatch):
@@ -291,11 +270,10 @@ def test_the_providers_view_of_each_subblock_beside_our_verdict(airflow_db, flee
     ledger = Ledger()
     now = datetime.now(UTC)
 
+    night = LedgerBuilder(ledger).night("night-1", started_at=now - timedelta(minutes=5))
+
     def fabric(cluster: str, pool: str, **details) -> None:
-        ledger.record_validation(
-            run_id="night-1", cluster=cluster, pool=pool, kind="fabric", passed=True,
-            started_at=now - timedelta(minutes=5), details=details,
-        )  # fmt: skip
+        night.pool(cluster, pool).fabric(True, details=details)
 
     sb1, sb2 = "block-1/block-1-sb1", "block-1/block-1-sb2"
     provider = [
@@ -354,10 +332,8 @@ def test_a_scrape_from_what_the_api_server_keeps_is_a_fresh_scrape(airflow_db, f
     assert samples(first.decode())[ready] == 1 and samples(later.decode())[ready] == 0
     age = ("gpufleet_validation_age_seconds", at("h200-a", kind="fabric"))
     assert samples(later.decode())[age] - samples(first.decode())[age] == 30 * 3600
-    ledger.record_validation(
-        run_id="night-2", cluster="a3u-sim", pool="h200-a", kind="fabric", passed=False,
-        started_at=now, finished_at=now, transport="socket", expected_transport="gib",
-    )  # fmt: skip
+    night2 = LedgerBuilder(ledger).night("night-2", started_at=now, finished_at=now)
+    night2.pool("a3u-sim", "h200-a").fabric(False, transport="socket", expected_transport="gib")
     again = scrape(now)
     assert memo.written == written + 1  # a3u-sim alone
     assert samples(again.decode())[("gpufleet_fabric_transport_ok", at("h200-a"))] == 0

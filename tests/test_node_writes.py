@@ -14,6 +14,7 @@ from gpufleet.domain.nodes import NodeState, NodeTransitionError
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.nodes.remediation import NodeRemediation
 from gpufleet.store import Ledger
+from gpufleet.store.nodes import NodeMove
 from tests.support.ledger_helpers import quarantine, release
 from tests.test_drain import CLUSTER, POOL, Cloud, pool_of, walk
 
@@ -33,7 +34,7 @@ def history(ledger: Ledger, node: str) -> list[str]:
 def test_a_first_move_starts_in_service(lifecycle):
     nodes, ledger, _ = lifecycle
     with pytest.raises(NodeTransitionError, match="from released to repairing"):
-        ledger.move_node(CLUSTER, POOL, "n0", "repairing", reason="out of nowhere")
+        ledger.move_node(CLUSTER, POOL, "n0", NodeMove("repairing", reason="out of nowhere"))
     assert ledger.node_state(CLUSTER, "n0") is None and history(ledger, "n0") == []
 
 
@@ -58,10 +59,11 @@ def test_only_a_repairing_node_is_released_as_replaced(lifecycle, fleet_state):
     assert ledger.node_state(CLUSTER, "n1")["state"] == "released"
     walk(ledger, "n2", "quarantined", "retesting", "draining")
     with pytest.raises(NodeTransitionError, match="only a repairing node the cloud replaced"):
-        nodes.move("n2", NodeState.RELEASED, "gone", replaced=True)
+        nodes.move("n2", NodeMove(NodeState.RELEASED, "gone", replaced=True))
     walk(ledger, "n3", "quarantined", "retesting", "draining", "drained", "repairing")
     with pytest.raises(NodeTransitionError, match="only a person may"):
-        nodes.move("n3", NodeState.RELEASED, "gone")  # not replaced: the machine's rule holds
+        # not replaced: the machine's rule holds
+        nodes.move("n3", NodeMove(NodeState.RELEASED, "gone"))
 
 
 def test_a_page_is_recorded_only_on_a_node_that_needs_a_person(lifecycle):
@@ -74,7 +76,7 @@ def test_a_page_is_recorded_only_on_a_node_that_needs_a_person(lifecycle):
     assert history(ledger, "n1")[-2:] == ["needs_human", "needs_human"]
     walk(ledger, "n2", "quarantined", "retesting", "draining", "drained")
     with pytest.raises(NodeTransitionError, match="stays with a new record only in"):
-        nodes.move("n2", NodeState.DRAINED, "paged", evidence={"paged": "r"}, stay=True)
+        nodes.move("n2", NodeMove(NodeState.DRAINED, "paged", evidence={"paged": "r"}, stay=True))
 
 
 def test_the_ledgers_quarantine_and_release_go_through_the_machine(lifecycle):

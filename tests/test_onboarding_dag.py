@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet.airflow.assets import REGION_READY
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import ABSENT
+from gpufleet.backends.base import ResourceStatus
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from tests.support.fleet import asset_events, get_dag, run_dag, task_states
@@ -136,7 +136,7 @@ def test_dry_run_prints_the_plan_and_creates_nothing(fleet):
     assert plan and {a["action"] for a in plan} == {"would_create"}
     assert {a["kind"] for a in plan} >= {"network", "subnet", "cluster", "node_pool", "filesystem"}
     assert cloud_rows() == []
-    assert cloud_backend(cluster()).get_cluster().status == ABSENT
+    assert cloud_backend(cluster()).get_cluster().status == ResourceStatus.ABSENT
     assert ledger().region_state(REGION) is None
     assert states["validate_fabric"] == "skipped" and states["announce_ready"] == "skipped"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.backends import cloud_backend
-from gpufleet.backends.base import ABSENT
+from gpufleet.backends.base import ResourceStatus
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.services.infrastructure.onboarding import OnboardingRefused, RegionOnboarding
@@ -39,7 +39,7 @@ def nothing_created() -> bool:
     with SimState().read() as conn:
         rows = conn.execute("SELECT kind FROM cloud WHERE cluster=?", (CLUSTER,)).fetchall()
     cloud = cloud_backend(load_catalog().cluster(CLUSTER))
-    return rows == [] and cloud.get_cluster().status == ABSENT
+    return rows == [] and cloud.get_cluster().status == ResourceStatus.ABSENT
 
 
 def test_too_few_healthy_hosts_is_refused_at_preflight_and_nothing_is_created(ledger):

@@ -23,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import overlap_campaign as campaign  # noqa: E402
+from bench import overlap_campaign as campaign
+from tests.support.fleet import short_idle_waits
+from tests.support.postgres import require_postgres
+from tests.support.procfs import open_files_under
 
-from tests.support.fleet import short_idle_waits  # noqa: E402
-from tests.support.postgres import require_postgres  # noqa: E402
-from tests.support.procfs import open_files_under  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [pytest.mark.slow]
 
@@ -68,8 +67,7 @@ def test_overlapping_and_killed_runs_keep_every_invariant(
 def test_the_invariants_see_a_broken_promise(fleet_state):
     """The checker is not blind: a run-scoped fault left behind and a second transition opened
     onto a pool already in service are both reported."""
-    from overlap_invariants import violations
-
+    from bench.overlap_invariants import violations
     from gpufleet.backends.sim.state import SimState
     from gpufleet.domain.faults import RunLease
     from gpufleet.store import Ledger
@@ -217,6 +215,7 @@ class Zygote:
             self.proc.kill()
             self.proc.wait()
         self.reader.join(timeout=5)
+        self.proc.stdout.close()
         self.log.close()
 
 
@@ -234,8 +233,7 @@ def _warm_up() -> None:
     supervisor.in_process_api_server().app._cadwyn_initialize()
     # every DAG's modules (dag.test() parses the whole folder) and the invariants (--check)
     DagBag(dag_folder=str(ROOT / "dags"))
-    import overlap_invariants  # noqa: F401
-
+    import bench.overlap_invariants  # noqa: F401
     from gpufleet.store import Ledger  # noqa: F401
 
 

@@ -115,7 +115,7 @@ def test_the_check_knocks_on_the_port_it_names(monkeypatch):
 
 
 def test_the_live_airflow_falls_back_to_sqlite_only_outside_ci(monkeypatch):
-    from tests.live import airflow_live
+    from tests.live.airflow_live import services as airflow_live
 
     dsn = f"host=127.0.0.1 port={closed_port()} user=postgres dbname=postgres connect_timeout=2"
     monkeypatch.setenv("GPUFLEET_LIVE_PG", dsn)

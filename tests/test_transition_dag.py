@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet.airflow.assets import POOL_RETIRED
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import ABSENT
+from gpufleet.backends.base import ResourceStatus
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.transition import FORWARD
@@ -147,7 +147,10 @@ def test_happy_path_moves_the_work_and_retires_the_old_pool(fleet):
     drain = steps["old_pool_drained"]["detail"]["drain"]
     assert drain["started_at"] < job_ends  # the job still ran then: the drain waited for it
     assert sorted(drain["drained"]) == sorted(f"{CLUSTER}-{OLD}-{i}" for i in range(4))
-    assert cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(OLD).status == ABSENT
+    assert (
+        cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(OLD).status
+        == ResourceStatus.ABSENT
+    )
     assert Ledger().pool_state(CLUSTER, OLD)["state"] == "retired"
     new_nodes = nodes(NEW)
     assert len(new_nodes) == 4 and all(n.free for n in new_nodes)  # validated: untainted
@@ -169,7 +172,10 @@ def test_a_new_pool_that_fails_validation_is_rolled_back(fleet):
     )
     t = last_transition()
     assert (t["state"], t["step"]) == ("rolled_back", "rolled_back")
-    assert cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(NEW).status == ABSENT
+    assert (
+        cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(NEW).status
+        == ResourceStatus.ABSENT
+    )
     old = nodes(OLD)
     assert len(old) == 4 and all(n.free for n in old)  # untouched and serving
 

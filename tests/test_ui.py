@@ -13,7 +13,6 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tests.support.fleet import snapshot
 from tests.support.ledger_helpers import unreachable_ledger_connection
 
 CLUSTER, POOL, OTHER = "a3u-sim", "h200-a", "h200-b"
@@ -43,20 +42,27 @@ def token(airflow_db, auth_manager) -> str:
 @pytest.fixture
 def ledger(airflow_db, fleet_state):
     """Five nights of h200-a (the fourth fails: fabric down, TCP), tonight's h200-b."""
-    from gpufleet.store import Ledger
-    from tests.support.ledger_helpers import quarantine
+    from tests.support.ledger_builder import LedgerBuilder
 
-    led = Ledger()
+    build = LedgerBuilder()
     now = datetime.now(UTC)
     for i in range(5):
         at = now - timedelta(days=4 - i, minutes=30)
         failed = i == 3
-        vid = led.record_validation(
-            run_id=f"scheduled__n{i}",
-            cluster=CLUSTER,
-            pool=POOL,
-            kind="fabric",
-            passed=not failed,
+        night = build.night(
+            f"scheduled__n{i}", started_at=at - timedelta(minutes=20), finished_at=at
+        )
+        pair = {
+            "pass_no": 1,
+            "node_a": "n1",
+            "node_b": "n2",
+            "passed": not failed,
+            "transport": "gib",
+            "busbw_gbps": 350.0,
+            "small_latency_us": 20.0 + i,
+        }
+        pool = night.pool(CLUSTER, POOL).fabric(
+            not failed,
             expected_transport="gib",
             transport="socket" if failed else "gib",
             busbw_gbps=21.0 if failed else 350.0 + i,
@@ -64,37 +70,20 @@ def ledger(airflow_db, fleet_state):
             nodes_tested=4,
             reasons=["NCCL used socket, expected gib"] if failed else [],
             details={"tolerance": 0.9, "gpu_minutes": 48.0, "gpu_minutes_per_node": 12.0},
-            started_at=at - timedelta(minutes=20),
-            finished_at=at,
-            pairs=[
-                {
-                    "pass_no": 1,
-                    "node_a": "n1",
-                    "node_b": "n2",
-                    "passed": not failed,
-                    "transport": "gib",
-                    "busbw_gbps": 350.0,
-                    "small_latency_us": 20.0 + i,
-                }
-            ],
+            pairs=[pair],
         )
-        assert vid
-        led.record_validation(
-            run_id=f"scheduled__n{i}",
-            cluster=CLUSTER,
-            pool=POOL,
-            kind="storage",
-            passed=True,
+        pool.storage(
+            True,
             read_mb_s=19000.0,
             write_mb_s=17000.0,
             expected_mb_s=18000.0,
             details={"gpu_minutes": 12.0, "gpu_minutes_per_node": 3.0},
             started_at=at - timedelta(minutes=5),
-            finished_at=at,
         )
-    led.set_pool_state(CLUSTER, POOL, "degraded", "fabric down", run_id="scheduled__n4")
-    quarantine(led, CLUSTER, POOL, "a3u-sim-h200-a-0", "pair below threshold", "scheduled__n3")
-    led.record_gate_decision(
+        assert all(pool.validation_ids)
+    pool.state("degraded", "fabric down")  # tonight's (scheduled__n4)
+    pool.quarantine("a3u-sim-h200-a-0", "pair below threshold", run_id="scheduled__n3")
+    build.gate_decision(
         cluster=CLUSTER,
         pools=[POOL],
         nodes=2,
@@ -103,35 +92,25 @@ def ledger(airflow_db, fleet_state):
         job="team/llm",
         run_id="manual__gate",
     )
-    led.record_validation(
-        run_id="scheduled__n4",
-        cluster=CLUSTER,
-        pool=OTHER,
-        kind="fabric",
-        passed=True,
+    tonight = night.pool(CLUSTER, OTHER)
+    tonight.fabric(
+        True,
         expected_transport="gib",
         transport="gib",
         busbw_gbps=352.0,
         baseline_gbps=355.0,
         started_at=now - timedelta(minutes=50),
         finished_at=now - timedelta(minutes=30),
-    )
-    led.record_validation(
-        run_id="scheduled__n4",
-        cluster=CLUSTER,
-        pool=OTHER,
-        kind="storage",
-        passed=True,
+    ).storage(
+        True,
         read_mb_s=19000.0,
         write_mb_s=17000.0,
         expected_mb_s=18000.0,
         started_at=now - timedelta(minutes=40),
         finished_at=now - timedelta(minutes=30),
-    )
-    led.set_pool_state(CLUSTER, OTHER, "validated", "ok", run_id="scheduled__n4")
-    for pool in (POOL, OTHER):  # each validation leaves its pool's node snapshot
-        snapshot(CLUSTER, pool)
-    return led
+    ).state("validated", "ok")
+    night.nodes()  # each validation leaves its pool's node snapshot
+    return build.ledger
 
 
 @pytest.fixture

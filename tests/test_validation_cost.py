@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufleet.backends.base import PodInfo
-from gpufleet.backends.sim.clock import NCCL_SETUP_S, run_times
 from gpufleet.backends.sim.programs import PodRun
+from gpufleet.backends.sim.run_times import NCCL_SETUP_S, run_times
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.workloads import workload_pod_templates, workload_selector
@@ -207,7 +207,7 @@ def test_the_modelled_ssh_wait_is_half_the_launchers_poll():
     counts half a poll, the poll the manifest sleeps between tries (changed together)."""
     import re
 
-    from gpufleet.backends.sim.clock import SSH_WAIT_S
+    from gpufleet.backends.sim.run_times import SSH_WAIT_S
     from gpufleet.config.paths import include_dir
 
     template = (include_dir() / "manifests/nccl-validation.yaml.j2").read_text()

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from gpufleet.airflow.triggers import WorkloadTrigger
+from tests.support.clock import ManualClock
 
 TRIGGERS = [
     WorkloadTrigger(cluster="a3u-sim", kind="JobSet", name="job-a", namespace="ml-team"),
@@ -71,28 +72,14 @@ def test_a_workload_that_is_gone_is_done(fleet_state, triggerer):
 # -- the one poll loop (PollingTrigger), on a clock the test advances -------------------------
 
 
-class SteppedClock:
-    """``now``/``sleep`` for ``PollingTrigger.clock``: sleeping advances ``now`` at once."""
-
-    def __init__(self, now: float = 1_800_000_000.0):
-        self.t = now
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
-
-
 @pytest.fixture
-def clock(monkeypatch) -> SteppedClock:
+def clock(monkeypatch) -> ManualClock:
+    """``PollingTrigger.clock``: a ``ManualClock`` (sleeping advances it at once)."""
     from gpufleet.airflow.triggers import PollingTrigger
 
-    stepped = SteppedClock()
-    monkeypatch.setattr(PollingTrigger, "clock", stepped)
-    return stepped
+    manual = ManualClock(1_800_000_000.0)
+    monkeypatch.setattr(PollingTrigger, "clock", manual)
+    return manual
 
 
 def _polls(monkeypatch, cls, *looks):
@@ -103,7 +90,7 @@ def _polls(monkeypatch, cls, *looks):
     at: list[float] = []
 
     def poll(self):
-        at.append(PollingTrigger.clock.now())
+        at.append(PollingTrigger.clock.time())
         look = looks[min(len(at), len(looks)) - 1]
         if isinstance(look, Exception):
             raise look
@@ -163,7 +150,7 @@ def test_a_workload_times_out_after_n_polls_with_no_real_waiting(clock, monkeypa
     trigger = WorkloadTrigger(
         cluster="c", kind="Job", name="j", namespace="n", poll_interval=30, timeout=100, carry=[1]
     )
-    assert trigger.started == clock.t  # the default start is the injected clock's now
+    assert trigger.started == clock.time()  # the default start is the injected clock's now
     began = time.monotonic()
     event = triggerer.first_event(trigger, timeout=10)
     assert time.monotonic() - began < 5  # 120 s on the clock; no real waiting
@@ -242,13 +229,13 @@ def test_a_settled_look_ends_the_wait_before_the_deadline(clock, monkeypatch, tr
 def test_a_wait_fires_once_its_seconds_passed_on_the_clock_and_survives_a_restart(clock, triggerer):
     from gpufleet.airflow.triggers import WaitTrigger
 
-    start = clock.now()
+    start = clock.time()
     assert triggerer.first_event(WaitTrigger(300)) == {"status": "done", "waited_s": 300.0}
-    assert clock.now() == start + 300  # waited on the clock, not the wall
+    assert clock.time() == start + 300  # waited on the clock, not the wall
 
     # made 200 s ago and rebuilt from its serialized kwargs (a triggerer restart): only the rest
     later = WaitTrigger(300)
-    clock.t += 200
+    clock.advance(200)
     clock.slept.clear()
     assert triggerer.fire(later)["status"] == "done"
     assert clock.slept == [100]

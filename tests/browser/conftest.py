@@ -4,7 +4,7 @@ The session fixture ``fleet_ui`` builds a throwaway Airflow (its own AIRFLOW_HOM
 metadata DB, sim fleet and ledger), runs two nights of the nightly DAG into it (seed_nights.py)
 and serves it with ONE component, ``airflow api-server`` (no scheduler: nothing else may add
 runs while the pages are read). The environment and the process handling come from the live
-Airflow harness (tests/live/airflow_live.py).
+Airflow harness (tests/live/airflow_live/).
 
 Without a browser the tests are skipped, and the end of the run says that only they were
 skipped and why. ``GPUFLEET_CHROMIUM`` names the Chromium executable (default: ``chromium`` or

@@ -1,20 +1,18 @@
-"""Fixtures for tests against a live Airflow (see airflow_live.py). Markers: ``slow``, ``live``."""
+"""Fixtures for tests against a live Airflow (the harness: tests/live/airflow_live/). Markers:
+``slow``, ``live``."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from airflow_live import LiveAirflow, start_airflow, venv_bin  # noqa: E402
+from tests.live.airflow_live import LiveAirflow, start_airflow, venv_bin
 
 LIVE_DAGS = Path(__file__).resolve().parent / "dags"
 REPO_DAGS = Path(__file__).resolve().parents[2] / "dags"

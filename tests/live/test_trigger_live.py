@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from airflow_live import PLUGINS_DIR, VIEWER, LiveAirflow
+
+from tests.live.airflow_live import PLUGINS_DIR, VIEWER, LiveAirflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 

@@ -19,7 +19,7 @@ from gpufleet.services.nodes.drain import DrainSettings
 from tests.support.cloud_cluster import CloudNodeController
 from tests.support.kube_emulator import KubeEmulator
 
-UNVALIDATED = {"key": "gpufleet.io/unvalidated", "value": "true", "effect": "NoSchedule"}
+UNVALIDATED = {"key": "gpufleet.io/validation-pending", "value": "true", "effect": "NoSchedule"}
 # as the cloud APIs spell the taint in a node pool / node group create
 UNVALIDATED_CLOUD = {**UNVALIDATED, "effect": "NO_SCHEDULE"}
 KUEUE = "kueue.x-k8s.io/v1beta1"

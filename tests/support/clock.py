@@ -11,6 +11,7 @@ class ManualClock:
 
     def __init__(self, start: float = 1_750_000_000.0):
         self._t = float(start)
+        self.slept: list[float] = []  # each ``sleep`` asked for, in order
 
     def time(self) -> float:
         return self._t
@@ -27,4 +28,5 @@ class ManualClock:
         self._t += seconds
 
     def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
         self.advance(max(seconds, 0.0))

@@ -71,22 +71,28 @@ DAG_TEST_FILE = "/airflow/sdk/definitions/dag.py"  # where dag.test() lives
 
 class SimTriggerClock:
     """``PollingTrigger.clock`` in tests (installed for every test by tests/conftest.py): the
-    simulated fleet's clock in this test's state file, so a trigger's poll interval, timeout
-    and wait (``WaitTrigger``) pass on the time the sim's pods, nodes and drains run on;
-    sleeping advances that clock instead of waiting."""
+    simulated fleet's clock in this test's state file (looked up at each read: the state file is
+    the test's), so a trigger's poll interval, timeout and wait (``WaitTrigger``) pass on the
+    time the sim's pods, nodes and drains run on; sleeping advances that clock instead of
+    waiting. A ``gpufleet.domain.clock.Clock``."""
 
-    def now(self) -> float:
+    @staticmethod
+    def _sim():
         from gpufleet.backends.sim.state import SimState
 
-        return SimState().clock.time()
+        return SimState().clock
 
-    async def sleep(self, seconds: float) -> None:
-        import asyncio
+    def time(self) -> float:
+        return self._sim().time()
 
-        from gpufleet.backends.sim.state import SimState
+    def now(self):
+        return self._sim().now()
 
-        SimState().clock.advance(max(seconds, 0.0))
-        await asyncio.sleep(0)
+    def monotonic(self) -> float:
+        return self._sim().time()
+
+    def sleep(self, seconds: float) -> None:
+        self._sim().advance(max(seconds, 0.0))
 
 
 def task_states(dagrun) -> dict[str, str]:

@@ -43,7 +43,7 @@ class ReservationBlocks:
         self.reports: list[dict[str, Any]] = []  # {project, zone, reservation, block, ...}
 
     # -- seeding ------------------------------------------------------------------------------
-    def add_subblock(
+    def add_subblock(  # noqa: PLR0913  the fields of one faked sub-block
         self,
         project: str,
         zone: str,

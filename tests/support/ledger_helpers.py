@@ -13,6 +13,7 @@ from sqlalchemy import insert
 
 from gpufleet.store import Ledger
 from gpufleet.store import schema as s
+from gpufleet.store.nodes import NodeMove
 
 # --- nodes: a quarantine and a release straight into the node lifecycle's tables -------------
 
@@ -26,7 +27,10 @@ def quarantine(
         return False
     evidence = {"reason": reason, "run_id": run_id}
     ledger.move_node(
-        cluster, pool, node, "quarantined", reason=reason, evidence=evidence, run_id=run_id
+        cluster,
+        pool,
+        node,
+        NodeMove("quarantined", reason=reason, evidence=evidence, run_id=run_id),
     )
     return True
 
@@ -35,11 +39,11 @@ def release(
     ledger: Ledger, cluster: str, node: str, reason: str = "released", **facts: Any
 ) -> bool:
     """Back in service (the node's state ``released``); False if it was not out of service.
-    ``facts`` are ``move_node``'s (who, the retest's result, ...)."""
+    ``facts`` are ``NodeMove``'s (who, the retest's result, ...)."""
     row = ledger.node_state(cluster, node)
     if row is None or row["state"] == "released":
         return False
-    ledger.move_node(cluster, row["pool"], node, "released", reason=reason, **facts)
+    ledger.move_node(cluster, row["pool"], node, NodeMove("released", reason=reason, **facts))
     return True
 
 

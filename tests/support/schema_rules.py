@@ -238,7 +238,7 @@ def _job_spec_problems(spec: Any, path: list[Any]) -> list[str]:
     return out
 
 
-def _jobset_rules(obj: Mapping[str, Any]) -> list[str]:
+def _jobset_rules(obj: Mapping[str, Any]) -> list[str]:  # noqa: C901  one branch per JobSet field checked
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return []

@@ -67,7 +67,7 @@ def bring_up_old_pool(cluster_name: str, old: str) -> None:
     then the old pool's Kueue flavor and queues in the cluster, as the add-ons step creates
     them."""
     from gpufleet.backends import cloud_backend, cluster_backend
-    from gpufleet.backends.base import READY
+    from gpufleet.backends.base import ResourceStatus
     from gpufleet.config.catalog import load_catalog
     from gpufleet.manifests.addons.kueue import render_pool_queues
 
@@ -76,9 +76,9 @@ def bring_up_old_pool(cluster_name: str, old: str) -> None:
     cloud = cloud_backend(cluster)
     cloud.ensure_network()
     cloud.ensure_cluster()
-    wait_for("the cluster", lambda: cloud.get_cluster().status == READY)
+    wait_for("the cluster", lambda: cloud.get_cluster().status == ResourceStatus.READY)
     cloud.ensure_node_pool(old)
-    wait_for(f"pool {old}", lambda: cloud.get_node_pool(old).status == READY)
+    wait_for(f"pool {old}", lambda: cloud.get_node_pool(old).status == ResourceStatus.READY)
     kube = cluster_backend(cluster)
     wait_for(f"pool {old}'s nodes", lambda: len(kube.list_nodes(old)) == cluster.pool(old).nodes)
     for obj in render_pool_queues(catalog.pool(cluster_name, old), list(cluster.namespaces)):

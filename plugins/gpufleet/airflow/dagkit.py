@@ -1,4 +1,5 @@
-"""What every gpufleet DAG file shares: default args, and Params built from the catalog.
+"""What every gpufleet DAG file shares: default args, each DAG's form (``<dag>_params``, every
+field a ``param``), the validation sub-graph (``validation``) and the run's ``watcher``.
 
 DAG files import this at parse time, so it does no network and no database access: the
 catalog names come from ``catalog_index()``, a small cache keyed on the catalog files.
@@ -14,7 +15,7 @@ from airflow.sdk import Param
 from gpufleet.airflow.notifiers import FleetAlertNotifier
 from gpufleet.config.catalog_index import catalog_index
 from gpufleet.domain.faults import PARAM_PATTERN
-from gpufleet.domain.names import POOL_KEY
+from gpufleet.domain.names import DNS1123_LABEL, POOL_KEY
 
 OWNER = "gpufleet-platform"
 
@@ -112,7 +113,8 @@ def param(default: Any, **schema: Any) -> Param:
                 f"a number Param needs a minimum and a maximum (infinities pass without): {schema}"
             )
         schema = {**schema, "not": NOT_NAN}
-    return Param(default, **{"$schema": SCHEMA_DIALECT}, **schema)
+    dialect: dict[str, Any] = {"$schema": SCHEMA_DIALECT}  # a keyword no identifier can name
+    return Param(default, **dialect, **schema)
 
 
 _REQUEST_DEFAULT = object()
@@ -148,7 +150,7 @@ def name_list_param(
 
 
 def nightly_params(fleet: dict[str, Any]) -> dict[str, Param]:
-    """The nightly's Params (scope, checks, node remediation, simulation), shared by the
+    """The nightly's Params (scope, checks, node remediation), shared by the
     ``nightly_fleet_validation`` planner and the ``nightly_fabric_validation`` runs it starts:
     the planner hands each run its settings under the same names. ``fleet``: ``index()``."""
     return {
@@ -215,12 +217,288 @@ def nightly_params(fleet: dict[str, Any]) -> dict[str, Param]:
             "evict them through the Eviction API",
             section="Node remediation",
         ),
-        "sim_faults": param(
+    }
+
+
+def drill_params(fleet: dict[str, Any]) -> dict[str, Param]:
+    """The ``sim_fault_drill`` form: the nightly's (``nightly_params``), its clusters the sim
+    ones only, plus ``sim_faults``: faults injected for the drill's run alone. No production
+    form has that field. ``fleet``: ``index()``."""
+    params = nightly_params(fleet)
+    params["clusters"] = name_list_param(
+        fleet["sim_clusters"], "Clusters", "Only these sim clusters (empty: every sim cluster)"
+    )
+    params["sim_faults"] = param(
+        [],
+        type="array",
+        items={"type": "string", "pattern": SIM_FAULT_PATTERN},
+        title="Simulated faults",
+        description="cluster/pool=fault for this run only, e.g. a3u-sim/h200-a=fabric-down",
+        section="Simulation",
+    )
+    return params
+
+
+def launch_params(fleet: dict[str, Any]) -> dict[str, Param]:
+    """The ``gated_training_launch`` form: each field's schema is the launch request's own
+    (``launch_param``: the one the gate checks), with the fleet's names and bounds.
+    ``fleet``: ``index()``."""
+    return {
+        "cluster": launch_param(
+            "cluster",
+            fleet["clusters"][0] if fleet["clusters"] else None,
+            title="Cluster",
+            section="Placement",
+        ),
+        "pools": launch_param(
+            "pools",
             [],
-            type="array",
-            items={"type": "string", "pattern": SIM_FAULT_PATTERN},
-            title="Simulated faults (sim clusters only)",
-            description="cluster/pool=fault for this run only, e.g. a3u-sim/h200-a=fabric-down",
-            section="Simulation",
+            title="Node pools",
+            section="Placement",
+            description="Target pools in that cluster; the job runs on the first "
+            "with enough free nodes",
+        ),
+        "nodes": launch_param("nodes", 2, title="Nodes", section="Placement"),
+        "gpus_per_node": launch_param(
+            "gpus_per_node", fleet["max_gpus"], title="GPUs per node", section="Placement"
+        ),
+        "job_name": launch_param(
+            "job_name",
+            "",
+            title="Job name",
+            description="JobSet name: lowercase letters, digits, '-'",
+            section="Job",
+        ),
+        "namespace": launch_param("namespace", "default", title="Namespace", section="Job"),
+        "image": launch_param(
+            "image",
+            "",
+            title="Image",
+            section="Job",
+            description="An OCI image reference, e.g. nvcr.io/nvidia/pytorch:24.05-py3",
+        ),
+        "command": launch_param(
+            "command",
+            [],
+            title="Command",
+            section="Job",
+            description='The container command, e.g. ["torchrun", "train.py"] (at most 64 '
+            "arguments of 4 KiB)",
+        ),
+        "env": launch_param(
+            "env",
+            title="Environment",
+            section="Job",
+            description="Extra variables, each value at most 32 KiB, 256 KiB in all (the "
+            "platform's NCCL/EFA/library keys and the rendezvous ones are refused)",
+        ),
+        "priority_class": launch_param(
+            "priority_class",
+            title="Priority class",
+            section="Job",
+            description="Empty, or one the catalog allows in the namespace (never system-*)",
+        ),
+        "transport_policy": launch_param(
+            "transport_policy",
+            title="On a transport mismatch",
+            section="Policy",
+            description="fail: stop the job and flag the pool; warn: alert and let it run",
+        ),
+        "max_validation_age_hours": launch_param(
+            "max_validation_age_hours",
+            title="Max validation age (hours)",
+            section="Policy",
         ),
     }
+
+
+def onboarding_params(fleet: dict[str, Any]) -> dict[str, Param]:
+    """The ``region_onboarding`` form. ``fleet``: ``index()``."""
+    return {
+        "region": param(
+            None,
+            type="string",
+            enum=fleet["regions"],
+            title="Region",
+            description="The catalog region to onboard",
+        ),
+        "dry_run": param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Print the plan (what exists, would be created, differs); create nothing",
+        ),
+        "validate": param(
+            True,
+            type="boolean",
+            title="Validate",
+            description="Validate the new nodes and mark the region ready (false: the nodes "
+            "stay tainted unvalidated and the region is not ready)",
+        ),
+        "nodes_ready_timeout_minutes": param(
+            30,
+            type="number",
+            minimum=0.05,
+            maximum=1440,
+            title="Nodes Ready timeout (minutes)",
+            description="How long to wait for new nodes to become Ready; one that is not by "
+            "then stays tainted, is named, and the region is not marked ready",
+        ),
+    }
+
+
+def transition_params(fleet: dict[str, Any]) -> dict[str, Param]:
+    """The ``reservation_transition`` form. ``fleet``: ``index()``."""
+    return {
+        "cluster": param(None, type="string", enum=fleet["clusters"], title="Cluster"),
+        "old_pool": param(
+            None,
+            type="string",
+            pattern=DNS1123_LABEL.pattern,
+            maxLength=63,
+            title="Old pool",
+            description="The pool in service to retire (a catalog pool of the cluster)",
+        ),
+        "new_pool": param(
+            None,
+            type="string",
+            pattern=DNS1123_LABEL.pattern,
+            maxLength=63,
+            title="New pool",
+            description="The catalog pool declared `state: planned` on the new reservation",
+        ),
+        "action": param(
+            "run",
+            type="string",
+            enum=["run", "rollback", "abandon"],
+            title="Action",
+            description="run (a rerun resumes), rollback (until the old pool is deleted), "
+            "abandon (release the lock, leave everything as it is)",
+        ),
+        "drain_batch_size": param(
+            1,
+            type="integer",
+            minimum=1,
+            maximum=1000,
+            title="Nodes per drain batch",
+            section="Drain",
+        ),
+        "soak_minutes": param(
+            5.0,
+            type="number",
+            minimum=0,
+            maximum=1440,
+            title="Soak between batches (minutes)",
+            section="Drain",
+        ),
+        "drain_timeout_hours": param(
+            4.0,
+            type="number",
+            minimum=0,
+            maximum=720,
+            title="Drain timeout (hours)",
+            section="Drain",
+        ),
+        "on_timeout": param(
+            "wait",
+            type="string",
+            enum=["wait", "fail", "evict"],
+            title="Training jobs still running at the timeout",
+            description="wait (keep waiting, alert again every few hours), fail, or evict",
+            section="Drain",
+        ),
+    }
+
+
+POOL_MAP_INDEX = "{{ task.cluster }}/{{ task.node_pool }}"  # a mapped pool task's UI label
+
+
+def validation(
+    targets: type,
+    scope: dict[str, Any],
+    *,
+    retries: int,
+    fabric: dict[str, Any] | None = None,
+    storage: dict[str, Any] | None = None,
+    remediation: dict[str, Any] | None = None,
+) -> Any:
+    """The validation sub-graph every DAG that validates pools shares, as one TaskGroup
+    (``validation``; task ids unprefixed): ``fabric_targets`` and ``storage_targets`` (a
+    ``targets`` operator, given ``kind`` and ``scope``) mapped into ``validate_fabric`` (each
+    pool's validation emits ``pool-validated``) and ``validate_storage``, each instance labelled
+    ``cluster/pool``. ``fabric``/``storage``: the validations' own arguments;
+    ``remediation``: also ``remediate_nodes`` after each pool's fabric validation (the
+    nightly's). ``group["fabric_targets"]`` and the like reach its tasks."""
+    from airflow.sdk import TaskGroup
+
+    from gpufleet.airflow.assets import POOL_VALIDATED
+    from gpufleet.airflow.operators import FabricValidationOperator, StorageValidationOperator
+
+    with TaskGroup(
+        "validation", prefix_group_id=False, tooltip="each pool: fabric (NCCL) and storage (Lustre)"
+    ) as group:
+        fabric_targets = targets(task_id="fabric_targets", kind="fabric", **scope)
+        storage_targets = targets(task_id="storage_targets", kind="storage", **scope)
+        checks = FabricValidationOperator.partial(
+            task_id="validate_fabric",
+            outlets=[POOL_VALIDATED],
+            retries=retries,
+            map_index_template=POOL_MAP_INDEX,
+            **(fabric or {}),
+        ).expand_kwargs(fabric_targets.output)
+        StorageValidationOperator.partial(
+            task_id="validate_storage",
+            retries=retries,
+            map_index_template=POOL_MAP_INDEX,
+            **(storage or {}),
+        ).expand_kwargs(storage_targets.output)
+        if remediation is not None:
+            from gpufleet.airflow.operators.remediation import NodeRemediationOperator
+
+            # after each pool's validation (which retested its nodes out of service)
+            checks >> NodeRemediationOperator.partial(
+                task_id="remediate_nodes",
+                trigger_rule="all_done",
+                retries=retries,
+                map_index_template=POOL_MAP_INDEX,
+                **remediation,
+            ).expand_kwargs(fabric_targets.output)
+    return group
+
+
+def nightly_validation(scope: dict[str, Any]) -> Any:
+    """The nightly's ``validation`` group over ``scope`` (templated regions, clusters, pools,
+    mode), with the settings of its form (``nightly_params``): a pool another run validates is
+    skipped (its verdict stands), and the nodes a pool's validation retested and failed are
+    drained and repaired. ``nightly_fabric_validation`` and ``sim_fault_drill`` run it."""
+    from gpufleet.airflow.operators.nightly import ValidationTargetsOperator
+
+    return validation(
+        ValidationTargetsOperator,
+        scope,
+        retries=1,
+        fabric={
+            "when_busy": "skip",
+            "max_quarantine_share": "{{ params.max_quarantine_share }}",
+            "tolerance": "{{ params.tolerance }}",
+            "max_repairs": "{{ params.max_repairs }}",
+        },
+        storage={"when_busy": "skip"},
+        remediation={
+            "max_repairs": "{{ params.max_repairs }}",
+            "drain": "{{ params.repair_drain }}",
+        },
+    )
+
+
+def watch() -> Any:
+    """Airflow's ``watcher()`` idiom, as its system tests write it: a task downstream of every
+    task of the DAG being defined, with trigger rule ``one_failed``, so a failed task fails the
+    run although a report or teardown after it succeeded. Call it last in the DAG function.
+    Setup tasks are the exception Airflow demands (a setup's direct downstream tasks must be
+    ``all_success``): a failed setup reaches the watcher as its tasks' ``upstream_failed``."""
+    from gpufleet.airflow.operators.common import RunWatcherOperator
+
+    watcher = RunWatcherOperator()
+    [task for task in watcher.dag.tasks if task is not watcher and not task.is_setup] >> watcher
+    return watcher

@@ -24,6 +24,7 @@ _log = logging.getLogger(__name__)
 # (inside functions: a DAG file's parse stays light). tests/test_workers.py checks the list
 # against the code.
 MODULES = (
+    "gpufleet.airflow.event_triggers",
     "gpufleet.airflow.hooks",
     "gpufleet.airflow.notifiers",
     "gpufleet.airflow.operators.cluster_run",
@@ -32,6 +33,7 @@ MODULES = (
     "gpufleet.airflow.operators.nightly",
     "gpufleet.airflow.operators.onboarding",
     "gpufleet.airflow.operators.remediation",
+    "gpufleet.airflow.operators.step_report",
     "gpufleet.airflow.operators.transition",
     "gpufleet.airflow.operators.validation",
     "gpufleet.backends.kube.cluster",
@@ -48,8 +50,11 @@ MODULES = (
     "gpufleet.services.infrastructure.transition",
     "gpufleet.services.launch.request",
     "gpufleet.services.launch.submit",
+    "gpufleet.services.nodes.admission",
     "gpufleet.services.nodes.drain",
+    "gpufleet.services.nodes.events",
     "gpufleet.services.nodes.remediation",
+    "gpufleet.services.nodes.watch_batch",
     "gpufleet.services.validation.fabric",
     "gpufleet.services.validation.fanout",
     "gpufleet.services.validation.run_faults",

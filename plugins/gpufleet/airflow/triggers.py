@@ -8,38 +8,22 @@ once) and creates nothing.
 that survives a triggerer restart), the error event and the check-before-defer helper
 (``check_now``). A subclass only says what one poll returns (``poll``), which look ends the
 wait (``settled``) and what its error and timeout events carry. Time comes from
-``PollingTrigger.clock`` (``now()`` and ``async sleep()``): tests replace it to advance time
-instead of waiting.
+``PollingTrigger.clock``, a ``gpufleet.domain.clock.Clock`` (the system clock; tests install one
+they advance), waited on through ``domain.clock.sleep_async``; the clock is not a kwarg, so a
+trigger serializes as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar, Protocol
+from functools import partial
+from typing import Any, ClassVar
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from gpufleet.domain.clock import SYSTEM_CLOCK, Clock, sleep_async
 from gpufleet.errors import TransientBackendError
-
-
-class Clock(Protocol):
-    """Where a poll loop's time comes from: ``now()`` a UNIX time, ``sleep()`` awaits."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class WallClock:
-    """The real clock: ``time.time()`` and ``asyncio.sleep``."""
-
-    def now(self) -> float:
-        return time.time()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 class PollingTrigger(BaseTrigger):
@@ -49,7 +33,7 @@ class PollingTrigger(BaseTrigger):
     wait with, or None), ``_own_kwargs`` (their serialized kwargs), ``timed_out`` (the timeout
     event) and, if more than ``carry``, ``event_base`` (what every error event carries)."""
 
-    clock: ClassVar[Clock] = WallClock()
+    clock: ClassVar[Clock] = SYSTEM_CLOCK
 
     def __init__(
         self,
@@ -61,7 +45,7 @@ class PollingTrigger(BaseTrigger):
         super().__init__()
         self.poll_interval = poll_interval
         self.timeout = timeout
-        self.started = started if started is not None else self.clock.now()
+        self.started = started if started is not None else self.clock.time()
         self.carry = carry
 
     # -- what a subclass says -------------------------------------------------------------
@@ -125,10 +109,10 @@ class PollingTrigger(BaseTrigger):
                 if event is not None:
                     yield TriggerEvent(event)
                     return
-            if self.clock.now() - self.started > self.timeout:
+            if self.clock.time() - self.started > self.timeout:
                 yield TriggerEvent(self.timed_out(last))
                 return
-            await self.clock.sleep(self.poll_interval)
+            await sleep_async(self.clock, self.poll_interval)
 
 
 class WaitTrigger(BaseTrigger):
@@ -140,7 +124,7 @@ class WaitTrigger(BaseTrigger):
     def __init__(self, seconds: float, until: float | None = None):
         super().__init__()
         self.seconds = float(seconds)
-        self.until = float(until) if until is not None else PollingTrigger.clock.now() + seconds
+        self.until = float(until) if until is not None else PollingTrigger.clock.time() + seconds
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -149,8 +133,8 @@ class WaitTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while (left := self.until - PollingTrigger.clock.now()) > 0:
-            await PollingTrigger.clock.sleep(left)
+        while (left := self.until - PollingTrigger.clock.time()) > 0:
+            await sleep_async(PollingTrigger.clock, left)
         yield TriggerEvent({"status": "done", "waited_s": self.seconds})
 
 
@@ -271,7 +255,7 @@ class CloudResourcesTrigger(PollingTrigger):
     def poll(self) -> dict[str, Any]:
         """Every resource's status now; ``status`` set when the wait is over."""
         from gpufleet.backends import cloud_backend, cluster_backend
-        from gpufleet.backends.base import ABSENT, ERROR, READY
+        from gpufleet.backends.base import ResourceStatus
         from gpufleet.config.catalog import load_catalog
         from gpufleet.services.infrastructure.onboarding import resource_status
 
@@ -282,7 +266,7 @@ class CloudResourcesTrigger(PollingTrigger):
             cluster = catalog.cluster(cluster_name)
             try:
                 status, note = resource_status(
-                    cloud_backend(cluster), lambda c=cluster: cluster_backend(c), kind, name
+                    cloud_backend(cluster), partial(cluster_backend, cluster), kind, name
                 )
             except TransientBackendError as exc:
                 status, note = "UNKNOWN", str(exc)
@@ -290,10 +274,12 @@ class CloudResourcesTrigger(PollingTrigger):
             if note:
                 notes.append(note)
         base = {"statuses": statuses, "notes": notes, "carry": self.carry}
-        failed = [k for k, v in statuses.items() if v in (ERROR, ABSENT)]
+        failed = [
+            k for k, v in statuses.items() if v in (ResourceStatus.ERROR, ResourceStatus.ABSENT)
+        ]
         if failed:
             return {**base, "status": "failed", "message": f"{', '.join(failed)}: failed"}
-        if all(v == READY for v in statuses.values()):
+        if all(v == ResourceStatus.READY for v in statuses.values()):
             return {**base, "status": "ready"}
         return base
 

@@ -1,20 +1,8 @@
 """Backends behind two protocols; which one a cluster uses is data in the catalog.
 
-``cluster_backend(cluster)`` and ``cloud_backend(cluster)`` build the backend the catalog
-names: ``provider: sim`` -> the simulated fleet; ``gke``/``eks`` -> the cloud through
-``gke/`` (google-cloud-container/-compute/-lustre) or ``eks/`` (boto3), and the cluster through
-the Kubernetes client: with the cluster's KubernetesHook connection when the catalog names one,
-else with credentials the cloud backend obtains (a cluster onboarding has just created). Either
-comes wrapped in the retry rule of ``backends/retry.py`` (tenacity: 429, 5xx and dropped
-connections retried with backoff, Retry-After honoured; anything else surfaces at once).
-
-Here: ``base.py`` (the protocols and the data they exchange), ``topology_api.py`` (the
-provider's view of a pool's sub-blocks, which ``CloudBackend`` includes), ``retry.py`` (the
-retry rule), ``faults.py`` (fault injection, which only the simulated fleet takes), ``sim/``
-(the simulated fleet), ``kube/`` (a real cluster through the official client), ``gke/`` and
-``eks/`` (the clouds' control planes). Backends may import ``domain``, ``config`` and
-``errors``, and the providers' hooks for connections; never ``services``, ``manifests``,
-``store`` or the Airflow layer.
+``cluster_backend(cluster)`` and ``cloud_backend(cluster)`` build it, wrapped in the retry rule.
+May import ``domain``, ``config``, ``errors`` and the providers' hooks; never ``services``,
+``manifests``, ``store`` or the Airflow layer. Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations

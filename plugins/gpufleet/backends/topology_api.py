@@ -2,40 +2,7 @@
 cloud says about each sub-block (rack) the pool's machines sit in, and how a bad sub-block is
 reported to it.
 
-``ProviderTopology`` is part of ``CloudBackend`` (``base.py`` inherits it); every backend
-implements both calls:
-
-- ``subblock_health(pool)``: one ``SubBlockHealth`` per sub-block of the pool, keyed as the
-  nodes' labels key it (``gpufleet.domain.topology.Place.key``: ``<block>/<sub-block>``), so a
-  verdict on a sub-block and the provider's health of it meet on one key.
-- ``report_faulty_subblock(pool, key, reason, dry_run)``: tell the provider a sub-block of the
-  pool's reservation is faulty, where the provider has such a call, as an "ensure" returning an
-  ``Ensured`` of kind ``subblock_report`` named ``key``: ``created`` (the report was sent; its
-  operation runs: status UPDATING), ``found`` (a report of it is already under way: nothing
-  sent), ``would_create`` (``dry_run``), or ``unsupported`` (the provider has no such call:
-  nothing sent, status ABSENT, ``detail["why"]`` says so and what to do instead). A key that is
-  not a sub-block of the pool's reservation is refused (``BackendError``) before any write.
-
-- ``reservation_health(pool)``: a ``ReservationHealth``, the same sub-blocks read from the
-  pool's reservation alone (its block, when the catalog pins one), so the pool need not exist:
-  what onboarding's preflight reads before it creates anything. Where the provider reports no
-  host health before instances run (EKS), ``subblocks`` is None and ``why`` says so.
-
-Per provider (details in each backend's module and in docs/topology.md, "The provider's view"):
-
-- GKE (``gke/subblocks.py``): Compute Engine ``reservationBlocks`` and ``reservationSubBlocks``
-  of the pool's reservation, with ``healthInfo``; ``reservationSubBlocks.reportFaulty``. The
-  node labels hold the sub-block's ``physicalTopology`` ids, not its API name. Both reads are
-  of the reservation: ``reservation_health`` is ``subblock_health``'s sub-blocks.
-- EKS (``eks/topology.py``): EC2 ``DescribeCapacityReservationTopology`` and
-  ``DescribeInstanceTopology`` (hosts per network node) with the instances' EC2 system status
-  checks; EC2 has no call to report a faulty network node or rack: ``unsupported``. Before
-  launch EC2 gives the reservation's network nodes only: ``reservation_health`` carries them
-  in ``detail`` and no sub-blocks.
-- the simulated fleet (``sim/provider_topology.py``): its own topology model, degraded by a
-  ``subblock-down`` fault; a report is recorded in its state. ``reservation_health`` lays the
-  reservation's hosts out in racks as its nodes would be (an EKS-like cluster: no sub-blocks,
-  as EKS).
+Design: docs/design/topology.md.
 """
 
 from __future__ import annotations
@@ -43,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpufleet.backends.ensured import Ensured
+from gpufleet.backends.ensured import EnsureAction, Ensured
 
 # A sub-block's health as the provider reports it (GKE ``healthInfo.healthStatus``; EKS and the
 # sim: DEGRADED when any of its hosts is).
@@ -53,7 +20,7 @@ UNKNOWN = "UNKNOWN"  # the provider reports no health for it (GKE HEALTH_STATUS_
 HEALTH_STATUSES = (HEALTHY, DEGRADED, UNKNOWN)
 
 REPORT_KIND = "subblock_report"  # Ensured.kind of report_faulty_subblock
-UNSUPPORTED = "unsupported"  # Ensured.action: the provider has no call to report a sub-block
+UNSUPPORTED = EnsureAction.UNSUPPORTED  # Ensured.action: no call to report a sub-block
 
 
 @dataclass(frozen=True)

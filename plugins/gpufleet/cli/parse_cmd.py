@@ -1,19 +1,6 @@
 """``gpufleet parse``: read benchmark output and NCCL logs, print what they say as JSON.
 
-    gpufleet parse nccl-tests FILE   # nccl-tests text or -J JSON
-    gpufleet parse nccl-log FILE     # NCCL_DEBUG=INFO output: transport, GDRDMA, version, ranks
-    gpufleet parse fio FILE          # fio --output-format=json
-    gpufleet parse ior FILE          # IOR text report
-    gpufleet parse dcgm FILE         # dcgmi diag output (-j JSON or the text table)
-    gpufleet parse xid FILE          # kernel log (dmesg / journalctl -k): NVRM Xid events
-    gpufleet parse nvidia-smi FILE   # nvidia-smi -q -d ROW_REMAPPER,ECC: remapped rows, ECC
-    gpufleet parse nvlink FILE       # nvidia-smi nvlink -e: NVLink error counters per link
-
-FILE may be ``-`` for stdin. Each result carries ``problems`` (what was refused and why; empty
-for clean output), nccl-tests runs also ``invalid_rows`` (result lines refused, never counted as
-figures). Input holding nothing recognisable, JSON no benchmark writes (non-finite numbers, huge
-integers, deep nesting), binary, empty or unreadable input, a directory or a missing file exits
-2 with a one-line reason, never a traceback.
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from gpufleet.domain.fleet import (
     Region,
 )
 from gpufleet.domain.fleet_rules import region_problems
+from gpufleet.domain.remediation import RemediationPolicy
 from gpufleet.errors import CatalogError
 
 __all__ = [
@@ -129,9 +130,16 @@ def catalog_problems(path: Path) -> tuple[list[Region], list[tuple[str, str]]]:
 
 def _file_problems(path: Path) -> tuple[list[Region], dict[str, GpuModel], list[tuple[str, str]]]:
     """:func:`catalog_problems`, with the file's ``gpu_models`` (empty when it has problems)."""
+    return _file_parts(path)[:3]
+
+
+def _file_parts(
+    path: Path,
+) -> tuple[list[Region], dict[str, GpuModel], list[tuple[str, str]], RemediationPolicy | None]:
+    """:func:`_file_problems`, with the file's ``remediation`` settings (None: unset)."""
     data = _read_file(path)
     if not isinstance(data, dict):
-        return [], {}, [("", "expected a mapping with a 'regions' list at the top")]
+        return [], {}, [("", "expected a mapping with a 'regions' list at the top")], None
     try:
         parsed = CatalogFile.model_validate(data)
     except ValidationError as exc:
@@ -148,13 +156,13 @@ def _file_problems(path: Path) -> tuple[list[Region], dict[str, GpuModel], list[
                 )
             )
         ]
-        return [], {}, [_pydantic_problem(err) for err in errors]
+        return [], {}, [_pydantic_problem(err) for err in errors], None
     problems: list[tuple[str, str]] = []
     for index, region in enumerate(parsed.regions):
         problems += region_problems(region, f"regions[{index}].")
     if problems:
-        return [], {}, problems
-    return list(parsed.regions), dict(parsed.gpu_models), problems
+        return [], {}, problems, None
+    return list(parsed.regions), dict(parsed.gpu_models), problems, parsed.remediation
 
 
 def parse_catalog_file(path: Path) -> list[Region]:
@@ -168,9 +176,11 @@ def parse_catalog_file(path: Path) -> list[Region]:
     return regions
 
 
-def _scan(
+def _scan_all(
     files: list[Path],
-) -> tuple[dict[str, Region], dict[str, Path], list[str], dict[str, GpuModel]]:
+) -> tuple[
+    dict[str, Region], dict[str, Path], list[str], dict[str, GpuModel], RemediationPolicy | None
+]:
     """Regions by name, the file each came from, every problem found, one line each
     (``file: path: message``), including the cross-file rules (unique region and cluster
     names, a GPU model's settings in one file only), and the ``gpu_models`` of every file."""
@@ -180,12 +190,22 @@ def _scan(
     regions: dict[str, Region] = {}
     sources: dict[str, Path] = {}
     clusters: dict[str, Path] = {}
+    remediation: RemediationPolicy | None = None
+    remediation_file: Path | None = None
     for path in files:
         try:
-            found, file_models, problems = _file_problems(path)
+            found, file_models, problems, file_remediation = _file_parts(path)
         except CatalogError as exc:
             lines.append(str(exc))
             continue
+        if file_remediation is not None:
+            if remediation_file is not None:
+                lines.append(
+                    f"{path}: remediation: the fleet's remediation settings are also set in "
+                    f"{remediation_file}: set them in one file"
+                )
+            else:
+                remediation, remediation_file = file_remediation, path
         for name, settings in file_models.items():
             key = name.strip().upper()
             if key in model_files:
@@ -212,12 +232,12 @@ def _scan(
                 clusters.setdefault(cluster.name, path)
             regions[region.name] = region
             sources[region.name] = path
-    return regions, sources, lines, models
+    return regions, sources, lines, models, remediation
 
 
 def check_catalog_files(files: list[Path]) -> list[str]:
     """Every problem of a set of catalog files, one line each; empty when they are sound."""
-    return _scan(files)[2]
+    return _scan_all(files)[2]
 
 
 _loaded: dict[str, tuple[list, Catalog]] = {}
@@ -240,10 +260,10 @@ def load_catalog(directory: Path | str | None = None) -> Catalog:
 
 
 def _load(files: list[Path]) -> Catalog:
-    regions, sources, lines, models = _scan(files)
+    regions, sources, lines, models, remediation = _scan_all(files)
     if lines:
         more = f" (and {len(lines) - 1} more problems)" if len(lines) > 1 else ""
         raise CatalogError(lines[0] + more)
     if not regions:
         raise CatalogError(f"fleet catalog folder {catalog_dir()} holds no regions")
-    return Catalog(regions, sources, models)
+    return Catalog(regions, sources, models, remediation)

@@ -33,10 +33,18 @@ def build_index(catalog) -> dict[str, Any]:
     return {
         "regions": sorted(catalog.regions),
         "clusters": sorted(catalog.clusters),
+        # the sim's clusters: sim_fault_drill exists only where there is one
+        "sim_clusters": sorted(
+            name for name, (_region, c) in catalog.clusters.items() if c.provider == "sim"
+        ),
         "pool_names": sorted({ref.pool.name for ref in refs}),
         "max_nodes": max((ref.pool.nodes for ref in refs), default=1),
         "max_gpus": max((ref.pool.gpu.count for ref in refs), default=1),
     }
+
+
+# what build_index returns changed (a cache from an older gpufleet lacks a name): rebuilt
+INDEX_VERSION = 2
 
 
 def _shared(index: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +58,7 @@ def catalog_index(directory: Path | str | None = None) -> dict[str, Any]:
     cache = state_dir() / "catalog-index.json"
     try:
         cached = json.loads(cache.read_text())
-        if cached.get("fingerprint") == stamp:
+        if cached.get("fingerprint") == stamp and cached.get("version") == INDEX_VERSION:
             return _shared(cached["index"])
     except (OSError, ValueError, KeyError):
         pass
@@ -60,7 +68,7 @@ def catalog_index(directory: Path | str | None = None) -> dict[str, Any]:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"fingerprint": stamp, "index": index}))
+        tmp.write_text(json.dumps({"fingerprint": stamp, "version": INDEX_VERSION, "index": index}))
         tmp.replace(cache)
     except OSError:  # a read-only deployment still works, just slower
         pass

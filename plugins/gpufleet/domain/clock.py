@@ -1,16 +1,24 @@
 """The one notion of time the product reads: a ``Clock``.
 
-Everything that measures time (the simulated fleet's delays and fault leases, a drain's soak
-and timeout) asks a ``Clock`` instead of ``time.time()``, so tests advance time instead of
-sleeping. ``SystemClock`` is the real one. The simulated fleet's clock
-(``gpufleet.backends.sim.state.SimClock``) is the system clock plus an offset kept in the sim's
-state file, so every Airflow task process sees the same simulated time; tests use an
-in-memory one (``tests/support/clock.py``). (The triggers' poll loops have their own, async, clock:
-``gpufleet.airflow.triggers.PollingTrigger.clock``.)
+Everything that measures or records time asks a ``Clock`` instead of ``time.time()`` or
+``datetime.now()``: the simulated fleet's delays and fault leases, a drain's soak and timeout,
+the triggers' poll intervals, timeouts and waits, the ledger's timestamps and the ages read
+from them. ``SystemClock`` (``SYSTEM_CLOCK``) is the real one, chosen by the entry points (the
+operators, the CLI, the UI app) and injected from there: the ledger takes one at construction
+(``Ledger(clock=...)``), the services read the ledger's or the backend's; ``store/`` and
+``services/`` never read the wall clock themselves (``tests/architecture/test_clock.py``).
+
+The simulated fleet's clock (``gpufleet.backends.sim.sim_clock.SimClock``) is the system clock
+plus an offset kept in the sim's state file, so every Airflow task process sees the same
+simulated time; tests use an in-memory one (``tests/support/clock.py``). The triggers' poll
+loops run on the same clocks (``gpufleet.airflow.triggers.PollingTrigger.clock``): an event
+loop waits through ``sleep_async``, which awaits the system clock and lets any other clock
+sleep off the loop (a frozen test clock just advances).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time as _time
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -48,3 +56,14 @@ class SystemClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+async def sleep_async(clock: Clock, seconds: float) -> None:
+    """Let ``seconds`` pass on ``clock`` without blocking the event loop: the system clock is
+    awaited (``asyncio.sleep``); any other clock sleeps in a worker thread (a frozen sim clock
+    or a test's clock advances at once, a running sim clock waits on the system clock)."""
+    seconds = max(seconds, 0.0)
+    if isinstance(clock, SystemClock):
+        await asyncio.sleep(seconds)
+    else:
+        await asyncio.to_thread(clock.sleep, seconds)

@@ -1,28 +1,6 @@
 """Drift: a pool's figures moving away from its own recent history while they still pass.
 
-Pure domain code. A threshold verdict catches a pool that is already bad; drift catches one
-that is getting worse. Each metric of a pool is judged against the pool's own passing nights
-before tonight (oldest first):
-
-- **history**: the median of the last ``WINDOW`` (14) passing nights. With fewer than
-  ``MIN_NIGHTS`` (7) the metric is not judged, and the check says so.
-- **noise**: the robust spread of the last ``NOISE_WINDOW`` (28) passing nights (the 14 when
-  there are no more): Rousseeuw and Croux's Qn, which estimates the standard deviation of
-  normal noise without being dragged by odd nights, and wobbles less than the MAD on a few
-  weeks of nights. Never below ``floor`` x the median (per metric: a history of
-  near-identical nights must not make a hair's move count).
-- **level**: tonight is more than ``LEVEL_K`` (4.5) noises beyond the median, on the
-  metric's bad side (lower bandwidth or throughput, higher latency).
-- **trend**: the mean of tonight and the ``TREND_NIGHTS`` - 1 (3) nights before it is more than
-  ``TREND_K`` (4) standard errors (noise / sqrt(4)) beyond the median of the history before
-  those nights, and tonight itself is beyond that limit too (one awful night followed by good
-  ones is not a trend). A slow decay drags its own median and noise along, so it may never jump
-  ``LEVEL_K`` noises in one night; judged against the nights before it began, a few bad
-  nights in a row stand out early.
-
-Either rule flags the metric. The figures (tonight, median, noise, the limit crossed) travel in
-a ``DriftFinding`` with a one-line ``text()``. The constants are tuned on the simulated fleet's
-documented noise (``tests/test_drift.py``; docs/validation.md "Drift" has the figures).
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations
@@ -30,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -231,7 +209,7 @@ def check_drift(name: str, history: Sequence[float], latest: float) -> DriftChec
 
 
 def check_pool(
-    histories: dict[str, Sequence[float]], tonight: dict[str, float | None]
+    histories: Mapping[str, Sequence[float]], tonight: Mapping[str, float | None]
 ) -> list[DriftCheck]:
     """Every metric of ``tonight`` that has a figure (None: the metric was not measured),
     judged against its history (``histories[name]``; missing: no history)."""

@@ -1,64 +1,7 @@
 """The simulated fleet's fault vocabulary: what can be injected, how a fault is written, and the
 one parser that reads it. Pure: no I/O.
 
-The catalog check (``sim.faults``), the CLI (``gpufleet sim inject``), the nightly DAG's
-``sim_faults`` Param and the sim backend all read a fault through ``parse_fault``, which
-returns a typed ``Fault`` or raises a ``FaultError`` whose message is one line saying what is
-wrong and how to write it. Grammar (arguments in brackets are optional):
-
-==============================  ===============================================================
-``fabric-down[:busbw=GBPS]``    the pool's RDMA fabric is down: pods get TCP sockets; ``busbw``
-                                (> 0) sets the socket bus bandwidth the sim then reports
-``bad-node:<node>[:nic]``       a degraded node drags its pairs' bandwidth down; with ``:nic``
-                                its RDMA NIC is down, so its pods fall back to sockets
-``lustre-slow[:FACTOR]``        the filesystem delivers FACTOR (0 < FACTOR < 1) of its tier
-``capacity-short[:N]``          the pool's reservation has N (>= 1) fewer machines (half if
-                                no N is given)
-``api-errors:RATE[:after=N]``   that share (0 < RATE <= 1) of API calls fail with a 503; with
-                                ``after=N``, only once N calls went through since the fault was
-                                put in force (an API that starts failing midway)
-``not-ready:<node>``            the node never becomes Ready (onboarding reports it by name)
-``drift:<PERCENT>``             the pool's RDMA bus bandwidth decays by PERCENT (0 < PERCENT
-                                < 100) per night, compounding, from the first night after the
-                                fault was put in force (a night: one fabric validation run of
-                                the pool); Lustre and latency are untouched
-``subblock-down:<sub-block>``   the sub-block's (rack's) uplink is bad: every pair crossing it
-                                (one node inside, one outside) is slow; pairs inside it are fine
-``block-slow:<block>``          the block's spine is slow: every pair between it and another
-                                block is slow; pairs inside it are fine
-``xid:<node>:<CODE>``           one of the node's GPUs logs NVIDIA Xid CODE (1..999) in its
-                                kernel log
-``row-remap-pending:<node>``    one GPU had an uncorrectable memory error and its row remap
-                                waits for a GPU reset
-``row-remap-failed:<node>``     one GPU had an uncorrectable memory error it could not remap
-``ecc-dbe:<node>``              one GPU counts uncorrectable (double-bit) ECC errors that no row
-                                remap explains
-``nvlink-down:<node>``          one GPU's NVLink is down (and logs Xid 74)
-``thermal-throttle:<node>``     the node's GPUs throttle for heat: a slow node, whose pairs'
-                                bandwidth drops as a ``bad-node``'s does
-``dcgm-internal-error:<node>``  ``dcgmi diag``: a test fails with DCGM's internal-error warning
-                                (``DCGM_FR_INTERNAL``) while every GPU's result under it passes
-``dcgm-skip-all:<node>``        ``dcgmi diag``: every test Skip (nothing ran)
-``dcgm-fail-all:<node>``        ``dcgmi diag`` prints DCGM 3.x's text table, a test ``Fail - All``
-``dcgm-in-use:<node>``          ``dcgmi diag`` answers DCGM_ST_IN_USE (another diagnostic holds
-                                the GPUs) and prints no result, for ``IN_USE_HOLD_S`` after the
-                                fault was put in force; a catalog fault holds them for good
-``dcgm-truncated:<node>``       ``dcgmi diag``'s JSON and ``nvidia-smi -q`` end mid-document
-``dcgm-hang:<node>``            ``dcgmi diag`` hangs past its timeout: killed, exit status 124
-==============================  ===============================================================
-
-The GPU faults (``xid`` to ``thermal-throttle``, :data:`GPU_FAULT_KINDS`) are what the node's
-own health tools report; the sim writes them in the real tools' output. The DCGM faults
-(``dcgm-*``, :data:`DCGM_FAULT_KINDS`) are not hardware: the node's GPUs are sound, but its
-``dcgmi diag`` run says so in one of DCGM's failure dialects, so that a check that could not run
-is exercised; they show in no other tool. A reboot of the node
-clears those of :data:`REBOOT_CLEARS`; a host repair clears every fault naming the node.
-
-Numbers must be finite: ``nan``, ``inf`` and negative values are refused.
-
-A fault is standing (the catalog's), lasts until cleared (``cli``), or belongs to one DAG run
-(``run:<dag id>/<run id>``, a ``RunLease``): such a fault is in force at most for its lease,
-and is swept as soon as its run is no longer alive.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
@@ -254,7 +197,7 @@ def _number(text: str, spec: str, what: str, example: str) -> float:
     return value
 
 
-def parse_fault(text: str) -> Fault:
+def parse_fault(text: str) -> Fault:  # noqa: C901  one branch per fault kind of the grammar
     """Read one fault (``bad-node:n1:nic``, ``lustre-slow:0.3`` ...) into a ``Fault``.
 
     Raises ``FaultError`` (one line) for an unknown kind, a missing or malformed argument, or

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from gpufleet.domain.inputs import Flag, shown
 from gpufleet.domain.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
+from gpufleet.domain.remediation import Profile, RemediationPolicy
 from gpufleet.errors import CatalogError
 
 # Upper bounds on every size in the catalog. They are far above any real GPU fleet (a GKE node
@@ -166,7 +167,13 @@ class NodePool(_Model):
     burn_in: Flag = Field(
         default=False,
         description="true: dcgmi diag level 4 (NVIDIA's burn-in, 1.5 to 2 hours) at the first "
-        "GPU health check of a new node (one still tainted gpufleet.io/unvalidated)",
+        "GPU health check of a new node (one still tainted gpufleet.io/validation-pending)",
+    )
+    profile: Profile = Field(
+        default="remediate",
+        description="what the machine may do to this pool's failing nodes (docs/remediation.md): "
+        "observe (record only), quarantine (quarantine and retest, never drain, reboot or "
+        "repair), remediate (the whole ladder)",
     )
 
     @property
@@ -396,6 +403,11 @@ class CatalogFile(_Model):
         description="dcgmi diag settings per GPU model (the pools' gpu.model), e.g. "
         "{B200: {dcgm_max_level: 1}}",
     )
+    remediation: RemediationPolicy | None = Field(
+        default=None,
+        description="the fleet's remediation ladder, breakers and dry run (docs/remediation.md); "
+        "set in one catalog file at most (unset: the defaults)",
+    )
 
     @field_validator("gpu_models")
     @classmethod
@@ -457,8 +469,10 @@ class Catalog:
         regions: dict[str, Region],
         sources: dict[str, Any],
         gpu_models: dict[str, GpuModel] | None = None,
+        remediation: RemediationPolicy | None = None,
     ):
         self.regions = regions
+        self.remediation = remediation or RemediationPolicy()  # the fleet's (docs/remediation.md)
         self.sources = sources  # region name -> file it came from
         # GPU model (upper case) -> its dcgmi diag settings, from every file's gpu_models
         self.gpu_models = {_model_key(k): v for k, v in (gpu_models or {}).items()}

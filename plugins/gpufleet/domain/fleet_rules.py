@@ -19,7 +19,7 @@ PROVIDER_TRANSPORTS = {
 }
 
 
-def region_problems(region: Region, base: str = "") -> list[tuple[str, str]]:
+def region_problems(region: Region, base: str = "") -> list[tuple[str, str]]:  # noqa: C901  one cross-reference check after another, read top to bottom
     """Cross-references a region's fields cannot check alone, as ``(where, message)`` pairs:
     duplicate names, reservations and blocks pools name, machine types, transports the provider
     can deliver, filesystems, and the sim faults. Empty when the region is consistent."""
@@ -72,25 +72,25 @@ def region_problems(region: Region, base: str = "") -> list[tuple[str, str]]:
             if pool.name in pool_names:
                 problem(f"{pbase}.name", f"duplicate node pool {pool.name!r}")
             pool_names.add(pool.name)
-            res = reservations.get(pool.reservation.name)
-            if res is None:
+            found = reservations.get(pool.reservation.name)
+            if found is None:
                 declared = ", ".join(sorted(reservations)) or "none"
                 problem(
                     f"{pbase}.reservation",
                     f"reservation {pool.reservation.name!r} is not declared in region "
                     f"{region.name!r} (declared: {declared})",
                 )
-            elif pool.reservation.block and pool.reservation.block not in res.blocks:
+            elif pool.reservation.block and pool.reservation.block not in found.blocks:
                 problem(
                     f"{pbase}.reservation.block",
-                    f"block {pool.reservation.block!r} is not a block of reservation {res.name!r}"
-                    f" (blocks: {', '.join(res.blocks) or 'none'})",
+                    f"block {pool.reservation.block!r} is not a block of reservation {found.name!r}"
+                    f" (blocks: {', '.join(found.blocks) or 'none'})",
                 )
-            elif res.machine_type != pool.machine_type:
+            elif found.machine_type != pool.machine_type:
                 problem(
                     f"{pbase}.machine_type",
-                    f"{pool.machine_type!r} differs from reservation {res.name!r}'s "
-                    f"machine type {res.machine_type!r}",
+                    f"{pool.machine_type!r} differs from reservation {found.name!r}'s "
+                    f"machine type {found.machine_type!r}",
                 )
             if pool.transport not in PROVIDER_TRANSPORTS[shape]:
                 problem(

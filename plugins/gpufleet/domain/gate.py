@@ -1,25 +1,6 @@
 """The launch gate: launch only onto proven capacity. Pure domain code, fail-closed.
 
-Facts are parsed into strict types when read (``read_*``): a state, verdict or flag this code
-does not know is a ``FactError`` naming the value, never a pass. The pools of a request are
-alternatives (a job is gang-admitted onto one pool's queue, so it runs within one pool): the
-gate picks the first pool, in the order given (a repeated pool counts once), that
-
-- is known to the catalog and its facts could be read,
-- is ``ready``, ``validated`` or ``drifting`` (an allow-list), with no transition in flight;
-  ``drifting`` is a warning: a launch onto a drifting pool says so in its reasons, and a pool
-  the catalog sets to ``block_on_drift`` is refused while it drifts,
-- has a fabric validation with verdict ``pass`` of its expected transport, younger than
-  ``max_age`` and not dated more than ``MAX_SKEW`` in the future,
-- has its Lustre filesystem's latest storage validation passing likewise (when it has one),
-- has enough schedulable (not quarantined, not cordoned) nodes for the whole job, not counting
-  those its latest GPU health check failed and that are still in service, nor those whose
-  latest check could not run (``could_not_run``: never quarantined, so in service, but unproven
-  until a check runs) (:func:`unhealthy_in_service`: a check never run, or a health round that
-  could not finish, refuses nothing by itself),
-
-and records why each other pool was skipped. Anything unknown refuses; every decision carries
-its reasons.
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations
@@ -110,7 +91,7 @@ def read_text(value: object, what: str) -> str | None:
 @dataclass(frozen=True)
 class ValidationFact:
     passed: bool | None
-    finished_at: datetime | None
+    finished_at: datetime
     transport: str | None = None
     verdict: Verdict | None = None  # only Verdict.PASS (with passed True) counts as a pass
     reason: str | None = None  # the first reason recorded (why an ``error`` could not finish)
@@ -185,12 +166,14 @@ def read_health(row: dict | None, what: str) -> HealthFact | None:
     if isinstance(listed, list):
         left = {n for n in listed if isinstance(n, str)}
     else:  # a row written before details.left_in_service: its reasons say it
-        reasons = row.get("reasons") if isinstance(row.get("reasons"), list) else []
+        raw = row.get("reasons")
+        reasons = raw if isinstance(raw, list) else []
         left = {
             r.split(": ", 1)[0]
             for r in reasons
             if isinstance(r, str) and r.endswith(LEFT_IN_SERVICE)
         }
+    assert fact.verdict is not None  # read_validation reads one or raises
     return HealthFact(
         fact.finished_at, fact.verdict, failed, frozenset(left & failed.keys()), unrun
     )
@@ -215,6 +198,9 @@ class PoolFacts:
     error: str | None = None  # why facts could not be read
     health: HealthFact | None = None  # the latest GPU health check (None: never run)
     free_nodes: frozenset[str] | None = None  # the schedulable nodes by name (None: a count)
+    # nodes whose newest bad signal (the event path's) is newer than the pool's validation:
+    # node -> the sentence naming it (``domain.signals.newer_bad_signals``)
+    signalled: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -354,6 +340,27 @@ def unhealthy_in_service(f: PoolFacts) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def signalled_in_service(f: PoolFacts, unhealthy: Mapping[str, str]) -> dict[str, str]:
+    """The nodes counted in ``schedulable_nodes`` (not already left out as ``unhealthy``)
+    whose newest bad signal is newer than the pool's validation: by name when the nodes were
+    listed; from a count, every one (fail-closed: a count cannot tell)."""
+    counted = f.free_nodes
+    return {
+        n: why
+        for n, why in sorted(f.signalled.items())
+        if n not in unhealthy and (counted is None or n in counted)
+    }
+
+
+def _signalled_out(f: PoolFacts, signalled: Mapping[str, str]) -> list[str]:
+    if not signalled:
+        return []
+    return [
+        f"{f.key}: not counting {len(signalled)} node(s) with a bad signal newer than the "
+        f"pool's validation: {'; '.join(signalled.values())}"
+    ]
+
+
 def _left_out(f: PoolFacts, unhealthy: Mapping[str, str]) -> list[str]:
     """Why the gate does not count ``unhealthy`` (:func:`unhealthy_in_service`): the failed
     nodes with NVIDIA's action, the nodes whose check could not run with why."""
@@ -402,15 +409,16 @@ def decide(
             continue
         problems = pool_problems(f, now, max_age)
         unhealthy = unhealthy_in_service(f)
+        signalled = signalled_in_service(f, unhealthy)
         free = f.schedulable_nodes if type(f.schedulable_nodes) is int else 0
-        free = max(0, free - len(unhealthy))
+        free = max(0, free - len(unhealthy) - len(signalled))
         most = max(most, free)
         if not problems and free < nodes:
             problems = [
                 f"{f.key}: the job needs {nodes} nodes; the pool has {free} schedulable "
                 "(a job runs within one pool)"
             ]
-            problems += _left_out(f, unhealthy)
+            problems += _left_out(f, unhealthy) + _signalled_out(f, signalled)
         if problems:
             skipped += problems
         else:
@@ -418,12 +426,14 @@ def decide(
     if chosen is None:
         return GateDecision(False, skipped, most)
     fab = chosen.fabric
+    assert fab is not None  # a pool without one is skipped above
     ok = (
         f"{chosen.key}: validated {fab.transport} {_age(now, fab.finished_at)} ago, "
         f"{usable} schedulable nodes; chosen for {nodes} nodes"
     )
     unhealthy = unhealthy_in_service(chosen)
     warnings = _left_out(chosen, unhealthy)
+    warnings += _signalled_out(chosen, signalled_in_service(chosen, unhealthy))
     if chosen.state is PoolState.DRIFTING:
         warnings.append(
             f"{chosen.key}: warning: launching on a drifting pool: "

@@ -2,32 +2,7 @@
 the topology a training job asks for by its size, what Kueue refuses to change, and its limits.
 Pure: values in, values out.
 
-Topology Aware Scheduling (beta and on by default from Kueue v0.14; the pinned v0.14.8 serves
-``Topology`` at ``kueue.x-k8s.io/v1beta1``) admits a job's pods into one domain of a level of a
-``Topology``: a list of node labels from the broadest level down, ``kubernetes.io/hostname``
-last (Kueue then assigns each pod its node). A ResourceFlavor opts in by naming the Topology
-(``spec.topologyName``). One Topology per provider, shared by every pool of a cluster whose
-machines carry the labels (``pool_topology``):
-
-- GKE, the machines with RDMA NICs (A3 Ultra, A4: transport ``gib``, or ``ib``/``roce``):
-  ``cloud.google.com/gce-topology-block``, ``-subblock``, ``-host``, then the hostname;
-- EKS, the EFA instances (``ofi-efa``): ``topology.k8s.aws/network-node-layer-1`` to ``-3``, then
-  the hostname. Layer 2 is the block, layer 3 the sub-block (the switch most instance types
-  hang from); a 4th layer, on some instance types, is left out, since nodes without it would
-  fall out of every domain.
-
-Other pools (A3 Mega's TCPXO, plain sockets) carry no topology labels: their flavors name no
-Topology and their jobs ask for none.
-
-A job asks by its size (``topology_request``), counted against the free nodes of its pool by
-place (``domain.topology.place_of``): inside one sub-block when one holds enough, else inside one
-block (both ``kueue.x-k8s.io/podset-required-topology``); a job no block can hold prefers one
-block (``-preferred-topology``), and Kueue spreads it as little as it can.
-
-Kueue refuses to change a Topology's levels, and a ResourceFlavor's spec once it names a
-Topology (``immutable_spec``): the cluster backends refuse such an edit before sending it
-(``refused_change``), naming the object. A ClusterQueue resource group holds at most 64 flavors
-(``check_resource_group``).
+Design: docs/design/topology.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """What a training launch may carry: its image, command, env and priority class. Pure.
 
-One definition for the launch request (``gpufleet.services.launch.request``, which the DAG's
-Params and the gate share) and the JobSet renderer (``gpufleet.manifests.training``), so a value
-the request refuses is refused by the renderer in the same words.
-
-- ``image``: an OCI image reference (``names.IMAGE_REF``, distribution/reference's grammar).
-- ``command`` and ``env`` are bounded. A Kubernetes object is stored in etcd, whose request
-  limit is 1.5 MiB by default (https://etcd.io/docs/v3.6/dev-guide/limit/, ``--max-request-bytes``),
-  and the JobSet, each of its Jobs and each Pod carry the command and the env again: a 1 MB
-  env would be refused by the API server after the gate let the launch through, or fill etcd
-  with copies of it. The bounds leave the whole user part (256 KiB of env, 64 x 4 KiB of
-  command) at a third of that limit, beside the platform's plumbing. They are also far inside
-  Linux's own: one argv or environ string at most MAX_ARG_STRLEN (128 KiB) and all of them a
-  quarter of the stack limit (execve(2), "Limits on size of arguments and environment"). NUL
-  cannot be passed through execve at all.
-- ``env`` names are whole-string environment variable names (``names.ENV_NAME``); the names
-  the platform sets (``RENDEZVOUS_ENV`` and the pool's RDMA/NCCL plumbing, see
-  ``gpufleet.domain.plumbing.is_platform_env``) are refused with what to do instead.
-- ``priority_class``: only a class the catalog allows in that training namespace
-  (``Cluster.priority_classes``); none listed, none may be set. The cluster's own classes,
-  ``system-node-critical`` and ``system-cluster-critical`` (Kubernetes reserves the ``system-``
-  prefix: kubernetes/kubernetes#59382), never: a training job with them may preempt the
-  cluster's system pods.
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations

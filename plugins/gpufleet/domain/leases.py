@@ -1,28 +1,7 @@
 """When a ledger lock's holder is dead (the transition lock of a cluster, the onboarding lock
 of a region). Pure.
 
-A lock row names its holder (``dag_id``, ``run_id``) and carries a lease: ``heartbeat_at``,
-refreshed by the holder each time one of its tasks touches the lock. The holder is dead when:
-
-- this Airflow knows its run and says it is not queued or running (``alive`` answers False);
-- this Airflow does not know its run (``alive`` answers None: another deployment sharing the
-  ledger, a ``dags test``, a renamed DAG, a deleted run) and its lease expired: no heartbeat
-  for longer than the lease's time to live.
-
-A holder that is running (True), or unknown with a fresh heartbeat, keeps the lock.
-``LEASE_TTL`` is 60 minutes. The waiting steps re-enter at most ``LEASE_RENEW`` (5 minutes)
-apart and renew the lease each time, but a holder's validation tasks (a transition's or an
-onboarding's NCCL and Lustre checks) run without touching the lock: the lease must outlast the
-longest of them. The price: a holder that died in another deployment keeps the lock for up to
-an hour (one this Airflow knows is seen dead at once).
-
-Every lock refuses in one sentence (``refusal``): what is held, by whom (``holder_text``), what
-to do, and that a dead holder hands the lock on.
-
-A run's simulated faults carry another kind of lease, ``domain.faults.RunLease``, on purpose
-not this rule: it is never renewed but caps a fault's life from its injection, and a fault of a
-run that is not alive goes at once (whether or not Airflow knows the run). A lock must never be
-taken from a live holder; a fault must never outlive its run.
+Design: docs/design/locks-and-leases.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
 """A node's way out of service and back: the node lifecycle's state machine and the
 per-pool limits on quarantines and repairs.
 
-A node in service has no open ledger row; it is ``released``. A fault found by the nightly
-quarantines it, a launch's transport check that finds its ranks on the wrong transport makes it
-a ``suspect``. Either is retested in the next nightly against known-good partners::
-
-    suspect | quarantined -> retesting -> released                      (the retest passed)
-                             retesting -> draining -> drained -> repairing -> retesting -> ...
-                                          draining <- drained        (pods came back on it)
-                             retesting -> needs_human        (failed, and the repairs used up)
-
-Two moves need a fact: a node the cloud ``replaced`` while it was ``repairing`` (EKS: the node
-group's new instance comes up as a new node) is ``released`` (its machine is gone); and a node
-may ``stay`` in ``retesting`` (a retest that could not judge it, retried next night) or
-``needs_human`` (the page sent) with a new record, never in another state.
-
-The machine never releases a node without a passing retest, never starts a repair while a job
-runs on it, and never moves a node out of ``needs_human``: only a person does, to ``released``
-(``gpufleet node release``) or ``quarantined`` (``gpufleet node quarantine``). A person may
-release or quarantine a node from any state, on their own judgement, recorded with their name.
-
-Pure: no I/O; functions over values. The ledger records each move, who made it and its evidence.
+Design: docs/design/node-lifecycle.md.
 """
 
 from __future__ import annotations
@@ -106,7 +87,7 @@ def _what_is_allowed(current: NodeState) -> str:
     return f"from {current} it may go to {_names(machine)}, or by a person to {person}"
 
 
-def _refusal(
+def _refusal(  # noqa: C901  the state machine's refusal rules, one branch each
     current: NodeState,
     target: NodeState,
     *,
@@ -164,7 +145,7 @@ def _refusal(
     return None
 
 
-def check_move(
+def check_move(  # noqa: PLR0913  the facts a move is judged by, keyword-only
     current: NodeState,
     target: NodeState,
     *,

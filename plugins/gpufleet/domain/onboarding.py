@@ -1,26 +1,6 @@
 """What region onboarding refuses before it creates anything, and the order of its steps. Pure.
 
-The preflight reads each reservation the region's pools are pinned to, as the cloud reports it
-(``ReservationReport``: the backends' ``ReservationInfo`` has these fields), and refuses, with
-both values or the figures:
-
-- a reservation whose machine type is not the pool's;
-- a shortfall: the pools still to be created on a reservation need more machines than it has
-  free (pools that already exist hold their machines and need none);
-- an RDMA mapping that does not follow where the reservation physically is: the pool's RDMA
-  network and subnets are chosen by the reservation's zone (GKE: the RoCE network profile
-  ``<zone>-vpc-roce`` of the cluster's zone; EKS: the EFA subnets in the reservation's
-  availability zone) and, where the API reports them, its blocks. A zone or block the API does
-  not report is never guessed: onboarding stops and says what is missing;
-- a shortfall of healthy hosts (``healthy_host_refusals``), for pools whose machines carry
-  topology: the pools still to be created on one reservation (and block) need more machines
-  than the hosts the provider reports healthy in its sub-blocks there (``ProviderView``: the
-  backends' ``ReservationHealth``, read before the pool exists) while some of those hosts are
-  not healthy, naming the degraded sub-blocks with their figures. Too few hosts all healthy is
-  no health matter (the reservation's free machines above speak for it). Hosts whose health
-  the provider does not report count as healthy (a refusal is certain, never guessed); a view
-  without sub-blocks (the provider reports no host health before launch, as on EKS, or lists
-  none) is not judged, nor is a pool whose view was not read.
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations
@@ -52,33 +32,50 @@ def gke_network_profile(zone: str) -> str:
     return f"{zone}-vpc-roce"
 
 
-class ReservationReport(Protocol):
-    name: str
-    machine_type: str
-    count: int
-    in_use: int
-    zone: str | None
-    blocks: tuple[str, ...] | None
+# The protocols below are read-only (properties): the backends' reports are frozen dataclasses.
 
+
+class ReservationReport(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def machine_type(self) -> str: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def in_use(self) -> int: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def blocks(self) -> tuple[str, ...] | None: ...
     @property
     def free(self) -> int: ...
 
 
 class SubBlockReport(Protocol):
-    key: str
-    status: str
-    hosts: int | None
-    healthy_hosts: int | None
-    degraded_hosts: int | None
+    @property
+    def key(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def hosts(self) -> int | None: ...
+    @property
+    def healthy_hosts(self) -> int | None: ...
+    @property
+    def degraded_hosts(self) -> int | None: ...
 
 
 class ProviderView(Protocol):
     """The provider's health of a pool's reservation (its block) before the pool exists."""
 
-    reservation: str
-    block: str | None
-    subblocks: Sequence[SubBlockReport] | None  # None: the provider reports no host health
-    why: str | None  # why there are no sub-blocks, when the provider says
+    @property
+    def reservation(self) -> str: ...
+    @property
+    def block(self) -> str | None: ...
+    @property
+    def subblocks(self) -> Sequence[SubBlockReport] | None: ...  # None: no host health reported
+    @property
+    def why(self) -> str | None: ...  # why there are no sub-blocks, when the provider says
 
 
 @dataclass(frozen=True)

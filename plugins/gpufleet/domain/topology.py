@@ -1,26 +1,7 @@
 """Where a node sits in the hardware, and fabric pairs planned and judged by scope.
 Pure domain code: no I/O.
 
-Reserved GPU capacity is built in racks: on GKE (A3 Ultra, A4) a node carries
-``cloud.google.com/gce-topology-block``, ``-subblock`` and ``-host`` (a sub-block is one rack);
-on EKS ``topology.k8s.aws/network-node-layer-1`` ... ``-3`` (a 4th on some instance types), the
-network nodes above the instance from the top layer down. ``place_of`` reads either into a
-``Place`` (block, sub-block): on EKS the deepest layer is the sub-block (the switch the instance
-hangs from) and the one above it the block.
-
-A bad rack uplink makes every pair crossing it slow while pairs inside the rack are fine, so
-pass 1 is planned by scope (``plan_by_scope``): nodes are paired inside their sub-block, except
-two per sub-block that pair across, with the next and the previous sub-block in a ring ordered
-by block, so that each sub-block's uplink is crossed by two pairs towards two different
-neighbours, and the ring's steps from one block to the next cross blocks. Every node is still
-in one pair (or is the odd one out), so the plan costs what a flat one does.
-
-``judge_scopes`` reads the results: a sub-block whose two crossing pairs both failed while its
-neighbours crossed fine elsewhere has a bad uplink (the sub-block is the fault, not its nodes);
-a block all of whose pairs to other blocks failed, while other blocks crossed fine, is slow as
-a block (the reason says whether its own sub-blocks crossed fine among themselves). What is
-left (a pair that failed inside a sub-block, a lone failed crossing) is the
-nodes' to answer for, as before (``pairing.Localizer``).
+Design: docs/design/topology.md.
 """
 
 from __future__ import annotations
@@ -128,7 +109,7 @@ def plan_by_scope(places: Mapping[str, Place | None]) -> ScopedPlan:
     # the sub-blocks' odd ones pair across too, so at most one node of the pool waits
     for (here, a), (there, b) in zip(leftovers[::2], leftovers[1::2], strict=False):
         cross(here, a, there, b)
-    odd = [leftovers[-1][1]] if len(leftovers) % 2 else []
+    odd = (leftovers[-1][1],) if len(leftovers) % 2 else ()
     return ScopedPlan(
         tuple(pairs),
         tuple(scopes),
@@ -176,7 +157,7 @@ def judge_scopes(plan: ScopedPlan, passed: Iterable[bool]) -> ScopeVerdict:
     cross_of: dict[str, list[int]] = {}
     inner_of: dict[str, list[int]] = {}
     for i, (scope, pair) in enumerate(zip(plan.scopes, plan.pairs, strict=True)):
-        for block in {plan.block_of(n) for n in pair} - {None}:
+        for block in {b for n in pair if (b := plan.block_of(n)) is not None}:
             if scope == ACROSS_BLOCKS:
                 cross_of.setdefault(block, []).append(i)
             elif scope == ACROSS:

@@ -1,23 +1,7 @@
 """The reservation transition's state machine: which step may follow which, where a
 resumed run picks up, what a rollback must undo, and what each pool admits meanwhile.
 
-A transition moves a cluster's work from an old pool to a new one (a new reservation):
-``planned -> preflighted -> new_pool_created -> new_pool_ready -> new_pool_validated ->
-scheduling_switched -> old_pool_cordoned -> old_pool_drained -> old_pool_retired -> done``, with
-the exits ``rolling_back -> rolled_back``, ``abandoned`` and ``failed``.
-
-The ledger records each step "started" before its action and "completed" after it. A step is
-*current* once completed; a step started but never completed (a crash interrupted it) is *in
-flight*: its action may have partly happened, and a resumed run simply redoes it (every action
-is idempotent). Two rules keep a crash from doing harm:
-
-- ``resume_point`` never returns a completed step, so no destructive action is repeated;
-- a rollback is refused once the old pool's deletion has *started* (``in_flight``), not only
-  once it completed: after that the old pool may be half gone and only forward is safe.
-
-Entering ``rolling_back`` has no action of its own: it records the decision, so that a crash
-during the rollback's actions resumes the rollback (``resume_point`` -> ``rolled_back``, whose
-action is ``rollback_actions``). Pure: no I/O; functions over values.
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class PairVerdict:
         }
 
 
-def judge_pair(
+def judge_pair(  # noqa: C901  one branch per way a pair can fail or not be judged
     nodes: tuple[str, str],
     *,
     run: Any | None,
@@ -237,7 +237,7 @@ class PoolFabricVerdict:
     page: bool = False  # a human must look: fabric problem, not node problem
 
 
-def judge_pool(
+def judge_pool(  # noqa: PLR0913  keyword-only inputs of one pool's verdict
     *,
     pool_nodes: int,
     tested: list[str],

@@ -1,26 +1,6 @@
 """The labels, annotations, names and namespaces on every object gpufleet renders.
 
-Also the two settings both validation workloads share: their namespace
-(``VALIDATION_NAMESPACE``, which the services default to) and their TTL.
-
-Labels: every workload object and pod carries ``app.kubernetes.io/managed-by: gpufleet``,
-``gpufleet.io/workload: validation|training`` and ``gpufleet.io/run: <run label>``; pods also
-``gpufleet.io/pool: <pool>`` (``base_labels``). Add-on objects carry the managed-by label and
-their pool or cluster. ``run_label(run_id)`` turns any run id (Airflow's contain ``:`` and
-``+``) into a valid label value; the raw id is kept in the ``gpufleet.io/run-id`` annotation.
-The keys the backends read as well (pool, workload, quarantine, run id) live in
-:mod:`gpufleet.domain.workloads`; the keys here are only written by manifests.
-
-Naming rule (JobSet pod names must stay <= 63 characters): JobSet pods are named
-``<jobset>-<replicatedJob>-<job index>-<pod index>-<5 random>``, so a JobSet name is at most
-40 characters (``MAX_JOBSET_NAME``), which leaves room for ``-pair-9999-0-1-xxxxx`` and
-``-workers-0-9999-xxxxx``. Validation names are ``<check>-<pool, truncated>-<8 hex of
-sha256(run_id)>`` (``workload_name``): deterministic, so re-running a task converges on the
-same object instead of creating a second one; a second pass in the same DAG run passes a
-distinct run id (e.g. ``f"{run_id}.localize"``). Training job names are the user's and are
-refused if longer than 40 characters or not a DNS-1035 label (JobSet needs both).
-
-Pure: string rules only, no templates and no I/O.
+Design: docs/design/manifests.md.
 """
 
 from __future__ import annotations

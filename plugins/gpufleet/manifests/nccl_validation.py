@@ -1,23 +1,6 @@
 """The nightly fabric check's workload: a JobSet of 2-node nccl-tests pairs on one pool.
 
-``render_nccl_validation`` renders ``include/manifests/nccl-validation.yaml.j2`` (read from
-disk through :mod:`gpufleet.manifests.templates`) and then injects the pool's RDMA/NCCL
-plumbing from :mod:`gpufleet.domain.plumbing`, so the template stays provider-neutral. One
-replicatedJob ``pair-<i>`` per pair, NCCL_NET *not* pinned (validation observes what NCCL
-picks). It carries no Kueue label: validation runs on idle nodes the pair planner picked by
-name, pinned by node affinity, while no training job holds them; queueing it behind training
-quota would delay or starve the nightly check and Kueue's flavor assignment cannot express
-"exactly these two nodes".
-
-The launcher pod prints the nccl-tests text, then ``NCCL_JSON_MARKER``, then the ``-J`` JSON;
-:mod:`gpufleet.services.common.collect` splits its log at that marker.
-
-Images (overridable per call): ``DEFAULT_NCCL_TESTS_IMAGES`` holds, per provider shape, a
-public image with MPI-built nccl-tests (GKE: Google's gIB diagnostic image, the one GKE's A3
-Ultra NCCL test guide runs; EKS: AWS's nccl-tests image with EFA + aws-ofi-nccl). Tags are
-pinned; override them with ``image=``. The pods also need the ``gpufleet-nccl-ssh`` Secret in
-their namespace (:func:`gpufleet.manifests.addons.render_ssh_secret`): mpirun reaches the peer
-pod over ssh.
+Design: docs/design/manifests.md.
 """
 
 from __future__ import annotations
@@ -107,7 +90,7 @@ def _check_pairs(pairs: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
     return out
 
 
-def render_nccl_validation(
+def render_nccl_validation(  # noqa: PLR0913  keyword-only knobs of one rendered validation
     ref: PoolRef,
     pairs: Sequence[Sequence[str]],
     run_id: str,

@@ -1,19 +1,6 @@
 """A training job as the platform launches it: a Kueue-gang-admitted JobSet on one pool.
 
-``TrainingJobSpec`` is what an ML team asks for; ``render_training_job`` checks it (listing
-every problem) and renders ``include/manifests/training-jobset.yaml.j2`` (read from disk
-through :mod:`gpufleet.manifests.templates`), then injects the pool's RDMA/NCCL plumbing from
-:mod:`gpufleet.domain.plumbing` with NCCL_NET pinned, NCCL INFO logging into a file and the
-``nccl-log`` sidecar that streams it (the launch service reads the transport NCCL chose from
-that log). The JobSet carries ``kueue.x-k8s.io/queue-name`` and is created suspended; Kueue
-unsuspends it on admission (without Kueue it never starts: fail-closed). The pool's Lustre is
-mounted at its mount path with ``subPath: <job>`` (each training namespace's volume is rooted at
-the namespace's own directory on the instance).
-
-On a pool whose machines carry topology labels (its flavor names a Kueue ``Topology``), the
-pod template asks Kueue for a topology by the job's size (``gpufleet.domain.kueue``): one
-sub-block when one holds enough of the pool's free nodes (``free_places``, read from the node
-labels at launch), else one block, else a preference for one block.
+Design: docs/design/manifests.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""Parsers for what benchmarks and NCCL print: nccl-tests, NCCL INFO logs, fio and IOR.
+"""Parsers for what benchmarks, NCCL and the GPU health tools print.
 
-- ``nccl_tests/``: nccl-tests results, the text table and the ``-J`` JSON report apart;
-- ``nccl_log/``: the transport NCCL used, read from ``NCCL_DEBUG=INFO`` output;
-- ``storage``: fio JSON and IOR text;
-- ``health/``: ``dcgmi diag`` (JSON and text), kernel-log Xid events, ``nvidia-smi -q``'s
-  row-remapper and ECC counters and ``nvidia-smi nvlink -e``'s NVLink error counters;
-- ``json_text``: decoding JSON, refusing what no benchmark writes (non-finite, huge, deep).
-
-Functions over the text and JSON the caller hands in: no I/O, except
-:func:`classify_nccl_log_file`, which opens the log file it is given. No Airflow, no clients,
-and nothing of ours but ``gpufleet.errors`` and ``gpufleet.parsing`` itself (the bottom layer, with
-``gpufleet.domain``). Each parser raises :class:`gpufleet.errors.ParseError` with a one-line
-reason when its input holds nothing it recognises; fields the input does not show are ``None``,
-never guessed. A figure that cannot be true (negative, non-finite, a fractional count) is never
-returned as a figure: it is refused, and the result says so in its ``problems``.
+Functions over text: no I/O (but ``classify_nccl_log_file``), no Airflow, no clients, nothing
+of ours but ``gpufleet.errors`` and ``gpufleet.parsing``. Design: docs/design/parsers.md.
 """
 
 from gpufleet.errors import ParseError

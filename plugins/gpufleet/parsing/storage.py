@@ -1,25 +1,6 @@
 """Parse storage benchmark output: fio ``--output-format=json`` and IOR's text report.
 
-Functions over the text handed in: no Airflow, no I/O. Throughput is MiB/s (2**20 bytes per
-second); IOPS are operations per second. A direction the benchmark did not exercise is
-``None``, not ``0``. What was refused is named in ``problems`` (empty for a clean result); input
-holding no figure that can be counted is a :class:`ParseError`.
-
-fio: the job list is summed (with ``group_reporting`` it holds one aggregate per group); in
-client/server mode the ``All clients`` aggregate of ``client_stats`` is used when present.
-``bw_bytes`` (bytes/s) is preferred; older fio only has ``bw`` (KiB/s). The JSON may be preceded
-by warnings (``fio: ...``, ``note: ...``) or followed by text; the first JSON object holding jobs
-is used. A job that reported an error (``"error": <errno>`` other than 0), or shows a figure that
-cannot be true (negative or not a number), is not counted and is named. JSON no benchmark writes
-(non-finite numbers, huge integers, deep nesting) is refused (:mod:`gpufleet.parsing.json_text`).
-
-IOR: ``Max Write: 1234.56 MiB/sec (1294.51 MB/sec)`` / ``Max Read:`` lines (the best of all
-iterations; with several tests in one run, the best over tests). Without them, the ``Summary of
-all tests`` table (``Max(MiB)``, ``Max(OPs)``) and then the per-iteration results table
-(``access bw(MiB/s) IOPS ...``; the maximum over iterations) are used. IOPS come from the
-``Max(OPs)`` column or the results table's ``IOPS`` column. A table row with fewer columns than
-its header was cut off (the run was killed while printing it) and is not read; a value that
-cannot be true (negative, ``nan``, ``inf``) is refused.
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations

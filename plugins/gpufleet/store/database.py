@@ -186,8 +186,9 @@ def _use_wal(cur: Any, patience_s: float = 60.0) -> None:
     """Put the SQLite file in WAL mode (a property of the file, so the first process to manage
     it settles it for all). Switching needs a moment alone with the file, and SQLite answers
     "database is locked" at once, without its busy handler, when processes opening a new
-    ledger together collide on it: check first, and retry the switch with a short backoff."""
-    deadline = time.monotonic() + patience_s
+    ledger together collide on it: check first, and retry the switch with a short backoff until
+    the backoffs add up to ``patience_s`` (counted, not read from a clock)."""
+    waited = 0.0
     delay = 0.01
     while True:
         try:
@@ -198,9 +199,11 @@ def _use_wal(cur: Any, patience_s: float = 60.0) -> None:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
-            if time.monotonic() > deadline:
+            if waited > patience_s:
                 raise
-            time.sleep(delay + random.random() * delay)
+            pause = delay + random.random() * delay
+            time.sleep(pause)
+            waited += pause
             delay = min(delay * 2, 0.5)
 
 

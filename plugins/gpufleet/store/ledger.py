@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 from gpufleet.errors import LedgerError
 from gpufleet.store import migrations
 from gpufleet.store import schema as s
@@ -18,8 +18,10 @@ from gpufleet.store.database import (
     engine_for,
     normalise_url,
 )
+from gpufleet.store.events import EventRecords
 from gpufleet.store.nodes import NodeRecords
 from gpufleet.store.regions import RegionRecords
+from gpufleet.store.remediation import RemediationRecords
 from gpufleet.store.rows import Clusters, of_clusters, select_dicts
 from gpufleet.store.snapshots import SnapshotRecords
 from gpufleet.store.transitions import TransitionRecords
@@ -30,18 +32,26 @@ __all__ = ["LEDGER_CONN_ID", "Ledger"]
 _ready: set[str] = set()  # URLs whose schema this process has prepared
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _row(r: Any) -> dict[str, Any] | None:
     return dict(r._mapping) if r is not None else None
 
 
-class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, SnapshotRecords):
-    """Typed reads and writes over the ledger tables. Safe to construct often (engines cached)."""
+class Ledger(
+    ValidationRecords,
+    RegionRecords,
+    TransitionRecords,
+    NodeRecords,
+    SnapshotRecords,
+    EventRecords,
+    RemediationRecords,
+):
+    """Typed reads and writes over the ledger tables. Safe to construct often (engines cached).
+    ``clock``: what every time it records is read from (the entry point's; a test's to move)."""
 
-    def __init__(self, url: str | None = None):
+    source: str | None = None  # where its URL came from (opening.open_ledger), for messages
+
+    def __init__(self, url: str | None = None, clock: Clock = SYSTEM_CLOCK):
+        self.clock = clock
         self.url = normalise_url(url) if url else default_ledger_url()
         self.engine = engine_for(self.url)
         if self.url not in _ready:
@@ -69,7 +79,7 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
         reason: str | None = None,
         run_id: str | None = None,
     ) -> None:
-        now = _now()
+        now = self.clock.now()
         t = s.pool_state
         with self.engine.begin() as conn:
             updated = conn.execute(
@@ -179,7 +189,7 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
                         reasons=list(reasons),
                         job=job,
                         run_id=run_id,
-                        decided_at=_now(),
+                        decided_at=self.clock.now(),
                     )
                 ).inserted_primary_key[0]
             )
@@ -225,7 +235,7 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
         found = self.find_launch(**key)
         if found is not None:
             return found, False
-        now = _now()
+        now = self.clock.now()
         values = {
             **key,
             "pool": pool,
@@ -253,7 +263,8 @@ class Ledger(ValidationRecords, RegionRecords, TransitionRecords, NodeRecords, S
     def update_launch(self, launch_id: int, **values: Any) -> None:
         t = s.launches
         with self.engine.begin() as conn:
-            conn.execute(update(t).where(t.c.id == launch_id).values(updated_at=_now(), **values))
+            now = self.clock.now()
+            conn.execute(update(t).where(t.c.id == launch_id).values(updated_at=now, **values))
 
     def launch(self, launch_id: int) -> dict[str, Any] | None:
         t = s.launches

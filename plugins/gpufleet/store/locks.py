@@ -13,12 +13,14 @@ and ``state``, taken by ``open_transition`` rather than ``hold``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, and_, delete, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+
+from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 
 
 def unchanged(column: Any, value: Any) -> Any:
@@ -28,7 +30,8 @@ def unchanged(column: Any, value: Any) -> Any:
 
 class LeaseLock:
     """The lock of one thing: ``table`` (a lock table) at ``key`` (its key columns' values).
-    ``renew``: columns a renewal sets besides ``heartbeat_at`` (a transition's holder DAG)."""
+    ``renew``: columns a renewal sets besides ``heartbeat_at`` (a transition's holder DAG);
+    ``clock``: the time a hold or take-over given no ``now`` is at (the ledger's)."""
 
     def __init__(
         self,
@@ -36,8 +39,10 @@ class LeaseLock:
         table: Table,
         key: Mapping[str, Any],
         renew: Mapping[str, Any] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.engine = engine
+        self.clock = clock
         self.table = table
         self.key = dict(key)
         self.renew = dict(renew or {})
@@ -69,7 +74,7 @@ class LeaseLock:
         """Take the lock for ``run_id`` (``holder`` in it) when nobody holds it, its first
         heartbeat at ``now``; the lock's row either way (``run_id`` and ``holder`` say who
         holds it: this run, or the one to judge alive or dead)."""
-        now = now or datetime.now(UTC)
+        now = now or self.clock.now()
         values = {**self.key, "dag_id": dag_id, "run_id": run_id, **self._holder(holder)}
         try:
             with self.engine.begin() as conn:
@@ -105,7 +110,7 @@ class LeaseLock:
         ``seen`` (the row the caller judged dead): compare-and-set, so of many runs taking over
         one wins, and a holder that renewed its lease meanwhile keeps it."""
         t = self.table
-        now = now or datetime.now(UTC)
+        now = now or self.clock.now()
         with self.engine.begin() as conn:
             changed = conn.execute(
                 update(t)

@@ -55,8 +55,8 @@ def _scripts() -> ScriptDirectory:
     return ScriptDirectory.from_config(alembic_config())
 
 
-def head() -> str:
-    """The newest revision this code knows."""
+def head() -> str | None:
+    """The newest revision this code knows (None: it knows none)."""
     return _scripts().get_current_head()
 
 
@@ -122,7 +122,8 @@ def _prepare(conn: Connection) -> None:
         return
     current = current_revision(conn)
     try:
-        _scripts().get_revision(current)
+        # alembic annotates get_revision's id as str; its revision map takes None (no row)
+        _scripts().get_revision(current)  # type: ignore[arg-type]
     except CommandError as exc:  # a revision this code does not know: a newer gpufleet's
         raise _newer(current) from exc
     command.upgrade(config, "head")
@@ -150,7 +151,7 @@ def _newer(revision: str | None) -> LedgerError:
 # --- DDL the revisions share -----------------------------------------------------------------
 
 
-def _constraint_names(conn: Connection, table: str) -> set[str]:
+def _constraint_names(conn: Connection, table: str) -> set[str | None]:
     return {c["name"] for c in inspect(conn).get_check_constraints(table)}
 
 
@@ -201,10 +202,11 @@ def replace_check(conn: Connection, table: str, name: str, expr: str) -> None:
     sql = conn.exec_driver_sql(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
     ).scalar()
+    assert sql is not None, f"{table} is not in sqlite_master"  # its constraints were just read
     start = sql.index(f"CONSTRAINT {name} CHECK (")
     end = sql.index(")", sql.index("IN (", start)) + 1
     new_sql = sql[:start] + f"CONSTRAINT {name} CHECK ({expr.format(c='')}" + sql[end:]
-    version = conn.exec_driver_sql("PRAGMA schema_version").scalar()
+    version: int = conn.exec_driver_sql("PRAGMA schema_version").scalar_one()
     conn.exec_driver_sql("PRAGMA writable_schema = ON")
     conn.exec_driver_sql(
         "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?", (new_sql, table)

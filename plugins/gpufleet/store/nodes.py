@@ -12,18 +12,40 @@ and
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from gpufleet.domain.nodes import IN_SERVICE, check_move
+from gpufleet.domain.clock import Clock
+from gpufleet.domain.nodes import IN_SERVICE, NodeState, check_move
 from gpufleet.store import schema as s
 from gpufleet.store.rows import Clusters, of_clusters
 
 
+@dataclass(frozen=True)
+class NodeMove:
+    """One move of a node's lifecycle: the state it goes to; what the ledger records with it
+    (``reason``, ``evidence``, ``by`` a person's name, the ``run_id`` that made it, and the
+    node's ``failed_repairs`` count when it changes); and the facts the state machine judges it
+    by (``domain.nodes.check_move``: ``by`` set is a person's move, ``retest_passed``,
+    ``job_running``, ``replaced``, ``stay``)."""
+
+    to_state: NodeState
+    reason: str | None = None
+    evidence: dict[str, Any] | None = None
+    by: str | None = None
+    run_id: str | None = None
+    failed_repairs: int | None = None
+    retest_passed: bool | None = None
+    job_running: bool = False
+    replaced: bool = False
+    stay: bool = False
+
+
 class NodeRecords:
     engine: Any
+    clock: Clock
 
     def node_state(self, cluster: str, node: str) -> dict[str, Any] | None:
         t = s.node_states
@@ -47,48 +69,32 @@ class NodeRecords:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query).all()]
 
-    def move_node(
-        self,
-        cluster: str,
-        pool: str,
-        node: str,
-        to_state: str,
-        *,
-        reason: str | None = None,
-        evidence: dict[str, Any] | None = None,
-        by: str | None = None,
-        run_id: str | None = None,
-        failed_repairs: int | None = None,
-        retest_passed: bool | None = None,
-        job_running: bool = False,
-        replaced: bool = False,
-        stay: bool = False,
-    ) -> dict[str, Any]:
-        """Set the node's state and append the move to its history, once the state machine
-        allowed it (``check_move``'s facts: ``by`` is a person's move); returns the new row."""
-        now = datetime.now(UTC)
+    def move_node(self, cluster: str, pool: str, node: str, move: NodeMove) -> dict[str, Any]:
+        """Set the node's state and append ``move`` to its history, once the state machine
+        allowed it (``check_move`` with the move's facts); returns the new row."""
+        now = self.clock.now()
         t, e = s.node_states, s.node_events
         with self.engine.begin() as conn:
             row = conn.execute(select(t).where(t.c.cluster == cluster, t.c.node == node)).first()
             check_move(
                 row.state if row is not None else IN_SERVICE,
-                to_state,
-                by_person=by is not None,
-                retest_passed=retest_passed,
-                job_running=job_running,
-                replaced=replaced,
-                stay=stay,
+                move.to_state,
+                by_person=move.by is not None,
+                retest_passed=move.retest_passed,
+                job_running=move.job_running,
+                replaced=move.replaced,
+                stay=move.stay,
                 node=node,
             )
             values: dict[str, Any] = {
                 "pool": pool,
-                "state": str(to_state),
-                "reason": reason,
-                "evidence": evidence or {},
+                "state": str(move.to_state),
+                "reason": move.reason,
+                "evidence": move.evidence or {},
                 "since": now,
             }
-            if failed_repairs is not None:
-                values["failed_repairs"] = failed_repairs
+            if move.failed_repairs is not None:
+                values["failed_repairs"] = move.failed_repairs
             if row is None:
                 values.setdefault("failed_repairs", 0)
                 conn.execute(insert(t).values(cluster=cluster, node=node, **values))
@@ -102,11 +108,11 @@ class NodeRecords:
                     node=node,
                     pool=pool,
                     from_state=row.state if row is not None else None,
-                    to_state=str(to_state),
-                    reason=reason,
-                    evidence=evidence or {},
-                    by=by,
-                    run_id=run_id,
+                    to_state=str(move.to_state),
+                    reason=move.reason,
+                    evidence=move.evidence or {},
+                    by=move.by,
+                    run_id=move.run_id,
                     at=now,
                 )
             )

@@ -4,12 +4,12 @@ created, would create or refused, and the region's onboarding lock (one run at a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from gpufleet.domain.clock import Clock
 from gpufleet.store import schema as s
 from gpufleet.store.locks import LeaseLock
 
@@ -22,13 +22,14 @@ class RegionRecords:
     renews and takes it over), ``release_region_lock``, ``region_lock``."""
 
     engine: Any
+    clock: Clock
 
     def set_region_state(
         self, region: str, state: str, reason: str | None = None, run_id: str | None = None
     ) -> None:
         if state not in REGION_STATES:
             raise ValueError(f"region state {state!r} is not one of {', '.join(REGION_STATES)}")
-        now = datetime.now(UTC)
+        now = self.clock.now()
         t = s.regions
         values: dict[str, Any] = {"state": state, "reason": reason, "run_id": run_id}
         values["updated_at"] = now
@@ -70,7 +71,7 @@ class RegionRecords:
                     differences=list(action.get("differences") or []),
                     console_url=action.get("console_url"),
                     detail=action.get("detail") or {},
-                    at=datetime.now(UTC),
+                    at=self.clock.now(),
                 )
             )
 
@@ -93,7 +94,7 @@ class RegionRecords:
     # --- the onboarding lock ---------------------------------------------------------------
 
     def region_lease(self, region: str) -> LeaseLock:
-        return LeaseLock(self.engine, s.region_locks, {"region": region})
+        return LeaseLock(self.engine, s.region_locks, {"region": region}, clock=self.clock)
 
     def release_region_lock(self, region: str, run_id: str) -> bool:
         """Release the lock if ``run_id`` holds it (never another run's); True if it did."""

@@ -2,41 +2,7 @@
 Versioned through Alembic (``store/migrations.py``; one revision per version in
 ``store/alembic/versions``, ``SCHEMA_VERSION`` the head's number).
 
-Times are timezone-aware UTC. JSON columns hold reasons (lists of sentences) and raw figures.
-
-Versions: 1 the tables; 2 one launch per (cluster, namespace, job, run) (``uq_gf_launches_run``),
-so a retried submit finds its launch instead of recording a second one; 3 a validation's
-``verdict`` (pass | fail | error: ``error`` = the validation could not finish), ``passed`` being
-``verdict == 'pass'``; 4 CHECK constraints on the state, verdict, kind and boolean columns the
-gate reads (``CHECKS``; an existing SQLite table cannot gain a CHECK, so there they are
-triggers that abort the same inserts and updates; on PostgreSQL they are added ``NOT VALID``,
-checking new rows: old rows are refused by the gate's strict reading instead), and the pool a
-gate decision chose (``gf_gate_decisions.pool``); 5 the latest-validation index; 6 regions
-and what onboarding found, created or refused (``gf_regions``, ``gf_onboarding_actions``); 7 a
-transition's step and drain settings, each step's end time, and one running transition per
-cluster (``uq_gf_transitions_running``, the transition lock); 8 the node lifecycle
-(``gf_node_states``: where each node out of service stands; ``gf_node_events``: every move, timed,
-with its evidence and who made it); 9 the pool-state CHECKs widened (``drifting``); 10 the
-locks' leases: the region onboarding lock (``gf_region_locks``) and the transition lock's
-holder DAG and heartbeat (``gf_transitions.dag_id``, ``.heartbeat_at``); 11 quarantine in one
-table: the node lifecycle is the record, ``gf_quarantined_nodes`` dropped (its open rows carried
-over into ``gf_node_states`` and ``gf_node_events``); 12 node snapshots (``gf_node_snapshots``:
-each pool's nodes as the last task that listed them saw them; the read paths read these); 13
-a pool's validation lock (``gf_validation_locks``: one run validates a pool's fabric, or its
-filesystem, at a time); 14 the lock's holder within its run (``gf_validation_locks.holder``); 15
-the validation kind ``health`` (a pool's GPU health check) joins the kind CHECK; 16
-each (cluster, pool, kind)'s latest validation (``gf_latest_validations``, kept by triggers:
-what the fleet-wide reads join); 17 each cluster's ledger version (``gf_cluster_versions``,
-moved by triggers: what a long-lived reader re-reads by).
-The region tables live in ``store/schema_regions.py``, the snapshots in
-``store/schema_snapshots.py``, the latest validations in ``store/schema_latest.py``, the
-cluster versions in ``store/schema_versions.py`` (the same ``metadata``, with the time column
-and ``kept_by_triggers``, in ``store/schema_base.py``).
-The upgrades themselves are the Alembic revisions (``store/alembic/versions/00NN_*.py``): a
-change here is a new revision there, and ``SCHEMA_VERSION`` its number.
-
-Booleans are read back strictly (``StrictBoolean``): a stored value that is neither true nor false
-comes back as it is, for the reader to refuse, never as ``bool(value)``.
+Design: docs/design/ledger.md.
 """
 
 from __future__ import annotations
@@ -58,11 +24,11 @@ from sqlalchemy import (
 )
 
 from gpufleet.domain.gate import PoolState, TransitionState
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.store.schema_base import metadata
 from gpufleet.store.schema_base import timestamp as _ts
-from gpufleet.store.schema_base import utc_now as _now
 
-SCHEMA_VERSION = 17  # the head revision, ``store/alembic/versions/0017_cluster_versions.py``
+SCHEMA_VERSION = 19  # the head revision, ``store/alembic/versions/0019_remediation.py``
 
 
 class StrictBoolean(TypeDecorator):
@@ -160,7 +126,7 @@ pool_state = Table(
     Column("pool", String(63), primary_key=True),
     Column("state", String(32), nullable=False),
     Column("reason", Text),
-    _ts("updated_at", nullable=False, default=_now),
+    _ts("updated_at", nullable=False),
 )
 
 pool_events = Table(
@@ -172,7 +138,7 @@ pool_events = Table(
     Column("state", String(32), nullable=False),
     Column("reason", Text),
     Column("run_id", String(250)),
-    _ts("at", nullable=False, default=_now),
+    _ts("at", nullable=False),
 )
 Index("ix_gf_pool_events_pool", pool_events.c.cluster, pool_events.c.pool, pool_events.c.at)
 
@@ -185,7 +151,7 @@ transitions = Table(
     Column("to_pool", String(63), nullable=False),
     Column("state", String(32), nullable=False),  # running | done | rolled_back | failed
     Column("run_id", String(250)),
-    _ts("started_at", nullable=False, default=_now),
+    _ts("started_at", nullable=False),
     _ts("finished_at"),
     Column("step", String(32)),  # the state machine's step (domain.transition.Step), from v7
     Column("params", JSON),  # the run's drain settings, from v7
@@ -217,7 +183,7 @@ transition_steps = Table(
     Column("step", String(64), nullable=False),
     Column("state", String(32), nullable=False),  # started | done
     Column("detail", JSON, nullable=False, default=dict),
-    _ts("at", nullable=False, default=_now),  # when the step started
+    _ts("at", nullable=False),  # when the step started
     _ts("finished_at"),  # when it completed (v7)
     UniqueConstraint("transition_id", "step", name="uq_gf_transition_step"),
 )
@@ -234,7 +200,7 @@ gate_decisions = Table(
     Column("reasons", JSON, nullable=False, default=list),
     Column("job", String(253)),
     Column("run_id", String(250)),
-    _ts("decided_at", nullable=False, default=_now),
+    _ts("decided_at", nullable=False),
 )
 
 launches = Table(
@@ -252,8 +218,8 @@ launches = Table(
     Column("ranks", JSON, nullable=False, default=dict),
     Column("reasons", JSON, nullable=False, default=list),
     Column("run_id", String(250)),
-    _ts("created_at", nullable=False, default=_now),
-    _ts("updated_at", nullable=False, default=_now),
+    _ts("created_at", nullable=False),
+    _ts("updated_at", nullable=False),
 )
 # One launch per job per run: a retried submit finds the row its first attempt recorded. A
 # unique index rather than a constraint, because SQLite can add an index to an existing table.
@@ -265,13 +231,11 @@ def _in(column: str, values) -> str:
     return f"{{c}}{column} IN ({', '.join(repr(v) for v in values)})"
 
 
-# The validation rows' kinds: a pool's fabric (NCCL pairs), its filesystem (fio) and, since
-# version 15, its GPUs' health (dcgmi diag and each node's signals).
-VALIDATION_KINDS = ("fabric", "storage", "health")
 # The CHECKs of version 4: (table, name, expression with ``{c}`` before each column name).
-# The vocabularies are the domain's allow-lists (gpufleet.domain.gate).
+# The vocabularies are the domain's allow-lists (gpufleet.domain.gate, and
+# gpufleet.domain.validation_kinds: ``health`` since version 15).
 CHECKS: list[tuple[str, str, str]] = [
-    ("gf_validations", "ck_gf_validations_kind", _in("kind", VALIDATION_KINDS)),
+    ("gf_validations", "ck_gf_validations_kind", _in("kind", [k.value for k in ValidationKind])),
     (
         "gf_validations",
         "ck_gf_validations_verdict_passed",
@@ -301,7 +265,7 @@ node_states = Table(
     Column("reason", Text),
     Column("failed_repairs", Integer, nullable=False, default=0),
     Column("evidence", JSON, nullable=False, default=dict),
-    _ts("since", nullable=False, default=_now),
+    _ts("since", nullable=False),
 )
 
 node_events = Table(
@@ -317,12 +281,22 @@ node_events = Table(
     Column("evidence", JSON, nullable=False, default=dict),
     Column("by", String(253)),  # a person (gpufleet node ...), else None: the DAG
     Column("run_id", String(250)),
-    _ts("at", nullable=False, default=_now),
+    _ts("at", nullable=False),
 )
 Index("ix_gf_node_events_node", node_events.c.cluster, node_events.c.node, node_events.c.id)
 
 # The region tables share ``metadata``: imported here so ``schema.regions`` etc. keep working.
+from gpufleet.store.schema_events import (  # noqa: E402, F401
+    admission_sessions,
+    node_signals,
+    watch_cursors,
+    watched_nodes,
+)
 from gpufleet.store.schema_latest import latest_validations  # noqa: E402, F401
+from gpufleet.store.schema_remediation import (  # noqa: E402, F401
+    breakers,
+    remediation_holds,
+)
 from gpufleet.store.schema_regions import (  # noqa: E402, F401
     onboarding_actions,
     region_locks,

@@ -1,8 +1,9 @@
 """What every ledger table module shares: the one ``metadata`` all tables are defined on, the
-timezone-aware time column (``UTCDateTime``, ``timestamp``) and its default (``utc_now``), and
-``kept_by_triggers`` for a table the database maintains. ``schema`` and the table modules beside
-it (``schema_regions``, ``schema_snapshots``, ``schema_latest``, ``schema_versions``) import
-these from here; ``schema`` imports those modules back so ``schema.metadata`` holds every table.
+timezone-aware time column (``UTCDateTime``, ``timestamp``; no default: every write gives its
+time, read from the ledger's clock), and ``kept_by_triggers`` for a table the database
+maintains. ``schema`` and the table modules beside it (``schema_regions``, ``schema_snapshots``,
+``schema_latest``, ``schema_versions``) import these from here; ``schema`` imports those modules
+back so ``schema.metadata`` holds every table.
 """
 
 from __future__ import annotations
@@ -12,11 +13,6 @@ from datetime import UTC, datetime
 from sqlalchemy import Column, DateTime, MetaData, Table, TypeDecorator, event
 
 metadata = MetaData()
-
-
-def utc_now() -> datetime:
-    """Now, timezone-aware UTC: a time column's default."""
-    return datetime.now(UTC)
 
 
 def kept_by_triggers(table: Table, triggers: dict[str, list[str]]):

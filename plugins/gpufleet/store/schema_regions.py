@@ -8,7 +8,6 @@ from sqlalchemy import JSON, CheckConstraint, Column, Index, Integer, String, Ta
 
 from gpufleet.store.schema_base import metadata
 from gpufleet.store.schema_base import timestamp as _ts
-from gpufleet.store.schema_base import utc_now as _now
 
 # Region onboarding: where each region stands (onboarding | ready | failed) and, per run, what
 # each step found, created, would create (dry run) or refused.
@@ -19,7 +18,7 @@ regions = Table(
     Column("state", String(16), nullable=False),
     Column("reason", Text),
     Column("run_id", String(250)),
-    _ts("updated_at", nullable=False, default=_now),
+    _ts("updated_at", nullable=False),
     _ts("ready_at"),
     CheckConstraint("state IN ('onboarding', 'ready', 'failed')", name="ck_gf_regions_state"),
 )
@@ -38,7 +37,7 @@ onboarding_actions = Table(
     Column("differences", JSON, nullable=False, default=list),
     Column("console_url", Text),
     Column("detail", JSON, nullable=False, default=dict),
-    _ts("at", nullable=False, default=_now),
+    _ts("at", nullable=False),
 )
 Index("ix_gf_onboarding_actions_run", onboarding_actions.c.region, onboarding_actions.c.run_id)
 
@@ -53,6 +52,6 @@ region_locks = Table(
     Column("region", String(63), primary_key=True),
     Column("dag_id", String(250), nullable=False),
     Column("run_id", String(250), nullable=False),
-    _ts("taken_at", nullable=False, default=_now),
-    _ts("heartbeat_at", nullable=False, default=_now),
+    _ts("taken_at", nullable=False),
+    _ts("heartbeat_at", nullable=False),
 )

@@ -11,14 +11,13 @@ from sqlalchemy import JSON, CheckConstraint, Column, Integer, String, Table
 
 from gpufleet.store.schema_base import metadata
 from gpufleet.store.schema_base import timestamp as _ts
-from gpufleet.store.schema_base import utc_now as _now
 
 node_snapshots = Table(
     "gf_node_snapshots",
     metadata,
     Column("cluster", String(63), primary_key=True),
     Column("pool", String(63), primary_key=True),
-    _ts("taken_at", nullable=False, default=_now),
+    _ts("taken_at", nullable=False),
     Column("source", String(32), nullable=False),  # fabric | remediation | ...
     Column("run_id", String(250)),
     Column("nodes", Integer, nullable=False),
@@ -46,8 +45,8 @@ validation_locks = Table(
     Column("kind", String(16), primary_key=True),
     Column("dag_id", String(250), nullable=False),
     Column("run_id", String(250), nullable=False),
-    _ts("taken_at", nullable=False, default=_now),
-    _ts("heartbeat_at", nullable=False, default=_now),
+    _ts("taken_at", nullable=False),
+    _ts("heartbeat_at", nullable=False),
     # who inside the run holds it (a filesystem's full test: the pool running it); NULL: the run
     Column("holder", String(127), nullable=True),
 )

@@ -6,12 +6,13 @@ needs ``self.engine``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from gpufleet.domain.clock import Clock
 from gpufleet.store import schema as s
 from gpufleet.store.locks import LeaseLock
 from gpufleet.store.rows import Clusters, of_clusters, select_dicts
@@ -24,10 +25,14 @@ class SnapshotRecords:
     lock of one pool's validation of one kind."""
 
     engine: Any
+    clock: Clock
 
     def validation_lock(self, cluster: str, pool: str, kind: str) -> LeaseLock:
         return LeaseLock(
-            self.engine, s.validation_locks, {"cluster": cluster, "pool": pool, "kind": kind}
+            self.engine,
+            s.validation_locks,
+            {"cluster": cluster, "pool": pool, "kind": kind},
+            clock=self.clock,
         )
 
     def record_node_snapshot(
@@ -50,7 +55,7 @@ class SnapshotRecords:
         row = {
             "cluster": cluster,
             "pool": pool,
-            "taken_at": at or datetime.now(UTC),
+            "taken_at": at or self.clock.now(),
             "source": source,
             "run_id": run_id,
             "detail": list(detail),

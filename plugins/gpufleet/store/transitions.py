@@ -12,20 +12,17 @@ and validation locks share (``domain.leases`` says when a holder is dead).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from gpufleet.domain.clock import Clock
 from gpufleet.domain.gate import FINISHED_TRANSITIONS
 from gpufleet.store import schema as s
 from gpufleet.store.locks import LeaseLock
 from gpufleet.store.rows import Clusters, of_clusters
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class _Finished(Exception):
@@ -47,6 +44,7 @@ def _finished_into(conn: Any, cluster: str, pool: str) -> dict[str, Any] | None:
 
 class TransitionRecords:
     engine: Any
+    clock: Clock
 
     def transitions_in_flight(self, cluster: Clusters) -> list[dict[str, Any]]:
         """The cluster's transitions not known to be finished (every cluster's with None, or
@@ -80,7 +78,7 @@ class TransitionRecords:
         would create the new one, so a holder that finished meanwhile is seen. A new one is
         held by ``dag_id``/``run_id`` with its first heartbeat at ``now``."""
         t = s.transitions
-        now = now or _now()
+        now = now or self.clock.now()
         try:
             with self.engine.begin() as conn:
                 tid = conn.execute(
@@ -155,6 +153,7 @@ class TransitionRecords:
             s.transitions,
             {"id": transition_id, "state": "running"},
             renew={"dag_id": dag_id} if dag_id else None,
+            clock=self.clock,
         )
 
     def heartbeat_transition(
@@ -184,7 +183,7 @@ class TransitionRecords:
 
     def finish_transition(self, transition_id: int, state: str, step: str | None = None) -> None:
         t = s.transitions
-        values: dict[str, Any] = {"state": state, "finished_at": _now()}
+        values: dict[str, Any] = {"state": state, "finished_at": self.clock.now()}
         if step is not None:
             values["step"] = step
         with self.engine.begin() as conn:
@@ -207,7 +206,7 @@ class TransitionRecords:
                         step=step,
                         state="started",
                         detail=detail or {},
-                        at=_now(),
+                        at=self.clock.now(),
                     )
                 )
             elif detail:
@@ -232,7 +231,7 @@ class TransitionRecords:
                 .where(ts.c.id == row.id)
                 .values(
                     state="done",
-                    finished_at=_now(),
+                    finished_at=self.clock.now(),
                     detail={**(row.detail or {}), **(detail or {})},
                 )
             )

@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import insert, select, update
 
+from gpufleet.domain.clock import Clock
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.errors import LedgerError
 from gpufleet.store import schema as s
 from gpufleet.store.rows import typed_rows
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
 
 _CLUSTERS = 400  # cluster names bound per statement
 _MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}  # positional, by DB-API paramstyle
@@ -45,6 +42,7 @@ def _latest_of(clusters: int, kinds: int, mark: str) -> str:
 
 class ValidationRecords:
     engine: Any
+    clock: Clock
 
     def record_validation(
         self,
@@ -69,7 +67,7 @@ class ValidationRecords:
             "passed": passed is True,
             "verdict": fields.pop("verdict", None) or ("pass" if passed is True else "fail"),
             "started_at": started_at,
-            "finished_at": finished_at or _now(),
+            "finished_at": finished_at or self.clock.now(),
             "reasons": list(fields.pop("reasons", [])),
             "details": dict(fields.pop("details", {})),
             **fields,
@@ -94,7 +92,7 @@ class ValidationRecords:
     ) -> int:
         """A validation that could not finish: verdict ``error``, not passed, finished now. It
         becomes the pool's latest validation, so the pool stops counting as validated at once."""
-        now = _now()
+        now = self.clock.now()
         return self.record_validation(
             run_id=run_id,
             cluster=cluster,
@@ -123,7 +121,10 @@ class ValidationRecords:
         return dict(row._mapping) if row is not None else None
 
     def latest_validations(
-        self, cluster: str, pools: Iterable[str], kinds: Iterable[str] = ("fabric", "storage")
+        self,
+        cluster: str,
+        pools: Iterable[str],
+        kinds: Iterable[str] = (ValidationKind.FABRIC, ValidationKind.STORAGE),
     ) -> dict[tuple[str, str], dict[str, Any]]:
         """``latest_validation`` of every (pool, kind) of one cluster, keyed by (pool, kind), in
         one statement (``latest_validations_by_cluster``), so a page over many pools costs no
@@ -131,7 +132,9 @@ class ValidationRecords:
         return self.latest_validations_by_cluster({cluster: pools}, kinds)[cluster]
 
     def latest_validations_by_cluster(
-        self, by_cluster: Mapping[str, Iterable[str]], kinds: Iterable[str] = ("fabric", "storage")
+        self,
+        by_cluster: Mapping[str, Iterable[str]],
+        kinds: Iterable[str] = (ValidationKind.FABRIC, ValidationKind.STORAGE),
     ) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
         """``latest_validation`` of every (pool, kind) of many clusters (a fleet-wide read):
         cluster -> (pool, kind) -> row, every cluster asked present. The ledger's latest
@@ -171,7 +174,7 @@ class ValidationRecords:
         self,
         cluster: str,
         pool: str,
-        kind: str = "fabric",
+        kind: str = ValidationKind.FABRIC,
         limit: int = 30,
         *,
         passed_only: bool = False,

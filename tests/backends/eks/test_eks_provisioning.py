@@ -10,20 +10,12 @@ import urllib.parse
 import pytest
 from eks_catalog import FS, POOL, RESERVATION, eks_region, seed_block
 
-from gpufleet.backends.base import (
-    CREATED,
-    CREATING,
-    FOUND,
-    READY,
-    WOULD_CREATE,
-    CloudBackend,
-    Taint,
-)
+from gpufleet.backends.base import CloudBackend, EnsureAction, ResourceStatus, Taint
 from gpufleet.backends.eks import EksCloudBackend
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
 from gpufleet.errors import BackendError
 
-UNVALIDATED = Taint("gpufleet.io/unvalidated", None, "NoSchedule")
+UNVALIDATED = Taint("gpufleet.io/validation-pending", None, "NoSchedule")
 
 
 def provision(backend: EksCloudBackend, dry_run: bool = False) -> list:
@@ -68,7 +60,7 @@ def test_reservation_figures_from_ec2(aws):
 def test_first_pass_creates_everything_with_the_right_settings(aws, backend):
     ensured = provision(backend)
     by_kind = {(e.kind, e.name): e for e in ensured}
-    assert {e.action for e in ensured} == {CREATED}
+    assert {e.action for e in ensured} == {EnsureAction.CREATED}
     assert all(e.console_url and e.console_url.startswith("https://") for e in ensured)
 
     vpc = aws.sent("CreateVpc")[0]
@@ -120,7 +112,7 @@ def test_first_pass_creates_everything_with_the_right_settings(aws, backend):
     assert template[data + "InstanceType"] == "p5.48xlarge"
     assert group["amiType"] == "AL2023_x86_64_NVIDIA"
     assert group["labels"] == {"gpufleet.io/pool": POOL}
-    assert group["taints"] == [{"key": "gpufleet.io/unvalidated", "effect": "NO_SCHEDULE"}]
+    assert group["taints"] == [{"key": "gpufleet.io/validation-pending", "effect": "NO_SCHEDULE"}]
     assert group["nodeRole"] == "arn:aws:iam::123456789012:role/gpufleet-eks-nodes"
     us_east_1a = by_kind[("subnet", "train-use1a")].detail["id"]
     assert group["subnets"] == [us_east_1a]  # only the reservation's zone
@@ -146,7 +138,7 @@ def test_second_pass_only_reads(aws, backend):
     again = provision(backend)
     backend.cluster_credentials()
     assert aws.writes() == []
-    assert {e.action for e in again} == {FOUND}
+    assert {e.action for e in again} == {EnsureAction.FOUND}
     assert all(not e.differences for e in again)
     assert all(a.startswith(("Describe", "List", "Get")) for a in aws.actions())
 
@@ -154,7 +146,7 @@ def test_second_pass_only_reads(aws, backend):
 def test_dry_run_writes_nothing(aws, backend):
     planned = provision(backend, dry_run=True)
     assert aws.writes() == []
-    assert {e.action for e in planned} == {WOULD_CREATE}
+    assert {e.action for e in planned} == {EnsureAction.WOULD_CREATE}
     assert all(
         e.console_url.startswith("https://us-east-1.console.aws.amazon.com/") for e in planned
     )
@@ -171,14 +163,20 @@ def test_dry_run_writes_nothing(aws, backend):
 
 def test_statuses_while_creating_and_after(aws, backend):
     provision(backend)
-    assert backend.get_cluster().status == READY  # moto's clusters are ACTIVE at once
+    assert (
+        backend.get_cluster().status == ResourceStatus.READY
+    )  # moto's clusters are ACTIVE at once
     assert backend.get_cluster().version  # moto's default: the catalog names none
     pool = backend.get_node_pool(POOL)
-    assert (pool.node_count, pool.machine_type, pool.status) == (8, "p5.48xlarge", READY)
+    assert (pool.node_count, pool.machine_type, pool.status) == (
+        8,
+        "p5.48xlarge",
+        ResourceStatus.READY,
+    )
     first = backend.get_filesystem(FS)
-    assert first.status == CREATING and first.id.startswith("fs-")
+    assert first.status == ResourceStatus.CREATING and first.id.startswith("fs-")
     ready = backend.get_filesystem(FS)
-    assert ready.status == READY
+    assert ready.status == ResourceStatus.READY
     assert ready.mount_name and ready.endpoint.endswith(".amazonaws.com")
     assert ready.capacity_tib == 37.5 and ready.throughput_mbps_per_tib == 250
 
@@ -237,10 +235,10 @@ def test_access_entry_for_the_catalog_principal(aws):
     assert (entry.kind, entry.name, entry.action) == (
         "access",
         "arn:aws:iam::123456789012:role/airflow",
-        CREATED,
+        EnsureAction.CREATED,
     )
     assert "GetCallerIdentity" not in aws.actions()
-    assert backend.ensure_access_entry().action == FOUND
+    assert backend.ensure_access_entry().action == EnsureAction.FOUND
 
 
 def test_capacity_reservation_runs_on_demand_without_capacity_block_market(aws):
@@ -274,17 +272,17 @@ def test_eks_creates_report_creating_until_active(aws, backend):
     aws.cluster_describes_until_active = 1
     aws.nodegroup_describes_until_active = 1
     backend.ensure_network()
-    assert backend.ensure_cluster().status == CREATING
-    assert backend.get_cluster().status == CREATING
-    assert backend.get_cluster().status == READY
+    assert backend.ensure_cluster().status == ResourceStatus.CREATING
+    assert backend.get_cluster().status == ResourceStatus.CREATING
+    assert backend.get_cluster().status == ResourceStatus.READY
     with pytest.raises(BackendError, match="not ACTIVE"):
         aws.cluster_describes_until_active = 1
         aws.pending[("cluster", "train-use1")] = 1
         backend.cluster_credentials()
     created = backend.ensure_node_pool(POOL)
-    assert (created.action, created.status) == (CREATED, CREATING)
-    assert backend.get_node_pool(POOL).status == CREATING
-    assert backend.get_node_pool(POOL).status == READY
+    assert (created.action, created.status) == (EnsureAction.CREATED, ResourceStatus.CREATING)
+    assert backend.get_node_pool(POOL).status == ResourceStatus.CREATING
+    assert backend.get_node_pool(POOL).status == ResourceStatus.READY
 
 
 def test_retry_rule_resumes_a_failed_node_pool_without_duplicates(aws, backend):
@@ -294,7 +292,7 @@ def test_retry_rule_resumes_a_failed_node_pool_without_duplicates(aws, backend):
     retrying.ensure_cluster()
     aws.throttle("eks", "CreateNodegroup", times=2)
     ensured = retrying.ensure_node_pool(POOL, taints=(UNVALIDATED,))
-    assert ensured.action == CREATED
+    assert ensured.action == EnsureAction.CREATED
     assert len(waits) == 2
     assert len(aws.sent("CreateLaunchTemplate")) == 1  # found on the retries, not recreated
     assert [r.injected for r in aws.requests if r.action == "CreateNodegroup"] == [

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from eks_catalog import POOL, eks_region
 
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, NodeInfo
+from gpufleet.backends.base import EnsureAction, NodeInfo
 from gpufleet.backends.eks import EksCloudBackend
 from gpufleet.backends.eks import reboot as eks_reboot
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
@@ -54,7 +54,12 @@ def reboot_tag(group: NodeGroupPlayer, instance_id: str) -> str | None:
 def test_reboot_reboots_the_instance_and_tags_it_with_the_time(aws, backend, group):
     victim, bystander = group.launch(2)
     done = backend.reboot_node(node(group.provider_id(victim)))
-    assert (done.kind, done.name, done.action, done.status) == ("reboot", NODE, CREATED, "UPDATING")
+    assert (done.kind, done.name, done.action, done.status) == (
+        "reboot",
+        NODE,
+        EnsureAction.CREATED,
+        "UPDATING",
+    )
     assert done.detail == {
         "instance": victim,
         "zone": "us-east-1a",
@@ -83,22 +88,25 @@ def test_reboot_reboots_the_instance_and_tags_it_with_the_time(aws, backend, gro
 
 def test_a_reboot_within_the_window_is_found_and_nothing_is_sent(aws, backend, group, clock):
     (victim,) = group.launch(1)
-    assert backend.reboot_node(node(group.provider_id(victim))).action == CREATED
+    assert backend.reboot_node(node(group.provider_id(victim))).action == EnsureAction.CREATED
     aws.clear_log()
     clock[0] = T0 + timedelta(seconds=eks_reboot.REBOOT_WINDOW_S - 1)
     again = backend.reboot_node(node(group.provider_id(victim)))
-    assert (again.action, again.detail["rebooted_at"]) == (FOUND, "2026-05-04T03:02:01Z")
+    assert (again.action, again.detail["rebooted_at"]) == (
+        EnsureAction.FOUND,
+        "2026-05-04T03:02:01Z",
+    )
     assert aws.writes() == []
     # once the window passed, a reboot is a new one
     clock[0] = T0 + timedelta(seconds=eks_reboot.REBOOT_WINDOW_S + 1)
-    assert backend.reboot_node(node(group.provider_id(victim))).action == CREATED
+    assert backend.reboot_node(node(group.provider_id(victim))).action == EnsureAction.CREATED
     assert [w.action for w in aws.writes()] == ["RebootInstances", "CreateTags"]
 
 
 def test_dry_run_sends_nothing(aws, backend, group):
     (victim,) = group.launch(1)
     planned = backend.reboot_node(node(group.provider_id(victim)), dry_run=True)
-    assert (planned.kind, planned.action) == ("reboot", WOULD_CREATE)
+    assert (planned.kind, planned.action) == ("reboot", EnsureAction.WOULD_CREATE)
     assert planned.detail["node_group"] == POOL
     assert aws.writes() == [] and reboot_tag(group, victim) is None
 
@@ -107,7 +115,9 @@ def test_a_failed_tag_leaves_the_reboot_standing(aws, backend, group):
     (victim,) = group.launch(1)
     aws.fail("ec2", "CreateTags", status=403, code="UnauthorizedOperation")
     done = backend.reboot_node(node(group.provider_id(victim)))
-    assert done.action == CREATED and "UnauthorizedOperation" in done.detail["untagged"]
+    assert (
+        done.action == EnsureAction.CREATED and "UnauthorizedOperation" in done.detail["untagged"]
+    )
     assert [w.action for w in aws.writes()] == ["RebootInstances", "CreateTags"]
 
 
@@ -144,7 +154,7 @@ def test_an_unknown_instance_is_a_clear_error(aws, backend):
 
 def test_an_instance_being_replaced_or_stopped_is_refused(aws, backend, group):
     replaced, stopped = group.launch(2)
-    assert backend.repair_node(node(group.provider_id(replaced))).action == CREATED
+    assert backend.repair_node(node(group.provider_id(replaced))).action == EnsureAction.CREATED
     group.ec2.stop_instances(InstanceIds=[stopped])
     aws.clear_log()
     with pytest.raises(BackendError, match="a repair is under way"):
@@ -163,5 +173,5 @@ def test_503_is_transient_and_the_retry_rule_retries_it(aws, backend, group):
     waits: list[float] = []
     aws.fail("ec2", "RebootInstances", status=503)
     retrying = RetryingCloudBackend(backend, RetryPolicy(attempts=3, sleep=waits.append))
-    assert retrying.reboot_node(node(group.provider_id(victim))).action == CREATED
+    assert retrying.reboot_node(node(group.provider_id(victim))).action == EnsureAction.CREATED
     assert len(waits) == 1 and reboot_tag(group, victim) is not None

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from eks_catalog import FS, POOL, RESERVATION, eks_region, seed_block
 
-from gpufleet.backends.base import FOUND
+from gpufleet.backends.base import EnsureAction
 from gpufleet.backends.eks import EksCloudBackend
 from gpufleet.domain.fleet import ReservationRef, Subnet
 from gpufleet.errors import BackendError, CatalogError, TransientBackendError
@@ -84,7 +84,7 @@ def test_existing_node_group_differences_are_reported_not_changed(aws):
     )
     aws.clear_log()
     ensured = changed.ensure_node_pool(POOL)
-    assert ensured.action == FOUND
+    assert ensured.action == EnsureAction.FOUND
     assert set(ensured.differences) == {
         "instance type: catalog p5e.48xlarge, cloud p5.48xlarge",
         "size: catalog 4 nodes, cloud min 8 max 8 desired 8",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from eks_catalog import POOL, eks_region
 
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, NodeInfo
+from gpufleet.backends.base import EnsureAction, NodeInfo
 from gpufleet.backends.eks import EksCloudBackend
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
 from gpufleet.errors import BackendError, TransientBackendError
@@ -36,7 +36,7 @@ def group(aws, backend) -> NodeGroupPlayer:
 def test_repair_terminates_the_instance_and_the_node_group_replaces_it(aws, backend, group):
     (victim,) = group.launch(1)
     done = backend.repair_node(node(group.provider_id(victim)))
-    assert (done.kind, done.name, done.action) == ("repair", NODE, CREATED)
+    assert (done.kind, done.name, done.action) == ("repair", NODE, EnsureAction.CREATED)
     assert done.detail == {
         "instance": victim,
         "zone": "us-east-1a",
@@ -55,10 +55,13 @@ def test_repair_terminates_the_instance_and_the_node_group_replaces_it(aws, back
 
 def test_an_instance_already_terminating_is_found_and_nothing_is_sent(aws, backend, group):
     (victim,) = group.launch(1)
-    assert backend.repair_node(node(group.provider_id(victim))).action == CREATED
+    assert backend.repair_node(node(group.provider_id(victim))).action == EnsureAction.CREATED
     aws.clear_log()
     again = backend.repair_node(node(group.provider_id(victim)))
-    assert again.action == FOUND and again.detail["state"] in ("shutting-down", "terminated")
+    assert again.action == EnsureAction.FOUND and again.detail["state"] in (
+        "shutting-down",
+        "terminated",
+    )
     assert aws.writes() == []
     assert len(group.replacements) == 1
 
@@ -66,7 +69,7 @@ def test_an_instance_already_terminating_is_found_and_nothing_is_sent(aws, backe
 def test_dry_run_sends_nothing(aws, backend, group):
     (victim,) = group.launch(1)
     planned = backend.repair_node(node(group.provider_id(victim)), dry_run=True)
-    assert planned.action == WOULD_CREATE and planned.detail["node_group"] == POOL
+    assert planned.action == EnsureAction.WOULD_CREATE and planned.detail["node_group"] == POOL
     assert aws.writes() == []
     assert group.state(victim) in ("pending", "running")
 
@@ -112,5 +115,5 @@ def test_503_is_transient_and_the_retry_rule_retries_it(aws, backend, group):
     waits: list[float] = []
     aws.fail("ec2", "TerminateInstances", status=503)
     retrying = RetryingCloudBackend(backend, RetryPolicy(attempts=3, sleep=waits.append))
-    assert retrying.repair_node(node(group.provider_id(victim))).action == CREATED
+    assert retrying.repair_node(node(group.provider_id(victim))).action == EnsureAction.CREATED
     assert len(waits) == 1 and set(group.replacements) == {victim}

@@ -8,7 +8,7 @@ import pytest
 from eks_catalog import POOL, eks_region, seed_block
 from test_eks_provisioning import provision
 
-from gpufleet.backends.base import ABSENT, DELETING, ERROR
+from gpufleet.backends.base import ResourceStatus
 from gpufleet.backends.eks import EksCloudBackend
 
 
@@ -24,11 +24,11 @@ def backend(aws):
 
 def test_the_group_is_gone_only_when_eks_says_so_and_a_resume_does_not_delete_again(aws, backend):
     first = backend.ensure_node_pool_deleted(POOL)
-    assert (first.status, first.requested) == (DELETING, True) and first.operation
+    assert (first.status, first.requested) == (ResourceStatus.DELETING, True) and first.operation
     assert [p["nodegroupName"] for p in aws.sent("DeleteNodegroup")] == [POOL]
 
     resumed = backend.ensure_node_pool_deleted(POOL, first.operation)
-    assert resumed.status == ABSENT and not resumed.requested
+    assert resumed.status == ResourceStatus.ABSENT and not resumed.requested
     assert len(aws.sent("DeleteNodegroup")) == 1  # waited on, never deleted twice
     assert aws.actions("eks")[-1] == "DescribeNodegroup"
 
@@ -38,7 +38,7 @@ def test_a_delete_eks_failed_is_an_error_with_its_reason(aws, backend):
         POOL, "DELETE_FAILED", [{"code": "Ec2SecurityGroupDeletionFailure", "message": "in use"}]
     )
     failed = backend.ensure_node_pool_deleted(POOL, "delete_nodegroup")
-    assert failed.status == ERROR
+    assert failed.status == ResourceStatus.ERROR
     assert failed.message == "Ec2SecurityGroupDeletionFailure: in use"
     assert aws.sent("DeleteNodegroup") == []
 

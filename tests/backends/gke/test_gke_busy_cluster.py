@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.backends.base import CREATED
+from gpufleet.backends.base import EnsureAction
 from gpufleet.backends.gke import GkeCloudBackend
 from gpufleet.backends.gke.clients import BUSY_CLUSTER_WAIT
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
@@ -48,7 +48,7 @@ def test_a_busy_cluster_is_waited_for_and_the_create_goes_through(backend, fake)
 
     ensured = retrying.ensure_node_pool("a3u-pool-1")
 
-    assert ensured.action == CREATED
+    assert ensured.action == EnsureAction.CREATED
     assert [r.method for r in fake.requests if r.path == POOLS] == ["POST"] * 4
     assert waits == [BUSY_CLUSTER_WAIT] * 3  # waited as Google says, not 0.2 s
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufleet.backends.base import CREATED, FOUND
+from gpufleet.backends.base import EnsureAction
 from gpufleet.backends.gke import GkeCloudBackend
 from gpufleet.backends.gke.lustre import capacity_gib
 from gpufleet.config.catalog import parse_catalog_file
@@ -61,7 +61,7 @@ def backend_for(tmp_path, fake: GcpFake, tib: float, tier: int) -> GkeCloudBacke
 def test_the_api_accepts_what_the_tiers_allow_and_a_second_pass_finds_it(tmp_path, tib, tier):
     with GcpFake(operation_polls=1) as fake:
         backend = backend_for(tmp_path, fake, tib, tier)
-        assert backend.ensure_filesystem(FS).action == CREATED
+        assert backend.ensure_filesystem(FS).action == EnsureAction.CREATED
         (body,) = fake.bodies("POST", r"/instances$")
         assert body["capacityGib"] == str(capacity_gib(tib, tier))
         if tier == 25:
@@ -71,4 +71,4 @@ def test_the_api_accepts_what_the_tiers_allow_and_a_second_pass_finds_it(tmp_pat
             assert body["perUnitStorageThroughput"] == str(tier)
         assert backend.get_filesystem(FS).throughput_mbps_per_tib == tier
         again = backend.ensure_filesystem(FS)
-        assert (again.action, again.differences) == (FOUND, ())
+        assert (again.action, again.differences) == (EnsureAction.FOUND, ())

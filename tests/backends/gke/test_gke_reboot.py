@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, NodeInfo
+from gpufleet.backends.base import EnsureAction, NodeInfo
 from gpufleet.backends.gke import GkeCloudBackend
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
 from gpufleet.config.catalog import parse_catalog_file
@@ -47,7 +47,12 @@ def backend(fake, region) -> GkeCloudBackend:
 
 def test_reboot_resets_the_vm_and_returns_while_it_runs(backend, fake):
     done = backend.reboot_node(node())
-    assert (done.kind, done.name, done.action, done.status) == ("reboot", VM, CREATED, "UPDATING")
+    assert (done.kind, done.name, done.action, done.status) == (
+        "reboot",
+        VM,
+        EnsureAction.CREATED,
+        "UPDATING",
+    )
     assert done.detail["instance"] == VM and done.detail["zone"] == ZONE
     assert done.detail["operation"]
     assert done.console_url.endswith(f"/zones/{ZONE}/instances/{VM}?project={PROJECT}")
@@ -57,7 +62,10 @@ def test_reboot_resets_the_vm_and_returns_while_it_runs(backend, fake):
     # not waited on: a second call finds the reset under way and sends nothing
     fake.clear_log()
     again = backend.reboot_node(node())
-    assert (again.action, again.detail["operation"]) == (FOUND, done.detail["operation"])
+    assert (again.action, again.detail["operation"]) == (
+        EnsureAction.FOUND,
+        done.detail["operation"],
+    )
     assert fake.writes() == []
     assert fake.resets(PROJECT, ZONE, OTHER) == 0
 
@@ -65,14 +73,18 @@ def test_reboot_resets_the_vm_and_returns_while_it_runs(backend, fake):
 def test_a_reset_under_way_is_found_and_nothing_is_sent(backend, fake):
     running = fake.begin_reset(PROJECT, ZONE, VM)
     found = backend.reboot_node(node())
-    assert (found.action, found.status, found.detail["operation"]) == (FOUND, "UPDATING", running)
+    assert (found.action, found.status, found.detail["operation"]) == (
+        EnsureAction.FOUND,
+        "UPDATING",
+        running,
+    )
     assert fake.writes() == [] and fake.reset_requests() == []
 
 
 def test_another_vms_reset_or_a_host_report_is_not_this_reboot(backend, fake):
     fake.begin_reset(PROJECT, ZONE, OTHER)
     fake.begin_host_report(PROJECT, ZONE, VM)  # a repair's operation, not a reset
-    assert backend.reboot_node(node()).action == CREATED
+    assert backend.reboot_node(node()).action == EnsureAction.CREATED
     assert fake.reset_requests() == [{"project": PROJECT, "zone": ZONE, "instance": VM}]
 
 
@@ -84,13 +96,13 @@ def test_once_the_reset_is_done_a_new_reboot_is_sent(backend, fake):
         )
     assert fake.resets(PROJECT, ZONE, VM) == 1
     again = backend.reboot_node(node())
-    assert again.action == CREATED and again.detail["operation"] != first
+    assert again.action == EnsureAction.CREATED and again.detail["operation"] != first
     assert len(fake.reset_requests()) == 2
 
 
 def test_dry_run_sends_nothing(backend, fake):
     planned = backend.reboot_node(node(), dry_run=True)
-    assert (planned.kind, planned.action) == ("reboot", WOULD_CREATE)
+    assert (planned.kind, planned.action) == ("reboot", EnsureAction.WOULD_CREATE)
     assert fake.writes() == [] and fake.reset_requests() == []
 
 
@@ -152,5 +164,5 @@ def test_503_is_transient_and_the_retry_rule_retries_it(backend, fake):
     waits: list[float] = []
     fake.inject_error(503, times=1, method="POST", path_contains="/reset")
     retrying = RetryingCloudBackend(backend, RetryPolicy(attempts=3, sleep=waits.append))
-    assert retrying.reboot_node(node()).action == CREATED
+    assert retrying.reboot_node(node()).action == EnsureAction.CREATED
     assert len(waits) == 1 and len(fake.reset_requests()) == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, NodeInfo
+from gpufleet.backends.base import EnsureAction, NodeInfo
 from gpufleet.backends.gke import GkeCloudBackend
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
 from gpufleet.config.catalog import parse_catalog_file
@@ -45,7 +45,12 @@ def backend(fake, region) -> GkeCloudBackend:
 
 def test_repair_reports_the_host_and_returns_while_it_runs(backend, fake):
     done = backend.repair_node(node())
-    assert (done.kind, done.name, done.action, done.status) == ("repair", VM, CREATED, "UPDATING")
+    assert (done.kind, done.name, done.action, done.status) == (
+        "repair",
+        VM,
+        EnsureAction.CREATED,
+        "UPDATING",
+    )
     assert done.detail["instance"] == VM and done.detail["zone"] == ZONE
     posts = [r for r in fake.writes()]
     assert [(r.method, r.path) for r in posts] == [("POST", REPORT)]
@@ -60,25 +65,25 @@ def test_repair_reports_the_host_and_returns_while_it_runs(backend, fake):
     }
     # not waited on (10-12 minutes in real life): a second call finds the report under way
     fake.clear_log()
-    assert backend.repair_node(node()).action == FOUND and fake.writes() == []
+    assert backend.repair_node(node()).action == EnsureAction.FOUND and fake.writes() == []
 
 
 def test_a_report_under_way_is_found_and_nothing_is_sent(backend, fake):
     fake.begin_host_report(PROJECT, ZONE, VM)
     found = backend.repair_node(node())
-    assert (found.action, found.status) == (FOUND, "UPDATING")
+    assert (found.action, found.status) == (EnsureAction.FOUND, "UPDATING")
     assert fake.writes() == [] and fake.host_reports() == []
 
 
 def test_a_vm_in_repair_is_found(backend, fake):
     fake.add_instance(PROJECT, ZONE, VM, status="REPAIRING")
-    assert backend.repair_node(node()).action == FOUND
+    assert backend.repair_node(node()).action == EnsureAction.FOUND
     assert fake.writes() == []
 
 
 def test_dry_run_sends_nothing(backend, fake):
     planned = backend.repair_node(node(), dry_run=True)
-    assert planned.action == WOULD_CREATE
+    assert planned.action == EnsureAction.WOULD_CREATE
     assert fake.writes() == [] and fake.host_moves(PROJECT, ZONE, VM) == 0
 
 
@@ -122,7 +127,7 @@ def test_503_is_transient_and_the_retry_rule_retries_it(backend, fake):
     waits: list[float] = []
     fake.inject_error(503, times=1, method="POST", path_contains="reportHostAsFaulty")
     retrying = RetryingCloudBackend(backend, RetryPolicy(attempts=3, sleep=waits.append))
-    assert retrying.repair_node(node()).action == CREATED
+    assert retrying.repair_node(node()).action == EnsureAction.CREATED
     assert len(waits) == 1 and len(fake.host_reports()) == 1
 
 

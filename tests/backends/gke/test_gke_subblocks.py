@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, CloudBackend
+from gpufleet.backends.base import CloudBackend, EnsureAction
 from gpufleet.backends.gke import GkeCloudBackend
 from gpufleet.backends.retry import RetryingCloudBackend, RetryPolicy
 from gpufleet.backends.topology_api import DEGRADED, HEALTHY, UNKNOWN
@@ -150,7 +150,7 @@ def test_report_faulty_sends_the_subblock_its_path_and_body(backend, fake):
     assert (done.kind, done.name, done.action, done.status) == (
         "subblock_report",
         KEY2,
-        CREATED,
+        EnsureAction.CREATED,
         "UPDATING",
     )
     assert done.detail["subblock"] == SB2 and done.detail["block"] == BLOCK
@@ -165,22 +165,29 @@ def test_report_faulty_sends_the_subblock_its_path_and_body(backend, fake):
     # not waited on: a second call finds the report under way and sends nothing
     fake.clear_log()
     again = backend.report_faulty_subblock(POOL, KEY2, REASON)
-    assert (again.action, again.detail["operation"]) == (FOUND, done.detail["operation"])
+    assert (again.action, again.detail["operation"]) == (
+        EnsureAction.FOUND,
+        done.detail["operation"],
+    )
     assert fake.writes() == []
 
 
 def test_a_report_under_way_is_found_and_nothing_is_sent(backend, fake):
     running = fake.begin_subblock_report(PROJECT, ZONE, RES, BLOCK, SB2)
     found = backend.report_faulty_subblock(POOL, KEY2, REASON)
-    assert (found.action, found.status, found.detail["operation"]) == (FOUND, "UPDATING", running)
+    assert (found.action, found.status, found.detail["operation"]) == (
+        EnsureAction.FOUND,
+        "UPDATING",
+        running,
+    )
     assert fake.writes() == [] and fake.subblock_reports() == []
     # a report of another sub-block is not this one's
-    assert backend.report_faulty_subblock(POOL, KEY1, REASON).action == CREATED
+    assert backend.report_faulty_subblock(POOL, KEY1, REASON).action == EnsureAction.CREATED
 
 
 def test_dry_run_sends_nothing(backend, fake):
     planned = backend.report_faulty_subblock(POOL, KEY2, REASON, dry_run=True)
-    assert (planned.action, planned.status) == (WOULD_CREATE, "ABSENT")
+    assert (planned.action, planned.status) == (EnsureAction.WOULD_CREATE, "ABSENT")
     assert planned.detail["subblock"] == SB2
     assert fake.writes() == [] and fake.subblock_reports() == []
 
@@ -210,7 +217,7 @@ def test_503_on_the_report_is_retried_and_reports_once(backend, fake):
     waits: list[float] = []
     retrying = RetryingCloudBackend(backend, RetryPolicy(attempts=3, sleep=waits.append))
     done = retrying.report_faulty_subblock(POOL, KEY2, REASON)
-    assert done.action == CREATED and len(waits) == 1
+    assert done.action == EnsureAction.CREATED and len(waits) == 1
     assert len(fake.subblock_reports()) == 1
     assert [h.key for h in retrying.subblock_health(POOL)] == [KEY1, KEY2]
     fake.inject_error(503, times=1, method="GET", path_contains="reservationSubBlocks")

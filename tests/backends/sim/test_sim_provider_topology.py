@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE
+from gpufleet.backends.base import EnsureAction
 from gpufleet.backends.retry import RetryingCloudBackend
 from gpufleet.backends.sim.cloud_table import CREATE_S
 from gpufleet.backends.sim.state import SimState
@@ -100,22 +100,22 @@ def test_a_report_is_recorded_found_while_under_way_then_made_again(cloud):
     assert (done.kind, done.name, done.action, done.status) == (
         "subblock_report",
         SB2,
-        CREATED,
+        EnsureAction.CREATED,
         "UPDATING",
     )
     (recorded,) = cloud.inner.subblock_reports(POOL)
     assert (recorded["key"], recorded["reason"], recorded["reports"]) == (SB2, REASON, 1)
     assert {h.key: h.detail["reports"] for h in cloud.subblock_health(POOL)} == {SB1: 0, SB2: 1}
     again = cloud.report_faulty_subblock(POOL, SB2, "another reason")
-    assert (again.action, again.detail["reason"]) == (FOUND, REASON)
+    assert (again.action, again.detail["reason"]) == (EnsureAction.FOUND, REASON)
     SimState().clock.advance(CREATE_S["subblock_report"] + 1)
-    assert cloud.report_faulty_subblock(POOL, SB2, REASON).action == CREATED
+    assert cloud.report_faulty_subblock(POOL, SB2, REASON).action == EnsureAction.CREATED
     assert [r["reports"] for r in cloud.inner.subblock_reports(POOL)] == [2]
 
 
 def test_dry_run_records_nothing(cloud):
     planned = cloud.report_faulty_subblock(POOL, SB1, REASON, dry_run=True)
-    assert (planned.action, planned.status) == (WOULD_CREATE, "ABSENT")
+    assert (planned.action, planned.status) == (EnsureAction.WOULD_CREATE, "ABSENT")
     assert cloud.inner.subblock_reports() == []
 
 

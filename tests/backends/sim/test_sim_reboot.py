@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, Taint
+from gpufleet.backends.base import EnsureAction, Taint
 from gpufleet.backends.sim.cloud_table import CREATE_S
 from gpufleet.backends.sim.faults import PoolFaults
 from gpufleet.backends.sim.gpu_health import gpu_health_outputs
@@ -61,7 +61,12 @@ def test_a_reboot_clears_exactly_the_faults_a_reboot_clears_and_only_the_nodes(s
         SimState().inject(CLUSTER, POOL, fault.format(OTHER))
     SimState().inject(CLUSTER, POOL, "fabric-down")  # the pool's, no node's
     done = cloud.reboot_node(the_node(kube))
-    assert (done.kind, done.name, done.action, done.status) == ("reboot", NODE, CREATED, "UPDATING")
+    assert (done.kind, done.name, done.action, done.status) == (
+        "reboot",
+        NODE,
+        EnsureAction.CREATED,
+        "UPDATING",
+    )
     cleared = {f.format(NODE) for f in NODE_FAULTS if f.split(":")[0] in REBOOT_CLEARS}
     assert cleared == {f"xid:{NODE}:79", f"xid:{NODE}:48", f"row-remap-pending:{NODE}"}
     kept = {f.format(NODE) for f in NODE_FAULTS} - cleared
@@ -117,13 +122,13 @@ def test_a_sticky_fault_survives_the_reboot(sim):
 
 def test_a_reboot_under_way_is_found_and_changes_nothing(sim):
     cloud, kube = sim
-    assert cloud.reboot_node(the_node(kube)).action == CREATED
+    assert cloud.reboot_node(the_node(kube)).action == EnsureAction.CREATED
     SimState().inject(CLUSTER, POOL, f"xid:{NODE}:79")  # a new Xid while it boots
     again = cloud.reboot_node(the_node(kube))
-    assert (again.kind, again.action, again.status) == ("reboot", FOUND, "UPDATING")
+    assert (again.kind, again.action, again.status) == ("reboot", EnsureAction.FOUND, "UPDATING")
     assert faults_in_force() == {(f"xid:{NODE}:79", "cli")}
     SimState().clock.advance(REBOOT_S + 0.01)  # once it is done, a reboot is a new one
-    assert cloud.reboot_node(the_node(kube)).action == CREATED
+    assert cloud.reboot_node(the_node(kube)).action == EnsureAction.CREATED
     assert faults_in_force() == set()
 
 
@@ -131,7 +136,7 @@ def test_dry_run_changes_nothing(sim):
     cloud, kube = sim
     SimState().inject(CLUSTER, POOL, f"xid:{NODE}:79")
     planned = cloud.reboot_node(the_node(kube), dry_run=True)
-    assert (planned.kind, planned.action) == ("reboot", WOULD_CREATE)
+    assert (planned.kind, planned.action) == ("reboot", EnsureAction.WOULD_CREATE)
     assert faults_in_force() == {(f"xid:{NODE}:79", "cli")}
     assert the_node(kube).ready
 
@@ -142,7 +147,7 @@ def test_a_reboot_during_a_repair_is_refused_and_a_repair_during_a_reboot_is_not
     with pytest.raises(BackendError, match="is being repaired"):
         cloud.reboot_node(the_node(kube))
     cloud.reboot_node(the_node(kube, OTHER))
-    assert cloud.repair_node(the_node(kube, OTHER)).action == CREATED
+    assert cloud.repair_node(the_node(kube, OTHER)).action == EnsureAction.CREATED
     SimState().clock.advance(REBOOT_S + 0.01)
     assert not the_node(kube, OTHER).ready  # the repair outlasts the reboot
     SimState().clock.advance(CREATE_S["repair"])

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import CREATED, FOUND, WOULD_CREATE, Taint
+from gpufleet.backends.base import EnsureAction, Taint
 from gpufleet.backends.sim.cloud_table import CREATE_S
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
@@ -55,7 +55,7 @@ def test_repair_clears_the_hosts_faults_and_the_node_comes_back(sim):
     kube.add_taint(NODE, quarantine)
     before = the_node(kube)
     done = cloud.repair_node(before)
-    assert (done.kind, done.name, done.action) == ("repair", NODE, CREATED)
+    assert (done.kind, done.name, done.action) == ("repair", NODE, EnsureAction.CREATED)
     assert done.detail == {"cleared": [f"bad-node:{NODE}", f"bad-node:{NODE}:nic"], "kept": []}
     assert host_faults() == {(f"bad-node:{CLUSTER}-{POOL}-2", "cli")}
     during = the_node(kube)
@@ -87,10 +87,10 @@ def test_a_non_sticky_not_ready_fault_is_cleared_by_repair(sim):
 
 def test_a_repair_under_way_is_found_and_changes_nothing(sim):
     cloud, kube = sim
-    assert cloud.repair_node(the_node(kube)).action == CREATED
+    assert cloud.repair_node(the_node(kube)).action == EnsureAction.CREATED
     SimState().inject(CLUSTER, POOL, f"bad-node:{NODE}")  # a new fault during the repair
     again = cloud.repair_node(the_node(kube))
-    assert (again.action, again.status) == (FOUND, "UPDATING")
+    assert (again.action, again.status) == (EnsureAction.FOUND, "UPDATING")
     assert host_faults() == {(f"bad-node:{NODE}", "cli")}
     assert not the_node(kube).ready
 
@@ -99,7 +99,7 @@ def test_dry_run_changes_nothing(sim):
     cloud, kube = sim
     SimState().inject(CLUSTER, POOL, f"bad-node:{NODE}")
     planned = cloud.repair_node(the_node(kube), dry_run=True)
-    assert planned.action == WOULD_CREATE
+    assert planned.action == EnsureAction.WOULD_CREATE
     assert host_faults() == {(f"bad-node:{NODE}", "cli")}
     assert the_node(kube).ready
 

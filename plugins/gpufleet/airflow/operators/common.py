@@ -1,8 +1,11 @@
-"""What every gpufleet operator shares: the ledger connection, the catalog, polling."""
+"""What every gpufleet operator shares: the ledger connection, the catalog, polling, the run's
+watcher and branches that keep it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, BranchMixIn
 
 if TYPE_CHECKING:  # DAG files import operators at parse time: keep heavy imports lazy
     from gpufleet.domain.fleet import Catalog, Cluster
@@ -73,11 +76,56 @@ def pools_per_run() -> int:
 
 def failed_tasks(context, exclude: tuple[str, ...] = ()) -> list[str]:
     """This run's tasks (``task_id`` or ``task_id_<map index>``) that failed or whose upstream
-    failed, but for ``exclude`` (task ids): a DAG's last task uses it to fail the run too."""
+    failed, but for ``exclude`` (task ids) and the watcher: for a task's text or decision (the
+    region's recorded reason, the watcher's message). The run's failure itself comes from the
+    ``watcher`` task (``RunWatcherOperator``), never from a report reading this."""
     run_id = context["run_id"]
     states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
+    exclude = (*exclude, WATCHER_ID)  # it fails because the others did: it names none
     return sorted(
         key
         for key, state in (states or {}).get(run_id, {}).items()
         if state in ("failed", "upstream_failed") and not key.startswith(exclude)
     )
+
+
+WATCHER_ID = "watcher"
+
+
+class RunWatcherOperator(BaseOperator):
+    """Airflow's ``watcher()`` idiom: downstream of every task of the DAG with trigger rule
+    ``one_failed``, it runs (and fails, naming the tasks) only when a task failed, so the run
+    fails although a report or teardown after the failure succeeded; otherwise it is skipped
+    and the run succeeds. ``dagkit.watch()`` adds it."""
+
+    ui_color = "#ffd6d6"
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("task_id", WATCHER_ID)
+        kwargs.setdefault("trigger_rule", "one_failed")
+        kwargs.setdefault("retries", 0)
+        kwargs.setdefault("on_failure_callback", None)  # the failed tasks alerted already
+        super().__init__(**kwargs)
+
+    def execute(self, context) -> None:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        failed = failed_tasks(context, (self.task_id,))
+        raise AirflowFailException(
+            f"{', '.join(failed) or 'a task'} did not succeed: the run fails (watcher)"
+        )
+
+
+class WatchedBranchMixIn(BranchMixIn):
+    """A branch that never skips the ``watcher``: Airflow skips every direct downstream task a
+    branch does not follow, and the watcher is downstream of every task. An operator lists it
+    after ``BaseOperator`` and sets ``inherits_from_skipmixin = True`` itself (as
+    ``BaseBranchOperator`` does: ``BaseOperator``'s property would win over the mixin's)."""
+
+    def do_branch(self, context, branches_to_execute):
+        chosen = [branches_to_execute] if isinstance(branches_to_execute, str) else []
+        if not isinstance(branches_to_execute, str):
+            chosen = list(branches_to_execute or ())
+        if WATCHER_ID in self.downstream_task_ids:
+            chosen.append(WATCHER_ID)
+        return super().do_branch(context, chosen)

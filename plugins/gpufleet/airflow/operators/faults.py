@@ -1,12 +1,13 @@
-"""A run's simulated faults as Airflow setup and teardown tasks
-(``services.validation.run_faults``).
+"""A run's simulated faults as Airflow tasks (``services.validation.run_faults``).
 
-``RunFaultsSetupOperator`` (``.as_setup()``) first sweeps the faults of runs that are no longer
-alive (``runs.run_alive``: a run killed with ``kill -9`` never ran its teardown), then checks
-the run's ``sim_faults`` against the run's scope (``region``: an onboarding's region; else the
-nightly's ``regions``/``clusters``/``pools``) and injects them with the run's lease (the DAG's
-``dagrun_timeout``, else ``DEFAULT_RUN_LEASE_S``). ``RunFaultsTeardownOperator``
-(``.as_teardown(setups=...)``) clears them whatever happened to the run's other tasks.
+``RunFaultsSweepOperator``, the first task of the production DAGs that validate, removes the
+faults of runs that are no longer alive (``runs.run_alive``: a ``sim_fault_drill`` run killed
+with ``kill -9`` never ran its teardown). In ``sim_fault_drill`` only,
+``RunFaultsSetupOperator`` (``.as_setup()``) sweeps the same way, then checks the run's
+``sim_faults`` against the pools the run validates (its ``regions``/``clusters``/``pools``) and
+injects them with the run's lease (the DAG's ``dagrun_timeout``, else ``DEFAULT_RUN_LEASE_S``);
+``RunFaultsTeardownOperator`` (``.as_teardown(setups=...)``) clears them whatever happened to the
+run's other tasks.
 """
 
 from __future__ import annotations
@@ -34,19 +35,30 @@ def sweep_ended_runs(context) -> int:
     return len(sweep(lambda dag_id, run_id: run_alive(context, dag_id, run_id)))
 
 
+class RunFaultsSweepOperator(BaseOperator):
+    """Remove the sim faults of runs that are over (none where no sim fleet was ever used)."""
+
+    ui_color = "#fff0d0"
+
+    def execute(self, context) -> int:
+        swept = sweep_ended_runs(context)
+        if swept:
+            self.log.warning("removed %d sim fault(s) left by runs that are over", swept)
+        return swept
+
+
 class RunFaultsSetupOperator(BaseOperator):
     """Setup task: sweep faults of ended runs, then inject this run's ``sim_faults``
     (``cluster/pool=fault``, sim clusters and this run's own pools only), refused whole before
     any is injected."""
 
-    template_fields: Sequence[str] = ("sim_faults", "region", "regions", "clusters", "pools")
+    template_fields: Sequence[str] = ("sim_faults", "regions", "clusters", "pools")
     ui_color = "#fff0d0"
 
     def __init__(
         self,
         *,
         sim_faults: Any = None,
-        region: Any = None,
         regions: Any = None,
         clusters: Any = None,
         pools: Any = None,
@@ -54,7 +66,6 @@ class RunFaultsSetupOperator(BaseOperator):
     ):
         super().__init__(**kwargs)
         self.sim_faults = sim_faults
-        self.region = region
         self.regions = regions
         self.clusters = clusters
         self.pools = pools
@@ -65,11 +76,7 @@ class RunFaultsSetupOperator(BaseOperator):
         from gpufleet.airflow.operators.common import catalog, ledger
         from gpufleet.domain.faults import RunLease
         from gpufleet.errors import GpufleetError
-        from gpufleet.services.validation.run_faults import (
-            inject_run_faults,
-            nightly_fault_scope,
-            region_fault_scope,
-        )
+        from gpufleet.services.validation.run_faults import inject_run_faults, nightly_fault_scope
 
         swept = sweep_ended_runs(context)
         if swept:
@@ -79,16 +86,13 @@ class RunFaultsSetupOperator(BaseOperator):
             return 0
         try:  # bad faults or names will not get better by retrying
             fleet = catalog()
-            if self.region:
-                scope = region_fault_scope(fleet, self.region)
-            else:
-                scope = nightly_fault_scope(
-                    fleet,
-                    regions=self.regions or None,
-                    clusters=self.clusters or None,
-                    pools=self.pools or None,
-                    in_service=ledger().transitioned_pools(),
-                )
+            scope = nightly_fault_scope(
+                fleet,
+                regions=self.regions or None,
+                clusters=self.clusters or None,
+                pools=self.pools or None,
+                in_service=ledger().transitioned_pools(),
+            )
             dag = context["dag"]
             lease = RunLease(dag.dag_id, context["run_id"], lease_seconds(dag))
             return inject_run_faults(fleet, specs, scope, lease)

@@ -7,9 +7,14 @@ TaskFlow machinery costs more to import than the rest of the DAG)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Catalog
+    from gpufleet.services.validation.unvalidated import NotValidated
+    from gpufleet.store import Ledger
 
 
 def nightly_targets(
@@ -112,16 +117,14 @@ class ValidationTargetsOperator(BaseOperator):
 class ClusterRunsOperator(BaseOperator):
     """The planner's plan: one ``nightly_fabric_validation`` run per cluster of the scope (a
     cluster past ``[gpufleet] pools_per_run`` pools split into parts), as the mapping kwargs of
-    the ``TriggerDagRunOperator`` that starts them: run id and conf (the run's settings, its
-    pools and the sim faults on them). The sim faults are checked against the whole scope
-    first: one bad fault starts no run."""
+    the ``TriggerDagRunOperator`` that starts them: run id and conf (the run's settings and
+    its pools)."""
 
     template_fields: Sequence[str] = (
         "regions",
         "clusters",
         "pools",
         "mode",
-        "sim_faults",
         "settings",
     )
 
@@ -132,7 +135,6 @@ class ClusterRunsOperator(BaseOperator):
         clusters: Any = None,
         pools: Any = None,
         mode: str = "both",
-        sim_faults: Any = None,
         settings: Any = None,
         **kwargs: Any,
     ):
@@ -141,38 +143,21 @@ class ClusterRunsOperator(BaseOperator):
         self.clusters = clusters
         self.pools = pools
         self.mode = mode
-        self.sim_faults = sim_faults
         self.settings = settings
 
     def execute(self, context) -> list[dict[str, Any]]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from gpufleet.airflow.operators.common import catalog, ledger, pools_per_run
+        from gpufleet.airflow.operators.common import pools_per_run
         from gpufleet.errors import GpufleetError
         from gpufleet.services.validation.fanout import plan_cluster_runs
-        from gpufleet.services.validation.run_faults import check_run_faults, nightly_fault_scope
 
-        specs = list(self.sim_faults or ())
         try:
             per_run = pools_per_run()
-            fleet = catalog()
-            scope = nightly_fault_scope(
-                fleet,
-                regions=self.regions or None,
-                clusters=self.clusters or None,
-                pools=self.pools or None,
-                in_service=ledger().transitioned_pools(),
-            )
-            faults = [
-                (ref.key, spec)
-                for spec, (ref, _f) in zip(
-                    specs, check_run_faults(fleet, specs, scope), strict=True
-                )
-            ]
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
         targets = nightly_targets(self.log, self.regions, self.clusters, self.pools, self.mode)
-        runs = plan_cluster_runs(_keys(targets), context["run_id"], per_run, faults)
+        runs = plan_cluster_runs(_keys(targets), context["run_id"], per_run)
         for run in runs:
             self.log.info("%s: %d pools (%s)", run.run_id, len(run.pools), ", ".join(run.pools))
         self.log.info(
@@ -186,7 +171,8 @@ class ClusterRunsOperator(BaseOperator):
 
 class ValidationReportOperator(BaseOperator):
     """Judge drift, write the run's report; alert on drift (a warning:
-    the task still succeeds when every check passed); fail if any check failed.
+    the task still succeeds when every check passed); fail if any check failed. A task that
+    failed without a verdict is named in the log; the DAG's ``watcher`` fails the run for it.
 
     A run that planned checks and recorded none (every pool skipped: other runs hold their
     validation locks) fails, saying so in the report and in the failure: green must mean
@@ -230,15 +216,17 @@ class ValidationReportOperator(BaseOperator):
                 run_id,
             )
         failed = list(result.failed)
-        # a task that failed before recording a verdict (bad scope, lost cluster) fails the
-        # run too: the report is the run's last word
-        failed += [f"task {key} did not succeed" for key in failed_tasks(context, ("report",))]
+        # a task that failed before recording a verdict (bad scope, lost cluster) is named
+        # here; the run fails through its watcher, not through this report
+        tasks = [f"task {key} did not succeed" for key in failed_tasks(context, ("report",))]
+        for text in tasks:
+            self.log.warning("%s", text)
         for s in skipped:
             self.log.warning("not validated: %s", s.text())
         if planned and result.checks == 0:
             # validated nothing (every pool skipped: other runs hold their locks): a green
             # run would read as "validated" to whoever looks; it fails, saying so first
-            also = f" | also: {' | '.join(failed)}" if failed else ""
+            also = f" | also: {' | '.join(failed + tasks)}" if failed or tasks else ""
             raise AirflowFailException(nothing_validated_text(skipped, len(planned)) + also)
         # a stuck holder (alive to Airflow, silent past its lease) skips its pools every
         # night until cleared: a problem of this run's, with how to clear it
@@ -250,8 +238,8 @@ class ValidationReportOperator(BaseOperator):
         return dict(result.paths)
 
     def _not_validated(
-        self, context, book: Any, catalog: Any, children: list[str] | None
-    ) -> tuple[list[tuple[str, str, str]], list[Any]]:
+        self, context, book: Ledger, catalog: Catalog, children: list[str] | None
+    ) -> tuple[list[tuple[str, str, str]], list[NotValidated]]:
         """The checks this run planned (its targets; a planner's: its cluster runs' pools),
         and those it recorded no verdict for, each with its lock's holder
         (``services.validation.unvalidated``)."""

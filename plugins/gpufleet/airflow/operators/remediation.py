@@ -40,7 +40,7 @@ class NodeRemediationOperator(BaseOperator):
         self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context) -> dict[str, Any]:
-        from gpufleet.airflow.notifiers import send_alert
+        from gpufleet.airflow.operators.step_report import report_step
         from gpufleet.domain.inputs import finite
         from gpufleet.errors import GpufleetError
         from gpufleet.services.nodes.remediation import NodeRemediation, RemediationSettings
@@ -52,11 +52,13 @@ class NodeRemediationOperator(BaseOperator):
         except (GpufleetError, ValueError) as exc:
             raise AirflowFailException(str(exc)) from None
         result = NodeRemediation(ref, ledger(self.ledger_conn_id), settings).step(context["run_id"])
-        for note in result.notes:
-            self.log.info("%s/%s: %s", self.cluster, self.node_pool, note)
         where = f"{self.cluster}/{self.node_pool}"
-        for text in result.alerts:
-            send_alert("node remediation waiting", where, text, context["run_id"])
-        for text in result.pages:
-            send_alert("PAGE: a node needs a person", where, text, context["run_id"])
+        report_step(
+            self.log,
+            result,
+            alert="node remediation waiting",
+            where=where,
+            prefix=where,
+            run_id=context["run_id"],
+        )
         return result.to_dict()

@@ -6,7 +6,8 @@ a waiting step re-enters at least every ``LEASE_RENEW``), does its one step
 (``TransitionStepOperator``), a rollback or an abandon, logs what happened, and defers on a
 ``WaitTrigger`` (``gpufleet.airflow.triggers``) while a step waits (new nodes Ready, a drain
 batch, a soak): the state lives in the ledger, so a resumed run and a re-entered task pick up
-where it stood. Tasks that do not apply to this run's ``action`` skip.
+where it stood. ``TransitionActionBranch`` follows the tasks of this run's ``action``: Airflow
+skips the others.
 """
 
 from __future__ import annotations
@@ -15,11 +16,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from gpufleet.airflow.assets import POOL_RETIRED
-from gpufleet.airflow.operators.common import catalog, failed_tasks, ledger, poll_interval
+from gpufleet.airflow.operators.common import (
+    WatchedBranchMixIn,
+    catalog,
+    failed_tasks,
+    ledger,
+    poll_interval,
+)
 from gpufleet.airflow.operators.runs import run_liveness
+from gpufleet.domain.validation_kinds import ValidationKind
 
 
 class _TransitionTask(BaseOperator):
@@ -85,12 +93,14 @@ class _TransitionTask(BaseOperator):
         return svc
 
     def _log(self, outcome) -> None:
-        from gpufleet.airflow.notifiers import send_alert
+        from gpufleet.airflow.operators.step_report import report_step
 
-        for note in outcome.notes:
-            self.log.info("%s: %s", outcome.step, note)
-        for text in outcome.alerts:
-            send_alert("reservation transition", f"{self.cluster} {outcome.step}", text)
+        report_step(
+            self.log,
+            outcome,
+            alert="reservation transition",
+            where=f"{self.cluster} {outcome.step}",
+        )
 
     @staticmethod
     def _call(what: str, fn, *args):
@@ -144,9 +154,32 @@ class TransitionLockOperator(_TransitionTask):
         return {"transition_id": svc.tid, "current": svc.current().value, "next": nxt.value}
 
 
+class TransitionActionBranch(BaseOperator, WatchedBranchMixIn):
+    """After the lock: the branch of this run's ``action`` (``run``: the first forward step and
+    ``new_pool_validated``, which runs whatever the validation did; ``rollback``; ``abandon``).
+    The tasks of the other actions are skipped by Airflow, never by themselves."""
+
+    template_fields: Sequence[str] = ("action",)
+    inherits_from_skipmixin = True
+    ui_color = "#fff1d6"
+
+    def __init__(self, *, action: str, branches: dict[str, list[str]], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.action = action
+        self.branches = branches  # action -> the task ids it follows
+
+    def execute(self, context):
+        if self.action not in self.branches:
+            raise AirflowFailException(
+                f"action {self.action!r} is not one of {', '.join(self.branches)}"
+            )
+        return self.do_branch(context, self.branches[self.action])
+
+
 class TransitionStepOperator(_TransitionTask):
-    """One forward step; skipped unless ``action`` is run. ``new_pool_validated`` rolls the
-    transition back and fails loudly when the new pool did not pass."""
+    """One forward step (the ``action`` branch runs them for ``run`` only).
+    ``new_pool_validated`` rolls the transition back and fails loudly when the new pool did
+    not pass."""
 
     def __init__(self, *, step: str, **kwargs: Any):
         super().__init__(**kwargs)
@@ -155,9 +188,9 @@ class TransitionStepOperator(_TransitionTask):
     def execute(self, context):
         from gpufleet.domain.transition import Step
 
-        if self.action != "run":
-            raise AirflowSkipException(f"action {self.action}: no forward step")
         if self.step == Step.NEW_POOL_VALIDATED.value:
+            # a decision, not the run's failure: this task runs after a failed validation
+            # (its input: it rolls back), and must not act when a step before it failed
             earlier = [t for t in failed_tasks(context) if not t.startswith("validate_")]
             if earlier:
                 raise AirflowFailException(
@@ -194,11 +227,10 @@ class TransitionStepOperator(_TransitionTask):
 
 
 class TransitionRollbackOperator(_TransitionTask):
-    """``action=rollback``: return to the old pool (resumable; defers while draining back)."""
+    """``action=rollback`` (the action branch's): return to the old pool (resumable; defers
+    while draining back)."""
 
     def execute(self, context):
-        if self.action != "rollback":
-            raise AirflowSkipException(f"action {self.action}: no rollback")
         outcome = self._call("rollback", self._service(context).rollback)
         self._log(outcome)
         if not outcome.done:
@@ -207,11 +239,10 @@ class TransitionRollbackOperator(_TransitionTask):
 
 
 class TransitionAbandonOperator(_TransitionTask):
-    """``action=abandon``: release the lock, leave everything as it is, and say what is left."""
+    """``action=abandon`` (the action branch's): release the lock, leave everything as it is,
+    and say what is left."""
 
     def execute(self, context):
-        if self.action != "abandon":
-            raise AirflowSkipException(f"action {self.action}: nothing to abandon")
         outcome = self._call("abandon", self._service(context).abandon)
         self._log(outcome)
         return outcome.to_dict()
@@ -234,6 +265,6 @@ class TransitionTargetsOperator(_TransitionTask):
         if FORWARD.index(svc.next_step()) > FORWARD.index(Step.NEW_POOL_VALIDATED):
             self.log.info("%s: validated already (resumed run)", self.new_pool)
             return []
-        if self.kind == "storage" and svc.new.filesystem is None:
+        if self.kind == ValidationKind.STORAGE and svc.new.filesystem is None:
             return []
         return [{"cluster": self.cluster, "node_pool": self.new_pool}]

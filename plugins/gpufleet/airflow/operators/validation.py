@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from gpufleet.airflow.assets import POOL_VALIDATED
 from gpufleet.airflow.operators.common import catalog, ledger, poll_interval
 from gpufleet.airflow.triggers import WorkloadTrigger
+from gpufleet.domain.validation_kinds import ValidationKind
 
 _log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class _WorkloadDeferring(BaseOperator):
 
     template_fields: Sequence[str] = ("cluster", "node_pool")
     ui_color = "#d8f3dc"
-    kind = ""  # the ledger's validation kind: fabric | storage
+    kind = ""  # the ledger's validation kind (a ValidationKind): fabric | storage
 
     def __init__(
         self,
@@ -204,7 +205,7 @@ class FabricValidationOperator(_WorkloadDeferring):
     the pool does not pass, after recording everything in the ledger.
     """
 
-    kind = "fabric"
+    kind = ValidationKind.FABRIC
     template_fields: Sequence[str] = (
         "cluster",
         "node_pool",
@@ -325,7 +326,7 @@ class StorageValidationOperator(_WorkloadDeferring):
     """Validate the Lustre filesystem a pool mounts: fio read and write throughput against
     ``tolerance x tier x capacity``."""
 
-    kind = "storage"
+    kind = ValidationKind.STORAGE
 
     def _service(self, context=None):
         """The pool's storage validation; given the run's ``context``, it claims the

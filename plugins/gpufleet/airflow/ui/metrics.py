@@ -1,52 +1,6 @@
 """``GET /metrics``: the fleet for Prometheus, in its text exposition format.
 
-Read from the ledger (and the catalog) at scrape time, as far as it changed: the router keeps
-the ledger's rows (``services.views.fleet_cache.FleetCache``, shared with the app's pages) and
-each cluster's series text (``SeriesMemo``) between scrapes, re-reading and re-writing only the
-clusters whose ledger version moved; ready and the ages are the scrape's own (a cluster's
-verdicts are kept only while the clock cannot change them: ``services.views.fleet.judge``).
-Nothing registers in ``prometheus_client``'s global registry (the api-server's own metrics stay
-apart). The text is written by ``exposition.Exposition`` as
-``prometheus_client.generate_latest`` writes it, without a sample object per value: 2,000 pools
-make some 30,000 samples (``pool_series.py`` writes each pool's).
-
-Prometheus cannot hold a UI session, so ``/metrics`` does not use Airflow's login: it takes a
-static bearer token, the password of the Airflow connection ``gpufleet_metrics`` (Prometheus
-reads it from ``bearer_token_file``), compared in constant time. A request without it, or with
-another, gets 401. The endpoint is open without a token only when the connection says so
-explicitly (extra ``{"allow_anonymous": true}``); without the connection it answers 503 with how
-to configure it, never the figures. A ledger that cannot be read answers 503 in text, naming it
-(connection id, host or file, never a password) and what to do (``unreachable.py``).
-
-The series (gauges; labels ``cluster``, ``pool``, and ``region``/``kind``/``metric``/``block``/
-``subblock`` where said):
-
-- ``gpufleet_pool_ready`` (region): 1 when the gate would launch on the pool now
-  (``services.views.fleet.pool_readiness``, the readiness table's own rules);
-- ``gpufleet_pool_drifting``: 1 when the pool's state is ``drifting``; with, per drifting
-  metric of its latest validations (``details["drift"]``), ``gpufleet_drift_latest``,
-  ``_median``, ``_noise`` and ``_limit`` (metric);
-- ``gpufleet_validation_passed``, ``gpufleet_validation_error``,
-  ``gpufleet_validation_age_seconds`` (kind: fabric, storage, health): the last verdict of each
-  kind (a pool whose GPU health was never checked has no ``kind="health"`` series);
-- ``gpufleet_fabric_busbw_gbps``, ``gpufleet_fabric_baseline_gbps``,
-  ``gpufleet_fabric_small_latency_us``, ``gpufleet_fabric_transport_ok``;
-- the provider's view of the pool's sub-blocks beside ours, from the same last fabric row
-  (``details.provider_subblocks``, paired with ``details.bad_subblocks`` by
-  ``services.views.racks.subblock_rows``, as the pool page pairs them), for pools whose row
-  carries one (pools with topology labels): ``gpufleet_subblock_provider_read_ok``: 1 when the
-  provider's view was read, 0 when it could not be (then no per-sub-block series); per
-  sub-block (block, subblock) ``gpufleet_subblock_provider_healthy_hosts`` and
-  ``gpufleet_subblock_provider_degraded_hosts`` (where the provider gives them: a sub-block
-  only we name has none) and ``gpufleet_subblock_bad``: 1 when that validation found the
-  sub-block's uplink bad (taken out as a unit), else 0;
-- ``gpufleet_lustre_read_mb_s``, ``_write_mb_s``, ``_expected_mb_s``;
-- ``gpufleet_health_nodes_checked``; ``gpufleet_health_level_nodes`` (level): nodes that ran
-  each ``dcgmi diag`` level; ``gpufleet_health_unhealthy_nodes`` (action: every action but
-  healthy, 0 included): from the pool's last health row (``services.views.health``);
-- ``gpufleet_quarantined_nodes``; ``gpufleet_out_of_service_nodes`` (state);
-- ``gpufleet_validation_gpu_minutes``, ``gpufleet_validation_gpu_minutes_per_node`` (kind):
-  what the last validation of each kind cost.
+Design: docs/design/fleet-cache.md.
 """
 
 from __future__ import annotations
@@ -55,7 +9,7 @@ import hmac
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -63,6 +17,11 @@ from fastapi.responses import PlainTextResponse, Response
 from gpufleet.airflow.ui.exposition import Exposition
 from gpufleet.airflow.ui.heap import cycle_collector_paused
 from gpufleet.airflow.ui.pool_series import pool_series, time_prefixes, time_series
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Catalog
+    from gpufleet.services.views.fleet_cache import FleetCache
+    from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +92,7 @@ class SeriesMemo:
         self._kept: dict[tuple[str, str], tuple[Any, int, tuple]] = {}
         self.written = 0  # clusters whose series were written (not taken from the memo)
 
-    def families(self, key: tuple[str, str], catalog: Any, version: int | None, write) -> tuple:
+    def families(self, key: tuple[str, str], catalog: Catalog, version: int | None, write) -> tuple:
         """The cluster's families (name -> (help, lines)) and its pools' ``time_prefixes``:
         kept, else ``write()``'s."""
         hit = self._kept.get(key)
@@ -153,10 +112,10 @@ class FleetMetrics:
 
     def __init__(
         self,
-        catalog: Any,
-        ledger: Any,
+        catalog: Catalog,
+        ledger: Ledger,
         now: datetime | None = None,
-        cache: Any = None,
+        cache: FleetCache | None = None,
         memo: SeriesMemo | None = None,
     ):
         self.catalog = catalog
@@ -198,17 +157,17 @@ class FleetMetrics:
 
 
 def exposition(
-    catalog: Any,
-    ledger: Any,
+    catalog: Catalog,
+    ledger: Ledger,
     now: datetime | None = None,
-    cache: Any = None,
+    cache: FleetCache | None = None,
     memo: SeriesMemo | None = None,
 ) -> bytes:
     """The fleet's metrics in the text exposition format."""
     return FleetMetrics(catalog, ledger, now, cache, memo).exposition()
 
 
-def _default_ledger() -> Any:
+def _default_ledger() -> Ledger:
     """The ledger as tasks find it (``LedgerHook``: the Airflow connection from environment,
     secrets backend or metadata DB); a configured ledger that cannot be reached raises."""
     from gpufleet.airflow.hooks import LedgerHook
@@ -216,17 +175,17 @@ def _default_ledger() -> Any:
     return LedgerHook().get_conn()
 
 
-def _default_catalog() -> Any:
+def _default_catalog() -> Catalog:
     from gpufleet.config.catalog import load_catalog
 
     return load_catalog()
 
 
 def make_router(
-    ledger_factory: Callable[[], Any] | None = None,
-    catalog_factory: Callable[[], Any] | None = None,
+    ledger_factory: Callable[[], Ledger] | None = None,
+    catalog_factory: Callable[[], Catalog] | None = None,
     connection: Callable[[], Any | None] = _connection,
-    cache: Any = None,
+    cache: FleetCache | None = None,
 ) -> APIRouter:
     """The ``/metrics`` route; the factories default to the configured ledger and catalog and
     the ``gpufleet_metrics`` connection, each read per scrape; ``cache`` (a ``FleetCache``,

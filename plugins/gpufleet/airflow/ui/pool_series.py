@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from gpufleet.airflow.ui.exposition import Exposition, Labels
-
-KINDS = ("fabric", "storage", "health")
+from gpufleet.domain.validation_kinds import ValidationKind
 
 
 def pool_series(out: Exposition, v: Any, latest: dict, quarantined: int) -> None:
@@ -38,7 +37,7 @@ def pool_series(out: Exposition, v: Any, latest: dict, quarantined: int) -> None
             at.plus("state", state),
             count,
         )
-    for kind in KINDS:
+    for kind in ValidationKind:
         row = latest.get((pool, kind))
         if row is not None:
             validation_series(out, at, row)
@@ -59,7 +58,7 @@ def time_prefixes(v: Any, latest: dict) -> tuple[str, list[tuple[str, datetime]]
     name and labels, and each kind's age sample's with the time its validation finished."""
     at = Labels(cluster=v.ref.cluster.name, pool=v.ref.pool.name)
     ages = []
-    for kind in KINDS:
+    for kind in ValidationKind:
         row = latest.get((v.ref.pool.name, kind))
         if row is not None and row.get("finished_at") is not None:
             ages.append((f"{AGE[0]}{at.plus('kind', kind)} ", row["finished_at"]))
@@ -87,7 +86,8 @@ def validation_series(out: Exposition, at: Labels, row: dict) -> None:
     gauge = out.gauge
     kind = row["kind"]
     labels = at.plus("kind", kind)
-    details = row.get("details") if isinstance(row.get("details"), dict) else {}
+    raw = row.get("details")
+    details = raw if isinstance(raw, dict) else {}
     gauge(
         "gpufleet_validation_passed",
         "1 when the pool's last validation of this kind passed",
@@ -112,7 +112,7 @@ def validation_series(out: Exposition, at: Labels, row: dict) -> None:
         labels,
         details.get("gpu_minutes_per_node"),
     )
-    if kind == "fabric":
+    if kind == ValidationKind.FABRIC:
         gauge(
             "gpufleet_fabric_busbw_gbps",
             "lowest large-message all-reduce bus bandwidth of the pool's good pairs",
@@ -139,9 +139,9 @@ def validation_series(out: Exposition, at: Labels, row: dict) -> None:
                 int(row["transport"] == row.get("expected_transport")),
             )
         _subblocks(out, at, details)
-    elif kind == "health":
+    elif kind == ValidationKind.HEALTH:
         _health(out, at, row)
-    elif kind == "storage":
+    elif kind == ValidationKind.STORAGE:
         for name, column, what in (
             ("read_mb_s", "read_mb_s", "aggregate fio read throughput"),
             ("write_mb_s", "write_mb_s", "aggregate fio write throughput"),
@@ -216,6 +216,7 @@ def _health(out: Exposition, at: Labels, row: dict) -> None:
         return
     gauge = out.gauge
     summary = health_summary(row, row["finished_at"])  # its age is no series here
+    assert summary is not None  # None only for no row
     gauge(
         "gpufleet_health_nodes_checked",
         "nodes the pool's last GPU health check covered",

@@ -14,9 +14,12 @@ name or password) and what to do. Pages get an HTML message, ``/api`` JSON ``{"d
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import LedgerError
+
+if TYPE_CHECKING:
+    from gpufleet.store import Ledger
 
 RETRY_AFTER_S = 60
 _USER = re.compile(r'(\buser\s+)"[^"]*"')
@@ -27,7 +30,7 @@ WHAT_TO_DO = (
 )
 
 
-def unreachable_errors() -> tuple[type[BaseException], ...]:
+def unreachable_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean "the ledger cannot be read" (see the module)."""
     from sqlalchemy.exc import DBAPIError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -35,7 +38,7 @@ def unreachable_errors() -> tuple[type[BaseException], ...]:
     return (LedgerError, DBAPIError, PoolTimeout)
 
 
-def _where(ledger: Any | None) -> tuple[str, list[str]]:
+def _where(ledger: Ledger | None) -> tuple[str, list[str]]:
     """The ledger as a person reads it, and the password to scrub from a driver's message:
     ``ledger`` (the last one opened) if any, else the configured one (``LedgerHook``)."""
     from gpufleet.store.database import display_url
@@ -61,7 +64,7 @@ def _where(ledger: Any | None) -> tuple[str, list[str]]:
     return named, secrets
 
 
-def unreachable_text(exc: BaseException, ledger: Any | None = None) -> str:
+def unreachable_text(exc: BaseException, ledger: Ledger | None = None) -> str:
     """One paragraph: which ledger cannot be read, why (the driver's first line, credentials
     scrubbed), and what to do."""
     if isinstance(exc, LedgerError):  # says which ledger already (store, hooks)
@@ -82,7 +85,7 @@ def unreachable_text(exc: BaseException, ledger: Any | None = None) -> str:
     return f"gpufleet cannot read its ledger: {why}{todo}"
 
 
-def unreachable_response(request: Any, exc: BaseException, ledger: Any | None = None) -> Any:
+def unreachable_response(request: Any, exc: BaseException, ledger: Ledger | None = None) -> Any:
     """The 503 for ``request``: JSON under ``/api/``, text for ``/metrics``, else a page."""
     from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 

@@ -15,18 +15,11 @@ import time
 from typing import Any
 
 from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    DELETING,
-    ERROR,
-    FOUND,
-    READY,
-    UPDATING,
-    WOULD_CREATE,
     ClusterCredentials,
     ClusterInfo,
+    EnsureAction,
     Ensured,
+    ResourceStatus,
 )
 from gpufleet.backends.eks.clients import AwsApiError, AwsClients, console_url, not_found
 from gpufleet.backends.eks.network import NetworkIds, check_network
@@ -34,12 +27,12 @@ from gpufleet.domain.fleet import Cluster
 from gpufleet.errors import BackendError
 
 CLUSTER_STATUS = {
-    "CREATING": CREATING,
-    "PENDING": CREATING,
-    "ACTIVE": READY,
-    "UPDATING": UPDATING,
-    "DELETING": DELETING,
-    "FAILED": ERROR,
+    "CREATING": ResourceStatus.CREATING,
+    "PENDING": ResourceStatus.CREATING,
+    "ACTIVE": ResourceStatus.READY,
+    "UPDATING": ResourceStatus.UPDATING,
+    "DELETING": ResourceStatus.DELETING,
+    "FAILED": ResourceStatus.ERROR,
 }
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 AUTH_MODE = "API_AND_CONFIG_MAP"
@@ -111,14 +104,14 @@ class EksControlPlane:
     def info(self) -> ClusterInfo:
         found = self.describe()
         if found is None:
-            return ClusterInfo(self.cluster.name, ABSENT, console_url=self.url)
+            return ClusterInfo(self.cluster.name, ResourceStatus.ABSENT, console_url=self.url)
         return self._info(found)
 
     def _info(self, found: dict[str, Any]) -> ClusterInfo:
         mode = (found.get("accessConfig") or {}).get("authenticationMode")
         return ClusterInfo(
             name=self.cluster.name,
-            status=CLUSTER_STATUS.get(found.get("status", ""), ERROR),
+            status=CLUSTER_STATUS.get(found.get("status", ""), ResourceStatus.ERROR),
             endpoint=found.get("endpoint"),
             version=found.get("version"),
             features={"access_entries": mode in ("API", AUTH_MODE)},
@@ -131,7 +124,13 @@ class EksControlPlane:
         if found is not None:
             return self._found(found)
         if dry_run:
-            return Ensured("cluster", self.cluster.name, WOULD_CREATE, ABSENT, console_url=self.url)
+            return Ensured(
+                "cluster",
+                self.cluster.name,
+                EnsureAction.WOULD_CREATE,
+                ResourceStatus.ABSENT,
+                console_url=self.url,
+            )
         if network is None:
             raise BackendError(f"cluster {self.cluster.name!r}: ensure the network first")
         iam = self.cluster.iam
@@ -170,7 +169,7 @@ class EksControlPlane:
         return Ensured(
             "cluster",
             self.cluster.name,
-            CREATED,
+            EnsureAction.CREATED,
             info.status,
             console_url=self.url,
             detail={"arn": created.get("arn"), "version": created.get("version")},
@@ -196,7 +195,7 @@ class EksControlPlane:
         return Ensured(
             "cluster",
             self.cluster.name,
-            FOUND,
+            EnsureAction.FOUND,
             info.status,
             tuple(diffs),
             console_url=self.url,
@@ -232,7 +231,13 @@ class EksControlPlane:
             have_entry = False
         if not have_entry:
             if dry_run:
-                return Ensured("access", principal, WOULD_CREATE, ABSENT, console_url=self.url)
+                return Ensured(
+                    "access",
+                    principal,
+                    EnsureAction.WOULD_CREATE,
+                    ResourceStatus.ABSENT,
+                    console_url=self.url,
+                )
             try:
                 self.clients.call(
                     "eks",
@@ -268,8 +273,8 @@ class EksControlPlane:
                 return Ensured(
                     "access",
                     principal,
-                    WOULD_CREATE,
-                    ABSENT,
+                    EnsureAction.WOULD_CREATE,
+                    ResourceStatus.ABSENT,
                     console_url=self.url,
                     detail={"missing": "AmazonEKSClusterAdminPolicy association"},
                 )
@@ -286,8 +291,8 @@ class EksControlPlane:
         return Ensured(
             "access",
             principal,
-            CREATED if created else FOUND,
-            READY,
+            EnsureAction.CREATED if created else EnsureAction.FOUND,
+            ResourceStatus.READY,
             console_url=self.url,
             detail={"created": created, "policy": ADMIN_POLICY},
         )
@@ -299,8 +304,8 @@ class EksControlPlane:
                 f"cluster {self.cluster.name!r} does not exist in {self.region}; run "
                 "ensure_cluster first"
             )
-        status = CLUSTER_STATUS.get(found.get("status", ""), ERROR)
-        if status != READY or not found.get("endpoint"):
+        status = CLUSTER_STATUS.get(found.get("status", ""), ResourceStatus.ERROR)
+        if status != ResourceStatus.READY or not found.get("endpoint"):
             raise BackendError(
                 f"cluster {self.cluster.name!r} is {found.get('status')}, not ACTIVE: its API "
                 "server cannot be reached yet; wait for it (get_cluster) and try again"

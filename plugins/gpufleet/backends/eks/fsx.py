@@ -14,19 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    DELETING,
-    ERROR,
-    FOUND,
-    READY,
-    UPDATING,
-    WOULD_CREATE,
-    Ensured,
-    FilesystemInfo,
-)
+from gpufleet.backends.base import EnsureAction, Ensured, FilesystemInfo, ResourceStatus
 from gpufleet.backends.eks.clients import AwsClients, console_url, tag
 from gpufleet.backends.eks.network import NetworkIds
 from gpufleet.domain.fleet import Cluster, Filesystem
@@ -36,13 +24,13 @@ DEPLOYMENT_TYPE = "PERSISTENT_2"
 THROUGHPUT_TIERS = (125, 250, 500, 1000)
 GIB_PER_TIB = 1024
 LIFECYCLE = {
-    "AVAILABLE": READY,
-    "CREATING": CREATING,
-    "UPDATING": UPDATING,
-    "DELETING": DELETING,
-    "FAILED": ERROR,
-    "MISCONFIGURED": ERROR,
-    "MISCONFIGURED_UNAVAILABLE": ERROR,
+    "AVAILABLE": ResourceStatus.READY,
+    "CREATING": ResourceStatus.CREATING,
+    "UPDATING": ResourceStatus.UPDATING,
+    "DELETING": ResourceStatus.DELETING,
+    "FAILED": ResourceStatus.ERROR,
+    "MISCONFIGURED": ResourceStatus.ERROR,
+    "MISCONFIGURED_UNAVAILABLE": ResourceStatus.ERROR,
 }
 
 
@@ -139,13 +127,13 @@ class EksFilesystems:
                     f"deployment type: catalog {DEPLOYMENT_TYPE}, cloud "
                     f"{lustre.get('DeploymentType')}"
                 )
-            return self._ensured(name, FOUND, found, tuple(diffs))
+            return self._ensured(name, EnsureAction.FOUND, found, tuple(diffs))
         if dry_run:
             return Ensured(
                 "filesystem",
                 name,
-                WOULD_CREATE,
-                ABSENT,
+                EnsureAction.WOULD_CREATE,
+                ResourceStatus.ABSENT,
                 console_url=console_url(self.region, f"fsx/home?region={self.region}#file-systems"),
                 detail={"capacity_gib": capacity, "throughput": spec.throughput_mbps_per_tib},
             )
@@ -170,10 +158,10 @@ class EksFilesystems:
                 "PerUnitStorageThroughput": spec.throughput_mbps_per_tib,
             },
         )["FileSystem"]
-        return self._ensured(name, CREATED, created, ())
+        return self._ensured(name, EnsureAction.CREATED, created, ())
 
     def _ensured(
-        self, name: str, action: str, found: dict[str, Any], diffs: tuple[str, ...]
+        self, name: str, action: EnsureAction, found: dict[str, Any], diffs: tuple[str, ...]
     ) -> Ensured:
         info = self._info(name, found)
         return Ensured(
@@ -195,7 +183,7 @@ class EksFilesystems:
         lustre = found.get("LustreConfiguration") or {}
         # The real API always reports Lifecycle; without it nothing says the filesystem is
         # usable, so it counts as still creating.
-        status = LIFECYCLE.get(found.get("Lifecycle") or "CREATING", ERROR)
+        status = LIFECYCLE.get(found.get("Lifecycle") or "CREATING", ResourceStatus.ERROR)
         fs_id = found.get("FileSystemId")
         return FilesystemInfo(
             name=name,
@@ -213,5 +201,7 @@ class EksFilesystems:
         spec = self.cluster.filesystem(name)
         found = self.describe(name)
         if found is None:
-            return FilesystemInfo(name, spec.capacity_tib, spec.throughput_mbps_per_tib, ABSENT)
+            return FilesystemInfo(
+                name, spec.capacity_tib, spec.throughput_mbps_per_tib, ResourceStatus.ABSENT
+            )
         return self._info(name, found)

@@ -14,15 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    FOUND,
-    READY,
-    WOULD_CREATE,
-    Ensured,
-    ReservationInfo,
-)
+from gpufleet.backends.base import EnsureAction, Ensured, ReservationInfo, ResourceStatus
 from gpufleet.backends.eks.clients import AwsClients, console_url
 from gpufleet.backends.eks.network import NetworkIds
 from gpufleet.domain.fleet import Cluster, NodePool
@@ -112,7 +104,7 @@ class EksLaunchTemplates:
         found = self._template(spec.name)
         if found is not None:
             template, version = found
-            data = version.get("LaunchTemplateData") or {}
+            data: dict[str, Any] = version.get("LaunchTemplateData") or {}
             target = (
                 (data.get("CapacityReservationSpecification") or {}).get(
                     "CapacityReservationTarget"
@@ -135,13 +127,13 @@ class EksLaunchTemplates:
             want_market = "capacity-block" if reservation.kind == "capacity-block" else None
             if market != want_market:
                 diffs.append(f"market type: catalog {want_market}, cloud {market}")
-            return self._template_ensured(name, FOUND, template, tuple(diffs))
+            return self._template_ensured(name, EnsureAction.FOUND, template, tuple(diffs))
         if dry_run:
             return Ensured(
                 "launch_template",
                 name,
-                WOULD_CREATE,
-                ABSENT,
+                EnsureAction.WOULD_CREATE,
+                ResourceStatus.ABSENT,
                 console_url=console_url(
                     self.region, f"ec2/home?region={self.region}#LaunchTemplates:"
                 ),
@@ -150,7 +142,7 @@ class EksLaunchTemplates:
         group = network.require_security_group(self.cluster)
         # The instance type belongs in the template (EKS: a Capacity Block node group needs a
         # launch template naming it; the node group then names none).
-        data: dict[str, Any] = {
+        data = {
             "InstanceType": spec.machine_type,
             "CapacityReservationSpecification": {
                 "CapacityReservationTarget": {"CapacityReservationId": reservation.name}
@@ -174,17 +166,17 @@ class EksLaunchTemplates:
             LaunchTemplateData=data,
             TagSpecifications=[{"ResourceType": "launch-template", "Tags": self._tags(spec.name)}],
         )["LaunchTemplate"]
-        return self._template_ensured(name, CREATED, template, ())
+        return self._template_ensured(name, EnsureAction.CREATED, template, ())
 
     def _template_ensured(
-        self, name: str, action: str, template: dict[str, Any], diffs: tuple[str, ...]
+        self, name: str, action: EnsureAction, template: dict[str, Any], diffs: tuple[str, ...]
     ) -> Ensured:
         tid = template["LaunchTemplateId"]
         return Ensured(
             "launch_template",
             name,
             action,
-            READY,
+            ResourceStatus.READY,
             diffs,
             console_url=console_url(
                 self.region,

@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.base import CREATED, FOUND, READY, WOULD_CREATE, Ensured
+from gpufleet.backends.base import EnsureAction, Ensured, ResourceStatus
 from gpufleet.backends.eks.clients import AwsClients, console_url, tag
 from gpufleet.domain.fleet import Cluster
 from gpufleet.errors import BackendError, CatalogError
@@ -27,7 +27,9 @@ def vpc_cidr(cluster: Cluster) -> str:
     """The smallest block covering every catalog subnet: the VPC's CIDR. AWS allows /16 to /28."""
     nets = [ipaddress.ip_network(s.cidr) for s in cluster.network.subnets]
     block = nets[0]
-    while not all(n.subnet_of(block) for n in nets):
+    # typeshed's subnet_of takes the same address family only; a catalog mixing IPv4 and IPv6
+    # subnets raises TypeError here (EKS's VPC CIDR is IPv4)
+    while not all(n.subnet_of(block) for n in nets):  # type: ignore[arg-type]
         block = block.supernet()
     if block.prefixlen < 16:
         raise CatalogError(
@@ -169,17 +171,25 @@ class EksNetwork:
         vpc = self._find_vpc()
         if vpc is None:
             if dry_run:
-                out.append(self._ensured("network", net.name, WOULD_CREATE, detail={"cidr": cidr}))
+                out.append(
+                    self._ensured(
+                        "network", net.name, EnsureAction.WOULD_CREATE, detail={"cidr": cidr}
+                    )
+                )
                 out += [
-                    self._ensured("subnet", s.name, WOULD_CREATE, detail={"cidr": s.cidr})
+                    self._ensured(
+                        "subnet", s.name, EnsureAction.WOULD_CREATE, detail={"cidr": s.cidr}
+                    )
                     for s in net.subnets
                 ]
                 out.append(
-                    self._ensured("firewall", security_group_name(self.cluster), WOULD_CREATE)
+                    self._ensured(
+                        "firewall", security_group_name(self.cluster), EnsureAction.WOULD_CREATE
+                    )
                 )
                 return out
             vpc = self._create_vpc(cidr)
-            out.append(self._vpc_ensured(vpc, CREATED, ()))
+            out.append(self._vpc_ensured(vpc, EnsureAction.CREATED, ()))
         else:
             blocks = [
                 a["CidrBlock"]
@@ -189,14 +199,16 @@ class EksNetwork:
                 s
                 for s in net.subnets
                 if not any(
-                    ipaddress.ip_network(s.cidr).subnet_of(ipaddress.ip_network(b)) for b in blocks
+                    # one address family assumed, as vpc_cidr's
+                    ipaddress.ip_network(s.cidr).subnet_of(ipaddress.ip_network(b))  # type: ignore[arg-type]
+                    for b in blocks
                 )
             ]
             diffs = tuple(
                 f"subnet {s.name} {s.cidr}: outside the VPC's CIDR ({', '.join(blocks)})"
                 for s in outside
             )
-            out.append(self._vpc_ensured(vpc, FOUND, diffs))
+            out.append(self._vpc_ensured(vpc, EnsureAction.FOUND, diffs))
             if outside:
                 raise BackendError(
                     f"VPC {vpc['VpcId']} ({net.name}) holds {', '.join(blocks)}; the catalog's "
@@ -236,7 +248,12 @@ class EksNetwork:
             if found is None:
                 if dry_run:
                     out.append(
-                        self._ensured("subnet", spec.name, WOULD_CREATE, detail={"cidr": spec.cidr})
+                        self._ensured(
+                            "subnet",
+                            spec.name,
+                            EnsureAction.WOULD_CREATE,
+                            detail={"cidr": spec.cidr},
+                        )
                     )
                     continue
                 found = self.clients.call(
@@ -248,10 +265,10 @@ class EksNetwork:
                     AvailabilityZone=spec.zone,
                     TagSpecifications=[{"ResourceType": "subnet", "Tags": self._tags(spec.name)}],
                 )["Subnet"]
-                action = CREATED
+                action = EnsureAction.CREATED
                 diffs: tuple[str, ...] = ()
             else:
-                action = FOUND
+                action = EnsureAction.FOUND
                 diffs = tuple(
                     d
                     for d in (
@@ -282,8 +299,8 @@ class EksNetwork:
         name = security_group_name(self.cluster)
         group = self._security_group(vpc_id)
         if group is None and dry_run:
-            return self._ensured("firewall", name, WOULD_CREATE)
-        action = FOUND
+            return self._ensured("firewall", name, EnsureAction.WOULD_CREATE)
+        action = EnsureAction.FOUND
         if group is None:
             gid = self.clients.call(
                 "ec2",
@@ -297,7 +314,7 @@ class EksNetwork:
                 TagSpecifications=[{"ResourceType": "security-group", "Tags": self._tags(name)}],
             )["GroupId"]
             group = {"GroupId": gid, "IpPermissions": [], "IpPermissionsEgress": []}
-            action = CREATED
+            action = EnsureAction.CREATED
         gid = group["GroupId"]
         # The self-referencing rules are part of the group: added when missing (a rerun after
         # a failure between the create and the authorize completes the group).
@@ -335,7 +352,9 @@ class EksNetwork:
             detail={"id": gid, "rules_added": added},
         )
 
-    def _vpc_ensured(self, vpc: dict[str, Any], action: str, diffs: tuple[str, ...]) -> Ensured:
+    def _vpc_ensured(
+        self, vpc: dict[str, Any], action: EnsureAction, diffs: tuple[str, ...]
+    ) -> Ensured:
         vid = vpc["VpcId"]
         return self._ensured(
             "network",
@@ -350,7 +369,7 @@ class EksNetwork:
         self,
         kind: str,
         name: str,
-        action: str,
+        action: EnsureAction,
         diffs: tuple[str, ...] = (),
         url: str | None = None,
         detail: dict[str, Any] | None = None,
@@ -359,7 +378,11 @@ class EksNetwork:
             kind=kind,
             name=name,
             action=action,
-            status="ABSENT" if action == WOULD_CREATE else READY,
+            status=(
+                ResourceStatus.ABSENT
+                if action == EnsureAction.WOULD_CREATE
+                else ResourceStatus.READY
+            ),
             differences=diffs,
             console_url=console_url(self.region, url or self._list_page(kind)),
             detail=detail or {},

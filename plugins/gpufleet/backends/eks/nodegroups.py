@@ -14,19 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    DELETING,
-    ERROR,
-    FOUND,
-    READY,
-    UPDATING,
-    WOULD_CREATE,
+    EnsureAction,
     Ensured,
     NodePoolInfo,
     PoolDeletion,
     ReservationInfo,
+    ResourceStatus,
     Taint,
 )
 from gpufleet.backends.eks.clients import AwsApiError, AwsClients, console_url, not_found
@@ -36,13 +29,13 @@ from gpufleet.domain.fleet import Cluster, NodePool
 from gpufleet.errors import BackendError
 
 NODEGROUP_STATUS = {
-    "CREATING": CREATING,
-    "ACTIVE": READY,
-    "UPDATING": UPDATING,
-    "DELETING": DELETING,
-    "CREATE_FAILED": ERROR,
-    "DELETE_FAILED": ERROR,
-    "DEGRADED": ERROR,
+    "CREATING": ResourceStatus.CREATING,
+    "ACTIVE": ResourceStatus.READY,
+    "UPDATING": ResourceStatus.UPDATING,
+    "DELETING": ResourceStatus.DELETING,
+    "CREATE_FAILED": ResourceStatus.ERROR,
+    "DELETE_FAILED": ResourceStatus.ERROR,
+    "DEGRADED": ResourceStatus.ERROR,
 }
 TAINT_EFFECTS = {
     "NoSchedule": "NO_SCHEDULE",
@@ -119,8 +112,8 @@ class EksNodeGroups:
             return Ensured(
                 "node_pool",
                 spec.name,
-                WOULD_CREATE,
-                ABSENT,
+                EnsureAction.WOULD_CREATE,
+                ResourceStatus.ABSENT,
                 console_url=self.url(spec.name),
                 detail={
                     "launch_template": template.to_dict(),
@@ -130,7 +123,7 @@ class EksNodeGroups:
         assert network is not None
         iam = self.cluster.iam
         assert iam is not None
-        params = {
+        params: dict[str, Any] = {  # CreateNodegroup's request
             "clusterName": self.cluster.name,
             "nodegroupName": spec.name,
             "scalingConfig": {
@@ -167,8 +160,8 @@ class EksNodeGroups:
         return Ensured(
             "node_pool",
             spec.name,
-            CREATED,
-            NODEGROUP_STATUS.get(created.get("status", ""), CREATING),
+            EnsureAction.CREATED,
+            NODEGROUP_STATUS.get(created.get("status", ""), ResourceStatus.CREATING),
             console_url=self.url(spec.name),
             detail={"launch_template": template.to_dict(), "capacity_type": params["capacityType"]},
         )
@@ -221,8 +214,8 @@ class EksNodeGroups:
         return Ensured(
             "node_pool",
             spec.name,
-            FOUND,
-            NODEGROUP_STATUS.get(found.get("status", ""), ERROR),
+            EnsureAction.FOUND,
+            NODEGROUP_STATUS.get(found.get("status", ""), ResourceStatus.ERROR),
             tuple(diffs),
             console_url=self.url(spec.name),
             detail={"capacity_type": found.get("capacityType"), "reservation": target},
@@ -237,7 +230,7 @@ class EksNodeGroups:
                 spec.machine_type,
                 0,
                 spec.reservation.name,
-                ABSENT,
+                ResourceStatus.ABSENT,
                 console_url=self.url(spec.name),
             )
         scaling = found.get("scalingConfig") or {}
@@ -253,7 +246,7 @@ class EksNodeGroups:
             machine_type=types[0],
             node_count=int(scaling.get("desiredSize") or 0),
             reservation=target,
-            status=NODEGROUP_STATUS.get(found.get("status", ""), ERROR),
+            status=NODEGROUP_STATUS.get(found.get("status", ""), ResourceStatus.ERROR),
             console_url=self.url(spec.name),
         )
 
@@ -280,16 +273,22 @@ class EksNodeGroups:
         url = self.url(pool)
         found = self.describe(pool)
         if found is None:
-            return PoolDeletion(pool, ABSENT, operation, console_url=url)
+            return PoolDeletion(pool, ResourceStatus.ABSENT, operation, console_url=url)
         status = found.get("status", "")
         if status == "DELETING":
-            return PoolDeletion(pool, DELETING, operation, console_url=url)
+            return PoolDeletion(pool, ResourceStatus.DELETING, operation, console_url=url)
         if operation and status == "DELETE_FAILED":
             issues = (found.get("health") or {}).get("issues") or []
             why = "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
             return PoolDeletion(
-                pool, ERROR, operation, message=why or "DELETE_FAILED", console_url=url
+                pool,
+                ResourceStatus.ERROR,
+                operation,
+                message=why or "DELETE_FAILED",
+                console_url=url,
             )
         if not self.delete(pool):
-            return PoolDeletion(pool, ABSENT, console_url=url)
-        return PoolDeletion(pool, DELETING, "delete_nodegroup", requested=True, console_url=url)
+            return PoolDeletion(pool, ResourceStatus.ABSENT, console_url=url)
+        return PoolDeletion(
+            pool, ResourceStatus.DELETING, "delete_nodegroup", requested=True, console_url=url
+        )

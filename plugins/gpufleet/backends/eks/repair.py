@@ -1,41 +1,18 @@
 """Repair a GPU node on EKS: terminate its EC2 instance so its managed node group replaces it.
 
-A managed node group keeps its desired size: when one of its instances terminates, its Auto
-Scaling group launches a replacement from the same launch template, which targets the same
-capacity reservation or Capacity Block, on another host. That is how a node is repaired
-without leaving its reservation (EKS's own node auto-repair replaces instances the same way).
-
-Safety first, since this is the one destructive cloud call gpufleet makes on a node:
-
-- the instance comes from the node's ``spec.providerID`` (``aws:///ZONE/i-...``); a node
-  without one, or with one of another cloud, is refused before any call;
-- the instance must carry the tags EKS puts on a managed node group's instances,
-  ``eks:cluster-name`` equal to the catalog cluster and ``eks:nodegroup-name``: an instance of
-  another cluster, or one no node group would replace, is refused, never terminated.
-
-It is an "ensure": an instance already ``shutting-down`` or ``terminated`` is ``found`` and no
-second call is sent. ``ec2:TerminateInstances`` returns at once; the replacement joins the
-cluster as a new node (a new name), which the node lifecycle then validates.
-
-The reboot (``reboot.py``) locates and checks its instance the same way (``locate``,
-``describe``, ``node_group_of``).
+Design: docs/design/node-lifecycle.md.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    FOUND,
-    UPDATING,
-    WOULD_CREATE,
-    Ensured,
-    NodeInfo,
-)
+from gpufleet.backends.base import EnsureAction, Ensured, NodeInfo, ResourceStatus
 from gpufleet.backends.eks.clients import AwsApiError, AwsClients, console_url, not_found, tag
 from gpufleet.errors import BackendError
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Cluster
 
 PROVIDER_PREFIX = "aws:///"
 CLUSTER_TAG = "eks:cluster-name"
@@ -83,7 +60,7 @@ def locate(clients: AwsClients, node: NodeInfo, verb: str) -> tuple[str, str, st
     return zone, instance_id, url
 
 
-def node_group_of(instance: dict[str, Any], cluster: Any, node: NodeInfo, refusal: str) -> str:
+def node_group_of(instance: dict[str, Any], cluster: Cluster, node: NodeInfo, refusal: str) -> str:
     """The managed node group of cluster ``cluster`` that ``instance`` belongs to, from the
     tags EKS puts on its instances; an instance of another cluster, or of no node group, is
     refused with ``refusal`` (what is not done, and what to do instead)."""
@@ -99,7 +76,7 @@ def node_group_of(instance: dict[str, Any], cluster: Any, node: NodeInfo, refusa
     return group
 
 
-def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool) -> Ensured:
+def repair_node(clients: AwsClients, cluster: Cluster, node: NodeInfo, dry_run: bool) -> Ensured:
     """Terminate the instance behind ``node`` (its node group replaces it), unless it is
     already going or gone."""
     zone, instance_id, url = locate(clients, node, "replace")
@@ -108,7 +85,9 @@ def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool
     state = (instance.get("State") or {}).get("Name", "")
     detail["state"] = state
     if state in GONE_STATES:
-        return Ensured("repair", node.name, FOUND, UPDATING, (), url, detail)
+        return Ensured(
+            "repair", node.name, EnsureAction.FOUND, ResourceStatus.UPDATING, (), url, detail
+        )
     group = node_group_of(
         instance,
         cluster,
@@ -117,7 +96,9 @@ def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool
     )
     detail["node_group"] = group
     if dry_run:
-        return Ensured("repair", node.name, WOULD_CREATE, ABSENT, (), url, detail)
+        return Ensured(
+            "repair", node.name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, detail
+        )
     answer = clients.call(
         "ec2",
         "terminate_instances",
@@ -126,7 +107,9 @@ def repair_node(clients: AwsClients, cluster: Any, node: NodeInfo, dry_run: bool
     )
     changes = answer.get("TerminatingInstances") or [{}]
     detail["state"] = (changes[0].get("CurrentState") or {}).get("Name", "shutting-down")
-    return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
+    return Ensured(
+        "repair", node.name, EnsureAction.CREATED, ResourceStatus.UPDATING, (), url, detail
+    )
 
 
 def describe(clients: AwsClients, node: NodeInfo, instance_id: str) -> dict[str, Any]:

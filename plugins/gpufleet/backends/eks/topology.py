@@ -1,46 +1,14 @@
 """The provider's view of an EKS pool's racks (``topology_api``), from EC2 topology.
 
-EC2 describes where capacity sits as a set of network nodes, one per layer of its network, top
-layer first (3 layers, 4 on some instance types); the node labels
-``topology.k8s.aws/network-node-layer-1`` ... are an instance's set, and
-``gpufleet.domain.topology.place_of`` reads the deepest node as the sub-block and the one above
-as the block. So do these calls:
-
-- ``DescribeCapacityReservationTopology`` (``CapacityReservationIds=[the pool's reservation]``)
-  gives where the reservation's capacity sits before anything launches: 1 to 3 network nodes,
-  depending on the reservation type (``reservation_topology``).
-- The pool's instances are its managed node group's running instances (``DescribeInstances``
-  filtered by the tags EKS puts on them, ``eks:cluster-name`` and ``eks:nodegroup-name``);
-  ``DescribeInstanceTopology`` (``InstanceIds``, 100 at a time) gives each one's network nodes
-  (none for an instance type without topology: it is placed nowhere, as its node is).
-- EC2 reports no health of a network node. A host's health is an instance's EC2 **system**
-  status check (``DescribeInstanceStatus``: "impaired" when AWS detects a problem with the
-  host it runs on), so a sub-block's ``healthy_hosts`` are its instances whose system status
-  is not impaired and ``degraded_hosts`` those whose is; DEGRADED when any is.
-
-``subblock_health`` groups the running instances by their two deepest network nodes; each
-entry's ``detail`` names its instances, its full network node set, the reservation's set, and
-whether the entry lies under it (``in_reservation``: False for instances launched outside the
-reservation, e.g. into open capacity).
-
-``reservation_health`` (onboarding's preflight, before the pool exists) is what EC2 can say
-of a reservation before instances run on it: its network nodes
-(``DescribeCapacityReservationTopology``), in ``detail``, and no sub-blocks: EC2 reports no
-host health of a reservation (``why`` says so).
-
-**No report call.** Neither EC2 nor EKS has an API to report a faulty network node, rack or
-Capacity Block: ``report_faulty_subblock`` sends and reads nothing and returns ``unsupported``
-(``detail["why"]``). gpufleet keeps the sub-block's nodes out of service itself; replacing an
-instance (``repair_node``) lands it wherever the reservation has room, possibly under the same
-network node; AWS Support can be given the network node and the instances.
+Design: docs/design/topology.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufleet.backends.base import ABSENT, Ensured
+from gpufleet.backends.base import Ensured, ResourceStatus
 from gpufleet.backends.eks.clients import AwsApiError, AwsClients
 from gpufleet.backends.eks.repair import CLUSTER_TAG, NODEGROUP_TAG
 from gpufleet.backends.topology_api import (
@@ -53,6 +21,9 @@ from gpufleet.backends.topology_api import (
     split_key,
 )
 from gpufleet.errors import BackendError
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Cluster
 
 BATCH = 100  # instance ids per DescribeInstanceTopology / DescribeInstanceStatus request
 WHY_UNSUPPORTED = (
@@ -111,7 +82,7 @@ def reservation_topology(clients: AwsClients, reservation: str) -> ReservationTo
     raise BackendError(f"{what}: EC2 did not report it (it answered {len(found)} others)")
 
 
-def reservation_health(clients: AwsClients, cluster: Any, pool: str) -> ReservationHealth:
+def reservation_health(clients: AwsClients, cluster: Cluster, pool: str) -> ReservationHealth:
     """The reservation's network nodes, and no sub-blocks (see the module)."""
     topo = reservation_topology(clients, cluster.pool(pool).reservation.name)
     detail = {
@@ -123,7 +94,7 @@ def reservation_health(clients: AwsClients, cluster: Any, pool: str) -> Reservat
     return ReservationHealth(topo.reservation, None, None, WHY_NO_HEALTH, detail)
 
 
-def pool_instances(clients: AwsClients, cluster: Any, pool: str) -> list[str]:
+def pool_instances(clients: AwsClients, cluster: Cluster, pool: str) -> list[str]:
     """The ids of the running instances of ``pool``'s managed node group."""
     reservations = clients.pages(
         "ec2",
@@ -174,7 +145,7 @@ def impaired(clients: AwsClients, ids: list[str]) -> set[str]:
     return out
 
 
-def subblock_health(clients: AwsClients, cluster: Any, pool: str) -> list[SubBlockHealth]:
+def subblock_health(clients: AwsClients, cluster: Cluster, pool: str) -> list[SubBlockHealth]:
     """Hosts per deepest network node of ``pool``'s running instances, by key (see module)."""
     spec = cluster.pool(pool)
     reserved = reservation_topology(clients, spec.reservation.name)
@@ -216,4 +187,4 @@ def report_faulty_subblock(pool: str, key: str, reason: str) -> Ensured:
     """``unsupported``: EC2 and EKS have no call for it (see the module); nothing is sent."""
     split_key(key)
     detail = {"pool": pool, "reason": reason, "why": WHY_UNSUPPORTED}
-    return Ensured(REPORT_KIND, key, UNSUPPORTED, ABSENT, (), None, detail)
+    return Ensured(REPORT_KIND, key, UNSUPPORTED, ResourceStatus.ABSENT, (), None, detail)

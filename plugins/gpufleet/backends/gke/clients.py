@@ -1,29 +1,6 @@
 """The Google clients the GKE backend uses, how they reach the API, and what their errors become.
 
-Every client is a generated Google Cloud client over its REST transport (production uses the
-same path the tests exercise):
-
-- ``GPUFLEET_GCP_ENDPOINT`` unset: each API's default host, credentials from the google
-  provider's connection (``GoogleBaseHook(gcp_conn_id=...).get_credentials()``).
-- ``GPUFLEET_GCP_ENDPOINT=http://host:port``: every API (container, compute, lustre) at that
-  host over plain HTTP with ``AnonymousCredentials`` (a local fake or emulator).
-- ``GPUFLEET_GCP_ENDPOINT=https://host[:port]``: every API at that host (a private endpoint),
-  with the connection's credentials.
-
-compute_v1's ``ExtendedOperation.result()`` polls through an operations client that the
-transport builds for the default endpoint, so compute operations are waited on here with our
-own Global/Region/ZoneOperationsClient built on the same endpoint (``wait_compute``).
-
-Errors (``translate``): 429, 5xx and a failed connection become ``TransientBackendError``
-(the retry rule retries them, honouring Retry-After); so does GKE's 400 FAILED_PRECONDITION
-"Cluster is running incompatible operation", which only says another operation (an
-auto-upgrade, an auto-repair, another change) holds the cluster for now: Google's
-troubleshooting page says to wait and retry, so it carries a ``retry_after`` of
-``BUSY_CLUSTER_WAIT`` and the retry rule waits that long (capped by the policy) between
-attempts. Any other API error becomes a
-``BackendError`` with the API's message and what to do (403: the permission to grant).
-Client-side retries are disabled on every call (``retry=None``): retrying is the retry
-wrapper's job, in one place.
+Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations
@@ -34,11 +11,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from gpufleet.backends.retry import parse_retry_after
 from gpufleet.errors import BackendError, TransientBackendError
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Cluster, Region
 
 ENDPOINT_ENV = "GPUFLEET_GCP_ENDPOINT"
 DEFAULT_CONN_ID = "google_cloud_default"
@@ -305,14 +285,15 @@ def console(path: str, project: str) -> str:
 class Scope:
     """What every GKE operation needs: the catalog entries, the clients and the wait settings."""
 
-    cluster: Any  # gpufleet.domain.fleet.Cluster
-    region: Any  # gpufleet.domain.fleet.Region
+    cluster: Cluster
+    region: Region
     clients: GcpClients
     poll_interval: float = 2.0
     operation_timeout: float = 900.0
 
     @property
     def project(self) -> str:
+        assert self.cluster.project, "a gke cluster names its project (the catalog checks it)"
         return self.cluster.project
 
     @property

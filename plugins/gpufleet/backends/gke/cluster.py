@@ -1,37 +1,16 @@
 """The GKE cluster: created with what the GPU fabric needs, refused when it lacks it.
 
-A cluster gpufleet creates (``container_v1`` ``create_cluster`` in ``cluster.location``) has:
-
-- the catalog's ``network.primary_vpc`` as its network, with VPC-native IP aliases;
-- multi-networking (``networkConfig.enableMultiNetworking``) and Dataplane V2
-  (``datapathProvider: ADVANCED_DATAPATH``): both settable only at creation, so an existing
-  cluster without them is refused (``BackendError`` naming which);
-- the Managed Lustre CSI driver add-on (``addonsConfig.lustreCsiDriverConfig.enabled``); an
-  existing cluster without it is reported as a difference with the gcloud command that enables
-  it (it can be turned on later);
-- ``initialClusterVersion`` when the catalog sets ``kubernetes_version``;
-- a small CPU system pool, ``gpufleet-system`` (``SYSTEM_POOL_NODES`` x ``SYSTEM_MACHINE_TYPE``),
-  where the controllers run (Kueue, JobSet, the CSI and network plugins' controllers): the GPU
-  pools are tainted while unvalidated and are sized by reservations, so they cannot host them.
-
-Create returns at once with status ``CREATING``; ``get_cluster`` reports progress.
+Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations
 
 from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    DELETING,
-    ERROR,
-    FOUND,
-    READY,
-    UPDATING,
-    WOULD_CREATE,
     ClusterCredentials,
     ClusterInfo,
+    EnsureAction,
     Ensured,
+    ResourceStatus,
 )
 from gpufleet.backends.gke.clients import Scope, call, console, get_or_none
 from gpufleet.errors import BackendError
@@ -41,12 +20,12 @@ SYSTEM_MACHINE_TYPE = "e2-standard-4"
 SYSTEM_POOL_NODES = 2
 
 _STATUS = {
-    "PROVISIONING": CREATING,
-    "RUNNING": READY,
-    "RECONCILING": UPDATING,
-    "STOPPING": DELETING,
-    "ERROR": ERROR,
-    "DEGRADED": ERROR,
+    "PROVISIONING": ResourceStatus.CREATING,
+    "RUNNING": ResourceStatus.READY,
+    "RECONCILING": ResourceStatus.UPDATING,
+    "STOPPING": ResourceStatus.DELETING,
+    "ERROR": ResourceStatus.ERROR,
+    "DEGRADED": ResourceStatus.ERROR,
 }
 
 
@@ -60,8 +39,8 @@ def cluster_console(scope: Scope) -> str:
     )
 
 
-def _status(raw: object) -> str:
-    return _STATUS.get(getattr(raw, "name", str(raw)), ERROR)
+def _status(raw: object) -> ResourceStatus:
+    return _STATUS.get(getattr(raw, "name", str(raw)), ResourceStatus.ERROR)
 
 
 def _read(scope: Scope):
@@ -133,14 +112,16 @@ def ensure_cluster(scope: Scope, dry_run: bool) -> Ensured:
         return Ensured(
             "cluster",
             cl.name,
-            FOUND,
+            EnsureAction.FOUND,
             _status(existing.status),
             tuple(diffs),
             url,
             {"features": features, "version": version},
         )
     if dry_run:
-        return Ensured("cluster", cl.name, WOULD_CREATE, ABSENT, (), url, {})
+        return Ensured(
+            "cluster", cl.name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, {}
+        )
     op = call(
         f"create cluster {cl.name}",
         "container.clusters.create",
@@ -148,7 +129,15 @@ def ensure_cluster(scope: Scope, dry_run: bool) -> Ensured:
         parent=f"projects/{scope.project}/locations/{scope.zone}",
         cluster=_cluster_body(scope),
     )
-    return Ensured("cluster", cl.name, CREATED, CREATING, (), url, {"operation": op.name})
+    return Ensured(
+        "cluster",
+        cl.name,
+        EnsureAction.CREATED,
+        ResourceStatus.CREATING,
+        (),
+        url,
+        {"operation": op.name},
+    )
 
 
 def _cluster_body(scope: Scope):
@@ -187,7 +176,9 @@ def _cluster_body(scope: Scope):
 def get_cluster(scope: Scope) -> ClusterInfo:
     existing = _read(scope)
     if existing is None:
-        return ClusterInfo(scope.cluster.name, ABSENT, console_url=cluster_console(scope))
+        return ClusterInfo(
+            scope.cluster.name, ResourceStatus.ABSENT, console_url=cluster_console(scope)
+        )
     return ClusterInfo(
         name=scope.cluster.name,
         status=_status(existing.status),

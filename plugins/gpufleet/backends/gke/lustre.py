@@ -17,19 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    DELETING,
-    ERROR,
-    FOUND,
-    READY,
-    UPDATING,
-    WOULD_CREATE,
-    Ensured,
-    FilesystemInfo,
-)
+from gpufleet.backends.base import EnsureAction, Ensured, FilesystemInfo, ResourceStatus
 from gpufleet.backends.gke.clients import Scope, call, console, get_or_none
 from gpufleet.backends.gke.network import network_url
 from gpufleet.errors import CatalogError
@@ -61,14 +49,14 @@ TIERS: dict[int, Tier] = {
 DYNAMIC_TIER = 25
 
 _STATUS = {
-    "ACTIVE": READY,
-    "CREATING": CREATING,
-    "UPDATING": UPDATING,
-    "UPGRADING": UPDATING,
-    "REPAIRING": UPDATING,
-    "DELETING": DELETING,
-    "STOPPED": ERROR,
-    "SUSPENDED": ERROR,
+    "ACTIVE": ResourceStatus.READY,
+    "CREATING": ResourceStatus.CREATING,
+    "UPDATING": ResourceStatus.UPDATING,
+    "UPGRADING": ResourceStatus.UPDATING,
+    "REPAIRING": ResourceStatus.UPDATING,
+    "DELETING": ResourceStatus.DELETING,
+    "STOPPED": ResourceStatus.ERROR,
+    "SUSPENDED": ResourceStatus.ERROR,
 }
 
 
@@ -125,8 +113,8 @@ def _read(scope: Scope, name: str) -> Any:
     )
 
 
-def _status(raw: object) -> str:
-    return _STATUS.get(getattr(raw, "name", str(raw)), ERROR)
+def _status(raw: object) -> ResourceStatus:
+    return _STATUS.get(getattr(raw, "name", str(raw)), ResourceStatus.ERROR)
 
 
 def ensure_filesystem(scope: Scope, name: str, dry_run: bool) -> Ensured:
@@ -156,14 +144,16 @@ def ensure_filesystem(scope: Scope, name: str, dry_run: bool) -> Ensured:
         return Ensured(
             "filesystem",
             name,
-            FOUND,
+            EnsureAction.FOUND,
             _status(existing.state),
             tuple(diffs),
             url,
             {**detail, "id": existing.name},
         )
     if dry_run:
-        return Ensured("filesystem", name, WOULD_CREATE, ABSENT, (), url, detail)
+        return Ensured(
+            "filesystem", name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, detail
+        )
     from google.cloud import lustre_v1
 
     performance: dict[str, Any] = {"per_unit_storage_throughput": tier}
@@ -187,7 +177,15 @@ def ensure_filesystem(scope: Scope, name: str, dry_run: bool) -> Ensured:
         instance=instance,
     )
     op_name = getattr(getattr(op, "operation", None), "name", None)
-    return Ensured("filesystem", name, CREATED, CREATING, (), url, {**detail, "operation": op_name})
+    return Ensured(
+        "filesystem",
+        name,
+        EnsureAction.CREATED,
+        ResourceStatus.CREATING,
+        (),
+        url,
+        {**detail, "operation": op_name},
+    )
 
 
 def get_filesystem(scope: Scope, name: str) -> FilesystemInfo:
@@ -198,7 +196,7 @@ def get_filesystem(scope: Scope, name: str) -> FilesystemInfo:
             name,
             fs.capacity_tib,
             fs.throughput_mbps_per_tib,
-            ABSENT,
+            ResourceStatus.ABSENT,
             console_url=_console(scope, name),
         )
     mount_point = existing.mount_point or ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.base import ABSENT, CREATED, FOUND, READY, WOULD_CREATE, Ensured
+from gpufleet.backends.base import EnsureAction, Ensured, ResourceStatus
 from gpufleet.backends.gke.clients import Scope, call, console, get_or_none, last_segment
 
 RDMA_MTU = 8896
@@ -75,9 +75,13 @@ def _ensure_vpc(scope: Scope, name: str, profile: str | None, dry_run: bool) -> 
                 f"{existing.network_profile or 'none'} (set only at creation: the RDMA VPC must "
                 "be recreated with the zone's RoCE profile)"
             )
-        return Ensured("network", name, FOUND, READY, tuple(diffs), url, want)
+        return Ensured(
+            "network", name, EnsureAction.FOUND, ResourceStatus.READY, tuple(diffs), url, want
+        )
     if dry_run:
-        return Ensured("network", name, WOULD_CREATE, ABSENT, (), url, want)
+        return Ensured(
+            "network", name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, want
+        )
     body = compute_v1.Network(name=name, mtu=RDMA_MTU, auto_create_subnetworks=False)
     if profile:
         body.network_profile = profile
@@ -90,7 +94,7 @@ def _ensure_vpc(scope: Scope, name: str, profile: str | None, dry_run: bool) -> 
         network_resource=body,
     )
     _wait(scope, op, what)
-    return Ensured("network", name, CREATED, READY, (), url, want)
+    return Ensured("network", name, EnsureAction.CREATED, ResourceStatus.READY, (), url, want)
 
 
 def _ensure_subnet(scope: Scope, subnet: Any, network: str, dry_run: bool) -> Ensured:
@@ -119,9 +123,19 @@ def _ensure_subnet(scope: Scope, subnet: Any, network: str, dry_run: bool) -> En
                 f"subnet {subnet.name} network: catalog {network}, cloud "
                 f"{last_segment(existing.network)}"
             )
-        return Ensured("subnet", subnet.name, FOUND, READY, tuple(diffs), url, detail)
+        return Ensured(
+            "subnet",
+            subnet.name,
+            EnsureAction.FOUND,
+            ResourceStatus.READY,
+            tuple(diffs),
+            url,
+            detail,
+        )
     if dry_run:
-        return Ensured("subnet", subnet.name, WOULD_CREATE, ABSENT, (), url, detail)
+        return Ensured(
+            "subnet", subnet.name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, detail
+        )
     body = compute_v1.Subnetwork(
         name=subnet.name,
         network=network_url(scope.project, network),
@@ -138,7 +152,9 @@ def _ensure_subnet(scope: Scope, subnet: Any, network: str, dry_run: bool) -> En
         subnetwork_resource=body,
     )
     _wait(scope, op, what)
-    return Ensured("subnet", subnet.name, CREATED, READY, (), url, detail)
+    return Ensured(
+        "subnet", subnet.name, EnsureAction.CREATED, ResourceStatus.READY, (), url, detail
+    )
 
 
 def _wait(scope: Scope, op: Any, what: str) -> None:

@@ -6,27 +6,20 @@ reservation (``reservationAffinity`` SPECIFIC_RESERVATION, key
 ``<reservation>/reservationBlocks/<block>`` when the catalog names a block), with the GPU driver
 installed by GKE (LATEST), gVNIC, an additional node network for the gVNIC VPC and one per RDMA
 subnet, the ``gpufleet.io/pool`` label and the taints the caller gives (new pools come up
-``gpufleet.io/unvalidated:NoSchedule``). An existing pool is reported, never changed.
+``gpufleet.io/validation-pending:NoSchedule``). An existing pool is reported, never changed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    DELETING,
-    ERROR,
-    FOUND,
-    READY,
-    UPDATING,
-    WOULD_CREATE,
+    EnsureAction,
     Ensured,
     NodePoolInfo,
     PoolDeletion,
     ReservationInfo,
+    ResourceStatus,
     Taint,
 )
 from gpufleet.backends.gke.clients import Scope, call, console, get_or_none, last_segment
@@ -34,15 +27,18 @@ from gpufleet.backends.gke.cluster import cluster_path
 from gpufleet.domain.workloads import POOL_LABEL
 from gpufleet.errors import BackendError, CatalogError
 
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import NodePool
+
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 _STATUS = {
-    "PROVISIONING": CREATING,
-    "RUNNING": READY,
-    "RUNNING_WITH_ERROR": ERROR,
-    "RECONCILING": UPDATING,
-    "STOPPING": DELETING,
-    "ERROR": ERROR,
+    "PROVISIONING": ResourceStatus.CREATING,
+    "RUNNING": ResourceStatus.READY,
+    "RUNNING_WITH_ERROR": ResourceStatus.ERROR,
+    "RECONCILING": ResourceStatus.UPDATING,
+    "STOPPING": ResourceStatus.DELETING,
+    "ERROR": ResourceStatus.ERROR,
 }
 _EFFECTS = {
     "NoSchedule": "NO_SCHEDULE",
@@ -143,7 +139,7 @@ def _read(scope: Scope, pool: str):
     )
 
 
-def _affinity_value(pool: Any) -> str:
+def _affinity_value(pool: NodePool) -> str:
     ref = pool.reservation
     return f"{ref.name}/reservationBlocks/{ref.block}" if ref.block else ref.name
 
@@ -175,7 +171,7 @@ def ensure_node_pool(scope: Scope, name: str, dry_run: bool, taints: tuple[Taint
         return Ensured(
             "node_pool",
             name,
-            FOUND,
+            EnsureAction.FOUND,
             _status(existing.status),
             tuple(diffs),
             url,
@@ -185,7 +181,9 @@ def ensure_node_pool(scope: Scope, name: str, dry_run: bool, taints: tuple[Taint
     detail = {"reservation": want, "zone": zone, "nodes": pool.nodes}
     if dry_run:
         accelerator_type(pool.gpu.model, pool.machine_type)  # refuse an unknown GPU early
-        return Ensured("node_pool", name, WOULD_CREATE, ABSENT, (), url, detail)
+        return Ensured(
+            "node_pool", name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, detail
+        )
     op = call(
         f"create node pool {name}",
         "container.nodePools.create",
@@ -193,10 +191,18 @@ def ensure_node_pool(scope: Scope, name: str, dry_run: bool, taints: tuple[Taint
         parent=cluster_path(scope),
         node_pool=_pool_body(scope, pool, zone, taints),
     )
-    return Ensured("node_pool", name, CREATED, CREATING, (), url, {**detail, "operation": op.name})
+    return Ensured(
+        "node_pool",
+        name,
+        EnsureAction.CREATED,
+        ResourceStatus.CREATING,
+        (),
+        url,
+        {**detail, "operation": op.name},
+    )
 
 
-def _pool_body(scope: Scope, pool: Any, zone: str, taints: tuple[Taint, ...]):
+def _pool_body(scope: Scope, pool: NodePool, zone: str, taints: tuple[Taint, ...]):
     from google.cloud import container_v1
 
     net = scope.cluster.network
@@ -221,7 +227,8 @@ def _pool_body(scope: Scope, pool: Any, zone: str, taints: tuple[Taint, ...]):
             container_v1.NodeTaint(
                 key=taint.key,
                 value=taint.value or "",
-                effect=container_v1.NodeTaint.Effect[_EFFECTS[taint.effect]],
+                # proto-plus enums are Python enums; google-cloud-container's types say otherwise
+                effect=container_v1.NodeTaint.Effect[_EFFECTS[taint.effect]],  # type: ignore[misc]
             )
         )
     gpu_driver = container_v1.GPUDriverInstallationConfig(
@@ -254,8 +261,8 @@ def _pool_body(scope: Scope, pool: Any, zone: str, taints: tuple[Taint, ...]):
     )
 
 
-def _status(raw: object) -> str:
-    return _STATUS.get(getattr(raw, "name", str(raw)), ERROR)
+def _status(raw: object) -> ResourceStatus:
+    return _STATUS.get(getattr(raw, "name", str(raw)), ResourceStatus.ERROR)
 
 
 def get_node_pool(scope: Scope, name: str) -> NodePoolInfo:
@@ -264,7 +271,13 @@ def get_node_pool(scope: Scope, name: str) -> NodePoolInfo:
     url = _pool_console(scope, name)
     if existing is None:
         return NodePoolInfo(
-            name, scope.cluster.name, pool.machine_type, 0, pool.reservation.name, ABSENT, url
+            name,
+            scope.cluster.name,
+            pool.machine_type,
+            0,
+            pool.reservation.name,
+            ResourceStatus.ABSENT,
+            url,
         )
     got = _reservation_of(existing)
     return NodePoolInfo(
@@ -307,15 +320,17 @@ def ensure_node_pool_deleted(scope: Scope, name: str, operation: str | None) -> 
             name=f"projects/{scope.project}/locations/{scope.zone}/operations/{operation}",
         )
         if getattr(op.status, "name", str(op.status)) != "DONE":
-            return PoolDeletion(name, DELETING, operation, console_url=url)
+            return PoolDeletion(name, ResourceStatus.DELETING, operation, console_url=url)
         failure = (op.error.message if op.error else "") or op.status_message
         if failure:
-            return PoolDeletion(name, ERROR, operation, message=failure, console_url=url)
+            return PoolDeletion(
+                name, ResourceStatus.ERROR, operation, message=failure, console_url=url
+            )
     existing = _read(scope, name)
     if existing is None:
-        return PoolDeletion(name, ABSENT, operation, console_url=url)
-    if operation or _status(existing.status) == DELETING:
-        return PoolDeletion(name, DELETING, operation, console_url=url)
+        return PoolDeletion(name, ResourceStatus.ABSENT, operation, console_url=url)
+    if operation or _status(existing.status) == ResourceStatus.DELETING:
+        return PoolDeletion(name, ResourceStatus.DELETING, operation, console_url=url)
     op = get_or_none(
         f"delete node pool {name}",
         "container.nodePools.delete",
@@ -323,5 +338,5 @@ def ensure_node_pool_deleted(scope: Scope, name: str, operation: str | None) -> 
         name=_pool_path(scope, name),
     )
     if op is None:
-        return PoolDeletion(name, ABSENT, console_url=url)
-    return PoolDeletion(name, DELETING, op.name, requested=True, console_url=url)
+        return PoolDeletion(name, ResourceStatus.ABSENT, console_url=url)
+    return PoolDeletion(name, ResourceStatus.DELETING, op.name, requested=True, console_url=url)

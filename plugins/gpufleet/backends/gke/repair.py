@@ -1,40 +1,13 @@
 """Repair a GPU node through Compute Engine: report its host as faulty.
 
-``instances.reportHostAsFaulty`` (compute v1, ``POST projects/P/zones/Z/instances/I/
-reportHostAsFaulty``) is Google's documented path for reservation-bound A3 Ultra / A4 VMs that
-misbehave: Compute Engine runs host maintenance and moves the VM to a healthy host of the same
-reservation when it can. The VM keeps its name, so the Kubernetes node comes back under its
-own name, with its labels and taints (the node lifecycle retests it before releasing it).
-
-The body is ``InstancesReportHostAsFaultyRequest``: ``disruptionSchedule: IMMEDIATE`` (the
-only value the API accepts) and one ``faultReasons`` entry, ``behavior: PERFORMANCE`` (a
-fabric fault shows as low bandwidth, not as a GPU error) with a ``description`` naming the
-evidence the caller gives.
-
-It is an "ensure": a report already under way for the VM (a zone operation of type
-``reportHostAsFaulty`` on the instance that is not DONE, or the VM in status ``REPAIRING``)
-is ``found`` and nothing is sent. Google documents the operation as taking 10-12 minutes: it
-is not waited on (status UPDATING); the node comes back Ready and the next nightly retests it.
-
-The VM comes from the node's ``spec.providerID`` (``gce://PROJECT/ZONE/INSTANCE``); a node
-without one, or with one of another cloud or project, is refused before any call. The reboot
-(``reboot.py``) finds and checks its VM, and its operation under way, the same way
-(``read_vm``, ``operation_under_way``).
+Design: docs/design/node-lifecycle.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    FOUND,
-    UPDATING,
-    WOULD_CREATE,
-    Ensured,
-    NodeInfo,
-)
+from gpufleet.backends.base import EnsureAction, Ensured, NodeInfo, ResourceStatus
 from gpufleet.backends.gke.clients import Scope, call, console, get_or_none, translate
 from gpufleet.errors import BackendError
 
@@ -110,9 +83,13 @@ def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None 
     if running is not None or vm.status == "REPAIRING":
         if running is not None:
             detail["operation"] = running
-        return Ensured("repair", node.name, FOUND, UPDATING, (), url, detail)
+        return Ensured(
+            "repair", node.name, EnsureAction.FOUND, ResourceStatus.UPDATING, (), url, detail
+        )
     if dry_run:
-        return Ensured("repair", node.name, WOULD_CREATE, ABSENT, (), url, detail)
+        return Ensured(
+            "repair", node.name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, detail
+        )
     body = compute_v1.InstancesReportHostAsFaultyRequest(
         disruption_schedule=DISRUPTION_SCHEDULE,
         fault_reasons=[
@@ -134,7 +111,9 @@ def repair_node(scope: Scope, node: NodeInfo, dry_run: bool, reason: str | None 
     detail["operation"] = op.name
     # not waited on: the host move takes 10-12 minutes; the VM reads REPAIRING meanwhile (a
     # second call finds it) and its node comes back Ready, which the next nightly retests
-    return Ensured("repair", node.name, CREATED, UPDATING, (), url, detail)
+    return Ensured(
+        "repair", node.name, EnsureAction.CREATED, ResourceStatus.UPDATING, (), url, detail
+    )
 
 
 def operation_under_way(scope: Scope, zone: str, instance: str, kind: str) -> str | None:

@@ -1,46 +1,14 @@
 """The provider's view of a GKE pool's racks: Compute Engine reservation blocks and sub-blocks,
 their health, and ``reservationSubBlocks.reportFaulty`` (``topology_api``).
 
-A pool consumes one reservation (and one of its blocks when the catalog names it). Its blocks
-are ``reservationBlocks.get`` of that block, else ``reservationBlocks.list`` of the reservation
-(``GET projects/P/zones/Z/reservations/R/reservationBlocks[/B]``); each block's sub-blocks are
-``reservationSubBlocks.list`` (``GET projects/P/zones/Z/reservations/R/reservationBlocks/B/
-reservationSubBlocks``: compute_v1 takes the middle as ``parent_name``,
-``reservations/R/reservationBlocks/B``). A sub-block reports ``count`` (hosts) and
-``healthInfo`` (``healthStatus`` HEALTHY | DEGRADED | HEALTH_STATUS_UNSPECIFIED,
-``healthyHostCount``, ``degradedHostCount``).
-
-**Names versus labels.** A block's and a sub-block's API ``name`` is Compute Engine's
-(``<reservation>-block-0001``, ``...-subblock-0001``): it is what the paths take. The nodes'
-``cloud.google.com/gce-topology-block`` / ``-subblock`` labels hold the organization-specific
-ids of the physical block and sub-block, which the API reports as the sub-block's
-``physicalTopology.block`` and ``.subBlock``. So a ``SubBlockHealth`` is keyed by
-``physicalTopology`` (``Place.key`` of its nodes) and carries the API names in
-``provider_name``; a sub-block the API lists without ``physicalTopology`` is keyed by its API
-names, with ``detail["keyed_by"] = "api-names"`` (no node's labels will match it).
-
-``reservation_health`` is the same walk: it reads the reservation, never the pool, so
-onboarding's preflight reads it before the pool exists.
-
-**Reporting.** ``report_faulty_subblock`` finds the sub-block whose ``physicalTopology`` is the
-key among the pool's reservation's (a key of no sub-block of it is refused, before any write),
-and sends ``POST .../reservationSubBlocks/S/reportFaulty`` with a
-``ReservationSubBlocksReportFaultyRequest``: ``disruptionSchedule: IMMEDIATE`` (the only value
-the API takes: the sub-block's VMs are disrupted at once, so report only a sub-block already
-taken out of service), ``failureComponent: MULTIPLE_FAULTY_HOSTS`` (a rack's uplink shows on
-all its hosts; ``NVLINK_SWITCH`` is the NVLink domain of A4X racks) and one ``faultReasons``
-entry, ``behavior: PERFORMANCE`` (pairs crossing the uplink run slow) with the caller's
-reason. The answer is a zone operation; it is not waited on. It is an "ensure": a zone
-operation not DONE whose type names a faulty report and whose target is the sub-block is a
-report under way (``found``, nothing sent). gcloud's equivalent is ``gcloud compute
-reservations sub-blocks report-subblock-as-faulty``.
+Design: docs/design/topology.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.base import ABSENT, CREATED, FOUND, UPDATING, WOULD_CREATE, Ensured
+from gpufleet.backends.base import EnsureAction, Ensured, ResourceStatus
 from gpufleet.backends.gke.clients import Scope, call, console, translate
 from gpufleet.backends.gke.pools import reservation_zone
 from gpufleet.backends.gke.repair import operation_on
@@ -195,9 +163,13 @@ def report_faulty_subblock(
     running = operation_on(scope, zone, target, REPORT_OPERATION)
     if running is not None:
         detail["operation"] = running
-        return Ensured(REPORT_KIND, key, FOUND, UPDATING, (), url, detail)
+        return Ensured(
+            REPORT_KIND, key, EnsureAction.FOUND, ResourceStatus.UPDATING, (), url, detail
+        )
     if dry_run:
-        return Ensured(REPORT_KIND, key, WOULD_CREATE, ABSENT, (), url, detail)
+        return Ensured(
+            REPORT_KIND, key, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, (), url, detail
+        )
     body = compute_v1.ReservationSubBlocksReportFaultyRequest(
         disruption_schedule=DISRUPTION_SCHEDULE,
         failure_component=FAILURE_COMPONENT,
@@ -220,4 +192,4 @@ def report_faulty_subblock(
     detail["operation"] = op.name
     # not waited on: the provider's maintenance of the rack takes far longer than a task should
     # hold a worker; a second call finds the operation while it runs
-    return Ensured(REPORT_KIND, key, CREATED, UPDATING, (), url, detail)
+    return Ensured(REPORT_KIND, key, EnsureAction.CREATED, ResourceStatus.UPDATING, (), url, detail)

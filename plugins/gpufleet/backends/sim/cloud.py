@@ -1,44 +1,26 @@
 """The simulated fleet's ``CloudBackend``: reservations, the RDMA network, the cluster, node
 pools and Lustre filesystems of one sim cluster, as the catalog declares them.
 
-It keeps the contract of the real backends: every ``ensure_*`` reads first, creates only what
-is missing (``dry_run``: nothing), reports what differs from the catalog without changing it,
-and returns at once while a create "runs" (status ``CREATING`` until its simulated duration,
-``cloud_table.CREATE_S`` scaled by ``GPUFLEET_SIM_SPEED``, has passed). A new pool's nodes register
-NotReady, tainted as asked, and turn Ready when the pool is (a ``not-ready:<node>`` fault keeps
-one NotReady). Reservations report the catalog's zone and blocks, as GCE does.
-
-A ``preexisting`` sim cluster (the default) exists from the start with its pools; one with
-``preexisting: false`` exists only once ``ensure_cluster`` created it. ``capacity-short``
-shrinks a reservation; ``api-errors`` fails calls with a 503 as a throttled control plane would.
-``repair_node`` moves a node to a healthy host: its non-sticky host faults go, and it reads
-NotReady for the repair's simulated duration (a ``repair`` row of the cloud table);
-``reboot_node`` keeps the machine and clears its faults a reboot clears (``REBOOT_CLEARS``),
-NotReady for a shorter while (a ``reboot`` row). Both live in ``machines``. The provider's
-view of the racks (``subblock_health`` and, before a pool exists, ``reservation_health``,
-degraded by a ``subblock-down`` fault) and a faulty sub-block's report (a ``subblock_report``
-row) live in ``provider_topology``.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
 
 from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    CREATING,
-    FOUND,
-    READY,
-    WOULD_CREATE,
     ClusterCredentials,
     ClusterInfo,
+    EnsureAction,
     Ensured,
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
     PoolDeletion,
     ReservationInfo,
+    ResourceStatus,
     Taint,
 )
 from gpufleet.backends.sim import machines
@@ -53,10 +35,14 @@ class SimCloudBackend(CloudTable):
 
     # --- ensure over the cloud table (rows: ``cloud_table.CloudTable``) -----------------------
 
-    def _status(self, body: dict[str, Any] | None) -> str:
+    def _status(self, body: dict[str, Any] | None) -> ResourceStatus:
         if body is None:
-            return ABSENT
-        return READY if self.state.clock.time() >= body.get("ready_at", 0) else CREATING
+            return ResourceStatus.ABSENT
+        return (
+            ResourceStatus.READY
+            if self.state.clock.time() >= body.get("ready_at", 0)
+            else ResourceStatus.CREATING
+        )
 
     def _ensure(
         self, kind: str, name: str, want: dict[str, Any], dry_run: bool, preexisting: bool = False
@@ -65,20 +51,44 @@ class SimCloudBackend(CloudTable):
         report the fields where what exists differs from ``want``."""
         have = self.row(kind, name)
         if have is None and preexisting:
-            return Ensured(kind, name, FOUND, READY, console_url=self.url(kind, name))
+            return Ensured(
+                kind,
+                name,
+                EnsureAction.FOUND,
+                ResourceStatus.READY,
+                console_url=self.url(kind, name),
+            )
         if have is not None:
             differences = tuple(
                 f"{field}: catalog {want[field]}, cloud {have.get(field)}"
                 for field in sorted(want)
                 if have.get(field) != want[field]
             )
-            return Ensured(kind, name, FOUND, self._status(have), differences, self.url(kind, name))
+            return Ensured(
+                kind,
+                name,
+                EnsureAction.FOUND,
+                self._status(have),
+                differences,
+                self.url(kind, name),
+            )
         if dry_run:
-            return Ensured(kind, name, WOULD_CREATE, ABSENT, console_url=self.url(kind, name))
+            return Ensured(
+                kind,
+                name,
+                EnsureAction.WOULD_CREATE,
+                ResourceStatus.ABSENT,
+                console_url=self.url(kind, name),
+            )
         with self.state.tx() as conn:
             self.insert(conn, kind, name, want)
         return Ensured(
-            kind, name, CREATED, self._status(self.row(kind, name)), (), self.url(kind, name)
+            kind,
+            name,
+            EnsureAction.CREATED,
+            self._status(self.row(kind, name)),
+            (),
+            self.url(kind, name),
         )
 
     @property
@@ -86,20 +96,6 @@ class SimCloudBackend(CloudTable):
         return self.cluster.sim is None or self.cluster.sim.preexisting
 
     # --- reservations --------------------------------------------------------------------------
-
-    def _reservation(self, name: str):
-        for region in self.catalog.regions.values():
-            for res in region.reservations:
-                if res.name == name and any(c.name == self.cluster.name for c in region.clusters):
-                    return res
-        raise BackendError(f"sim {self.cluster.name}: reservation {name!r} not found")
-
-    def reserved(self, name: str) -> int:
-        """The machines reservation ``name`` holds, less those a ``capacity-short`` takes."""
-        res = self._reservation(name)
-        pools = [p for p in self.cluster.node_pools if p.reservation.name == name]
-        short = max((self.faults(p.name).capacity_short or 0 for p in pools), default=0)
-        return res.count // 2 if short == -1 else max(res.count - short, 0)
 
     def get_reservation(self, name: str) -> ReservationInfo:
         self._api_call("get reservation")
@@ -150,13 +146,13 @@ class SimCloudBackend(CloudTable):
     def get_cluster(self) -> ClusterInfo:
         self._api_call("get cluster")
         body = self.row("cluster", self.cluster.name)
-        status = READY if body is None and self._preexisting else self._status(body)
+        status = ResourceStatus.READY if body is None and self._preexisting else self._status(body)
         return ClusterInfo(
             self.cluster.name,
             status,
-            endpoint=f"sim://{self.cluster.name}" if status != ABSENT else None,
+            endpoint=f"sim://{self.cluster.name}" if status != ResourceStatus.ABSENT else None,
             version=self.cluster.kubernetes_version or "1.34",
-            features=self._features() if status != ABSENT else {},
+            features=self._features() if status != ResourceStatus.ABSENT else {},
             console_url=self.url("cluster", self.cluster.name),
         )
 
@@ -177,7 +173,11 @@ class SimCloudBackend(CloudTable):
                 "SELECT COUNT(*) FROM nodes WHERE cluster=? AND pool=?", (self.cluster.name, pool)
             ).fetchone()[0]
         body = self.row("node_pool", pool)
-        status = self._status(body) if body else (READY if count else ABSENT)
+        status = (
+            self._status(body)
+            if body
+            else (ResourceStatus.READY if count else ResourceStatus.ABSENT)
+        )
         return NodePoolInfo(
             pool,
             self.cluster.name,
@@ -194,13 +194,15 @@ class SimCloudBackend(CloudTable):
         current = self.get_node_pool(pool)
         spec = self.cluster.pool(pool)
         url = self.url("node_pool", pool)
-        if current.status != ABSENT:
-            differences = ()
+        if current.status != ResourceStatus.ABSENT:
+            differences: tuple[str, ...] = ()
             if current.node_count != spec.nodes:
                 differences = (f"nodes: catalog {spec.nodes}, cloud {current.node_count}",)
-            return Ensured("node_pool", pool, FOUND, current.status, differences, url)
+            return Ensured("node_pool", pool, EnsureAction.FOUND, current.status, differences, url)
         if dry_run:
-            return Ensured("node_pool", pool, WOULD_CREATE, ABSENT, console_url=url)
+            return Ensured(
+                "node_pool", pool, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, console_url=url
+            )
         self._require_cluster()
         res = self.get_reservation(spec.reservation.name)
         if res.free < spec.nodes:
@@ -222,42 +224,67 @@ class SimCloudBackend(CloudTable):
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                 (f"seeded:{self.cluster.name}/{pool}", str(self.state.clock.time(conn))),
             )
-        return Ensured("node_pool", pool, CREATED, CREATING, (), url, {"nodes": spec.nodes})
+        return Ensured(
+            "node_pool",
+            pool,
+            EnsureAction.CREATED,
+            ResourceStatus.CREATING,
+            (),
+            url,
+            {"nodes": spec.nodes},
+        )
 
     def settle_nodes(self) -> None:
         """Nodes of pools whose creation finished turn Ready (but for ``not-ready`` ones); a
         node under repair or rebooting stays NotReady until the action's ``ready_at``, then
-        turns Ready whatever its pool's row says (but for a ``not-ready`` fault it kept)."""
+        turns Ready whatever its pool's row says (but for a ``not-ready`` fault it kept), with
+        a new boot id (its machine booted again); a node a cloud's repair or the autoscaler
+        added (a ``boot`` row, ``node_actions``) turns Ready once its machine has booted. The
+        Ready condition's transition time is when that happened on the sim's clock."""
         with self.state.read() as conn:
             pending = conn.execute(
                 "SELECT name, pool FROM nodes WHERE cluster=? AND ready=0", (self.cluster.name,)
             ).fetchall()
-        if not pending:
-            return
+            if not pending:
+                return
+            boots = {
+                r["name"]: json.loads(r["body"])["ready_at"]
+                for r in conn.execute(
+                    "SELECT name, body FROM cloud WHERE cluster=? AND kind='boot'",
+                    (self.cluster.name,),
+                )
+            }
         repairs = machines.busy_until(self)
         now = self.state.clock.time()
         pool_ready: dict[str, bool] = {}
         stuck: dict[str, frozenset[str]] = {}
-        settled = []
+        settled: list[tuple[str, float, bool]] = []  # node, since when, rebooted
         for node, pool in pending:
-            if node in repairs:
-                if now < repairs[node]:
+            since = now
+            if node in repairs or node in boots:
+                since = max(repairs.get(node, float("-inf")), boots.get(node, float("-inf")))
+                if now < since:
                     continue
             else:
                 if pool not in pool_ready:
-                    pool_ready[pool] = self._status(self.row("node_pool", pool)) == READY
+                    pool_ready[pool] = (
+                        self._status(self.row("node_pool", pool)) == ResourceStatus.READY
+                    )
                 if not pool_ready[pool]:
                     continue
             if pool not in stuck:
                 stuck[pool] = self.faults(pool).not_ready_nodes
             if node not in stuck[pool]:
-                settled.append(node)
+                settled.append((node, since, node in repairs))
         if settled:
             with self.state.tx() as conn:
-                conn.executemany(
-                    "UPDATE nodes SET ready=1 WHERE cluster=? AND name=?",
-                    [(self.cluster.name, node) for node in settled],
-                )
+                for node, since, rebooted in settled:
+                    conn.execute(
+                        "UPDATE nodes SET ready=1, ready_since=?, "
+                        "boot_id=CASE WHEN ? THEN ? ELSE boot_id END "
+                        "WHERE cluster=? AND name=? AND ready=0",
+                        (since, int(rebooted), str(uuid.uuid4()), self.cluster.name, node),
+                    )
 
     def delete_node_pool(self, pool: str) -> bool:
         self._api_call("delete node pool")
@@ -276,7 +303,7 @@ class SimCloudBackend(CloudTable):
         """The sim deletes at once: the pool and its nodes are gone when this returns."""
         existed = self.row("node_pool", pool) is not None
         self.delete_node_pool(pool)
-        return PoolDeletion(pool, ABSENT, operation, requested=existed)
+        return PoolDeletion(pool, ResourceStatus.ABSENT, operation, requested=existed)
 
     # --- a machine's repair and reboot (``machines``) -----------------------------------------
 
@@ -322,8 +349,8 @@ class SimCloudBackend(CloudTable):
         self._api_call("get filesystem")
         fs = self.cluster.filesystem(name)
         body = self.row("filesystem", name)
-        status = READY if body is None and self._preexisting else self._status(body)
-        exists = status != ABSENT
+        status = ResourceStatus.READY if body is None and self._preexisting else self._status(body)
+        exists = status != ResourceStatus.ABSENT
         return FilesystemInfo(
             name,
             fs.capacity_tib,

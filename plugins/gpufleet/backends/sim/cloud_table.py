@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.programs import speed
+from gpufleet.errors import BackendError
 
 CREATE_S = {
     "cluster": 2.0,
@@ -29,6 +30,20 @@ SIM_CONSOLE = "sim://"
 
 class CloudTable(SimBackendBase):
     """A sim backend that keeps its cloud resources in the state's ``cloud`` table."""
+
+    def _reservation(self, name: str):
+        for region in self.catalog.regions.values():
+            for res in region.reservations:
+                if res.name == name and any(c.name == self.cluster.name for c in region.clusters):
+                    return res
+        raise BackendError(f"sim {self.cluster.name}: reservation {name!r} not found")
+
+    def reserved(self, name: str) -> int:
+        """The machines reservation ``name`` holds, less those a ``capacity-short`` takes."""
+        res = self._reservation(name)
+        pools = [p for p in self.cluster.node_pools if p.reservation.name == name]
+        short = max((self.faults(p.name).capacity_short or 0 for p in pools), default=0)
+        return res.count // 2 if short == -1 else max(res.count - short, 0)
 
     def row(self, kind: str, name: str) -> dict[str, Any] | None:
         """The body of resource ``kind/name`` of this cluster, None when it has none."""

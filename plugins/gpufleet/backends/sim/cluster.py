@@ -1,19 +1,6 @@
 """The simulated fleet's ``ClusterBackend``: one Kubernetes cluster, as a fabric model.
 
-Nodes (labels, taints, cordons: ``nodes``), each node's dcgm-exporter metrics
-(``dcgm_exporter``), objects (create-if-absent ``apply``, ``get``,
-``delete``), pods (by selector or by node) and their logs, workload status and eviction
-(PodDisruptionBudgets and the workload failing: ``disruption``), all kept in the state file.
-Applying a Job or JobSet places its pods (``placement``: selectors, hostname affinity, taints,
-one GPU pod per node, Kueue gang admission) and decides how each ends (``programs``: what NCCL
-would do with the pod as rendered, the healthy figures of ``performance``, the faults in force).
-
-Time is simulated lazily: a pod's start and end are fixed when the workload is applied and its
-phase follows the sim's clock (``state.SimClock``) when read; ``GPUFLEET_SIM_SPEED`` scales
-every delay (tests advance the clock past them instead). The containers'
-start/finish times follow the modelled clock instead (``clock``: how long the real program
-would run). Reading a container the pod does not have fails as the API server's does (a
-``BackendError``).
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
@@ -22,21 +9,10 @@ import hashlib
 import json
 import logging
 import time
+from functools import partial
 from typing import Any
 
-from gpufleet.backends.base import (
-    CREATED,
-    UNCHANGED,
-    UPDATED,
-    PodInfo,
-    WorkloadStatus,
-)
-from gpufleet.backends.sim.clock import (
-    POD_ROWS,
-    container_times,
-    forget_run_times,
-    record_run_times,
-)
+from gpufleet.backends.base import ObjectChange, PodInfo, WorkloadStatus
 from gpufleet.backends.sim.dcgm_exporter import SimGpuMetrics
 from gpufleet.backends.sim.disruption import (
     UNFINISHED,
@@ -49,6 +25,12 @@ from gpufleet.backends.sim.faults import night_of
 from gpufleet.backends.sim.nodes import SimNodes
 from gpufleet.backends.sim.placement import Placement, place, pod_phase, record_pods
 from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
+from gpufleet.backends.sim.run_times import (
+    POD_ROWS,
+    container_times,
+    forget_run_times,
+    record_run_times,
+)
 from gpufleet.domain.kueue import refused_change
 from gpufleet.domain.workloads import (
     POOL_LABEL,
@@ -89,7 +71,7 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
         self._api_call("get version")
         return self.cluster.kubernetes_version or "1.34"
 
-    def ensure_object(self, manifest: dict[str, Any]) -> str:
+    def ensure_object(self, manifest: dict[str, Any]) -> ObjectChange:
         """Create, leave (every field already as asked) or merge-patch one object; refuse
         (BackendError) to edit a spec Kueue keeps immutable, as the kube backend does."""
         kind = manifest.get("kind")
@@ -98,20 +80,20 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
         existing = self.get(kind, name, namespace) if kind and name else None
         if existing is None:
             self.apply(manifest)
-            return CREATED
+            return ObjectChange.CREATED
         self._api_call("read object")
         refusal = refused_change(existing, manifest)
         if refusal:
             raise BackendError(refusal)
         if _contains(existing, manifest):
-            return UNCHANGED
+            return ObjectChange.UNCHANGED
         self._api_call("patch object")
         with self.state.tx() as conn:
             conn.execute(
                 "UPDATE objects SET body=? WHERE cluster=? AND kind=? AND namespace=? AND name=?",
                 (json.dumps(_merge(existing, manifest)), self.cluster.name, kind, namespace, name),
             )
-        return UPDATED
+        return ObjectChange.UPDATED
 
     # --- objects and workloads -----------------------------------------------------------------
 
@@ -337,7 +319,7 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
             faults = self.faults(pool.name)
             name = pool.name
             decay = faults.busbw_decay(
-                lambda since, p=name: self.state.nights_since(conn, self.cluster.name, p, since)
+                partial(self.state.nights_since, conn, self.cluster.name, name)
             )
             runs = GroupRun(
                 self.cluster,

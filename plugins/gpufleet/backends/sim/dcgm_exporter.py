@@ -2,23 +2,7 @@
 the real parser (``gpufleet.parsing.health.parse_dcgm_exporter``) and the passive decision
 (``gpufleet.domain.health.decide_passive``) run on it.
 
-The exporter modelled is the GPU operator's DaemonSet with the health counters enabled beside
-two of its defaults (temperature, utilization): per GPU, labelled as the exporter labels them
-(``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname`` - the node, as
-``NODE_NAME`` makes it -, ``DCGM_FI_DRIVER_VERSION``), the last Xid (with ``err_code`` /
-``err_msg``) and each Xid's count in the window, the row remapper's pending and failure flags
-and remapped rows, the volatile double-bit ECC counters (total, device memory, SRAM), the
-NVLink error totals, the clocks-event bitmask; per NVLink, its state (NVML's: 0 inactive, 1
-active). Everything comes from the node's GPU faults through the fault model of ``gpu_health``
-(:func:`gpu_health.gpu_states`), so a fault shows here as it shows in the node's own tools:
-an Xid as the last Xid and counted; ``row-remap-pending`` as pending, a DRAM DBE and a remapped
-row; ``row-remap-failed`` as a failure and a DRAM DBE; ``ecc-dbe`` as an SRAM DBE;
-``nvlink-down`` as link ``DOWN_LINK`` inactive; ``thermal-throttle`` as HW thermal slowdown
-(0x40) on every GPU.
-
-``SimGpuMetrics.gpu_metrics`` is the ``ClusterBackend`` read: the text for a node of one of the
-cluster's pools, None for a node the cluster does not have or when the catalog says the cluster
-runs no exporter (``sim: {dcgm_exporter: false}``).
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Evictions in the simulated fleet: PodDisruptionBudgets, and what an eviction does to a Job.
 
-**Budgets**, as the Eviction API judges them (``pkg/registry/core/pod/storage/eviction.go``
-with the disruption controller's arithmetic): a pod that is Pending, Succeeded or Failed is
-evicted whatever the budgets say; otherwise the ``policy/v1`` PodDisruptionBudgets applied in
-the pod's namespace whose ``spec.selector`` selects the pod are consulted. None: evicted. More
-than one: the API refuses with a 500 the caller cannot retry away (``BackendError``). One: the
-eviction is allowed while the selected pods that run (healthy) exceed the healthy count it
-wants, ``minAvailable`` or ``expected - maxUnavailable`` (a percentage of ``expected`` rounded
-up, as the API rounds both); ``expected`` is the number of selected pods that have not finished
-(the sim has no scale subresource to read replicas from). Refused: the API's 429, "Cannot
-evict pod as it would violate the pod's disruption budget".
-
-**Workloads**: every Job gpufleet renders has ``backoffLimit: 0`` and every JobSet
-``failurePolicy.maxRestarts: 0`` (the default), so on a real cluster an evicted pod counts as a
-failed pod, its Job fails (BackoffLimitExceeded) and deletes its other active pods, and the
-JobSet fails with it. The sim does the same: the workload's object gets a ``Failed`` status
-condition naming the evicted pod, and its other unfinished pods end Failed at once (their nodes
-free). A workload that asks for retries (backoffLimit or maxRestarts above 0) is failed alike:
-replacement pods and JobSet restarts are not simulated, and the condition says so. Evicting a
-pod that had already finished removes it and fails nothing; if its workload had ended, the
-``Completed``/``Failed`` condition its controller would have set is written first
-(``keep_outcome``), so the workload still reads as it ended once its pods are gone.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations

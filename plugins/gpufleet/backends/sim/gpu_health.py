@@ -1,84 +1,7 @@
 """What a simulated node's GPU health tools print, in the real formats, so the real parsers
-(``gpufleet.parsing.health``) and the domain's decision (``gpufleet.domain.health``) run on it:
+(``gpufleet.parsing.health``) and the domain's decision (``gpufleet.domain.health``) run on it.
 
-- the kernel log (``dmesg``): the driver's load line, then one ``NVRM: Xid (PCI:0000:18:00):
-  79, pid=..., name=..., <text>`` line per Xid event;
-- ``nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT``: per GPU, the volatile and aggregate
-  SRAM/DRAM ECC counters, the ``Retired Pages`` section (``N/A`` on Ampere and later: page
-  retirement gave way to row remapping, as a real A100's output shows) and the ``Remapped Rows``
-  section with its bank histogram;
-- ``nvidia-smi nvlink -e``: per GPU, 18 links' replay, recovery and CRC counters (a link that is
-  down reads ``<inactive>``);
-- ``dcgmi diag -r N -j`` in DCGM 4.x's JSON (``DCGM Diagnostic`` -> ``test_categories``, one
-  result per GPU entity, ``test_summary``, ``entity_groups``, ``metadata``), running the tests
-  of levels 1 to N (:data:`DIAG_TESTS`);
-- whether the node's GPUs throttle for heat;
-- what the node's dcgm-exporter serves (``dcgm_exporter``, from the same state: :func:`gpu_states`).
-
-The check's pod runs each tool under ``timeout`` and prints ``gpufleet-health-exit=<status>``
-after its output (:data:`EXIT_LINE`; ``include/manifests/gpu-health.yaml.j2``), and its node
-line says the ``dcgmi diag`` level and timeout: ``node=<name> level=<n> timeout=<s>``
-(:func:`health_check_output`).
-
-A healthy node prints healthy outputs. A GPU fault (``gpufleet.domain.faults.GPU_FAULT_KINDS``)
-hits one GPU of its node, :func:`faulty_gpu` (the same one for every fault of the node), and
-shows in each tool as the real fault would, with DCGM's own error ids and messages
-(``dcgm_errors.h``):
-
-==========================  =====================================================================
-``xid:<node>:<CODE>``       one Xid CODE line; nothing else (the sim does not model what each of
-                            NVIDIA's codes does to the GPU)
-``row-remap-pending``       Xid 48 and 63; 1 volatile DRAM uncorrectable error, 1 row remapped
-                            for it, ``Pending : Yes``; the ``software`` test fails with
-                            ``DCGM_FR_PENDING_ROW_REMAP`` (85)
-``row-remap-failed``        Xid 48 and 64; 1 volatile DRAM uncorrectable error, ``Remapping
-                            Failure Occurred : Yes``; ``software`` fails with
-                            ``DCGM_FR_ROW_REMAP_FAILURE`` (80)
-``ecc-dbe``                 Xid 48; 1 volatile SRAM uncorrectable error (no row remap repairs
-                            SRAM); from level 2, ``memory`` fails with
-                            ``DCGM_FR_VOLATILE_DBE_DETECTED`` (4)
-``nvlink-down``             Xid 74; the GPU's NVLink :data:`DOWN_LINK` reads ``<inactive>``
-``thermal-throttle``        the GPUs throttle; from level 3, ``targeted_stress`` warns with
-                            ``DCGM_FR_CLOCK_THROTTLE_THERMAL`` (10) on the faulty GPU
-==========================  =====================================================================
-
-A DCGM fault (``gpufleet.domain.faults.DCGM_FAULT_KINDS``) leaves the GPUs sound and makes the
-node's ``dcgmi diag`` answer in one of DCGM's failure dialects (:func:`dcgm_diag_dialect`; one per
-node, the first of :data:`DIALECT_ORDER` in force):
-
-========================  =======================================================================
-``dcgm-hang``             nothing (the run never ends); ``timeout`` kills it: exit status 124,
-                          as ``timeout(1)`` reports a command it timed out
-``dcgm-in-use``           ``dcgmi diag -j``'s runtime error, as DCGM's ``dcgmi/Diag.cpp``
-                          (``HelperDisplayFailureMessage``) prints it, with DCGM_ST_IN_USE's
-                          text from ``dcgmlib/src/dcgm_errors.c``; exit status 222 (-34)
-``dcgm-truncated``        the JSON cut off mid-document (the pod's log ended) and
-                          ``nvidia-smi -q`` cut off before the last GPU's ``Remapped Rows``
-``dcgm-skip-all``         DCGM 4.x JSON with every test and every GPU result ``Skip``
-``dcgm-internal-error``   ``pcie`` (``software`` at level 1) fails with ``DCGM_FR_INTERNAL``
-                          (44, "There was an internal error during the test: '...'"; the detail
-                          in the quotes is ours) while every GPU's result passes: in ``-j`` JSON
-                          in the test's ``test_summary`` (``Diag.cpp``
-                          ``HelperJsonAddTestSummary``: errors of no entity); with
-                          ``diag_format="text"``, DCGM 4.x's table: ``pcie | Fail``, the
-                          ``Warning`` rows, every ``GPUn: Pass`` row (the per-GPU rows of
-                          NVIDIA/DCGM#253, ``Diag.cpp`` ``HelperDisplayGlobalResult``); exit
-                          status 226 (DCGM_ST_NVVS_ERROR)
-``dcgm-fail-all``         DCGM 3.x's text table with a test ``Fail - All`` and its ``Warning``
-                          rows, as a public DCGM 3.3.0 run printed it (``PCIe`` failing with
-                          ``cudaDeviceGetByPCIBusId``'s error on an 8-GPU node: a GPU
-                          troubleshooting note found by code search, its repository not named
-                          by the index; the level-1 form, ``CUDA Main Library``, is ours);
-                          exit status 226
-========================  =======================================================================
-
-A B200 or GB200 node's ``dcgmi diag`` hangs from level 2 (:data:`HANGS_FROM_LEVEL`), as DCGM
-4.2.3's PCIe/NVLink test does on them (NVIDIA/DCGM#247), whatever its faults: the catalog's
-level cap (``tiers.default_limits``) keeps the nightly from asking.
-
-Exit statuses are ``dcgmi``'s ``dcgmReturn_t`` as a process exit status (``dcgmi/main_dcgmi.cpp``
-returns it; -30 ``DCGM_ST_NVVS_ERROR`` after a failed test is 226, -34 ``DCGM_ST_IN_USE`` 222):
-read from DCGM's source, not observed on a node.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
@@ -261,6 +184,31 @@ def _uuid(node: str, index: int) -> str:
 
 
 # --- the kernel log ----------------------------------------------------------------------------
+
+
+def xid_text(code: int) -> str:
+    """What the driver prints after an Xid's code (its catalog meaning when the sim has no
+    verbatim text)."""
+    entry = XID_CATALOG.get(code)
+    return _XID_TEXT.get(code) or (entry.meaning if entry else "Xid event")
+
+
+def pci_address(gpu_index: int) -> str:
+    """The PCI address the driver names GPU ``gpu_index`` by (``0000:9b:00``)."""
+    bus, device = _bus(gpu_index)
+    return f"0000:{bus:02x}:{device:02x}"
+
+
+def xid_line(code: int, gpu_index: int, pid: int | None = None) -> str:
+    """One driver Xid line without its ``dmesg`` timestamp, as the driver prints it:
+    ``NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the
+    bus.`` (an Xid 79 names no process)."""
+    who = (
+        "pid='<unknown>', name=<unknown>"
+        if code == 79 or pid is None
+        else f"pid={pid}, name=python3"
+    )
+    return f"NVRM: Xid (PCI:{pci_address(gpu_index)}): {code}, {who}, {xid_text(code)}"
 
 
 def kernel_log(node: str, gpus: list[_Gpu]) -> str:

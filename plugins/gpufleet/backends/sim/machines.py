@@ -1,21 +1,7 @@
 """The simulated fleet's actions on one machine through its cloud: a host repair and a reboot
 (``SimCloudBackend.repair_node`` / ``reboot_node`` delegate here).
 
-- A **repair** moves the machine to a healthy host: every injected fault naming the node
-  (``bad-node:<node>[:nic]``, ``not-ready:<node>``, the GPU faults such as ``ecc-dbe:<node>``
-  or ``xid:<node>:<code>``) is cleared.
-- A **reboot** keeps the machine and resets every GPU: the faults naming the node whose kind is
-  in ``gpufleet.domain.faults.REBOOT_CLEARS`` (this boot's Xid events, a pending row remap,
-  which the reset applies) are cleared; the rest (``row-remap-failed``, ``ecc-dbe``,
-  ``nvlink-down``, ``thermal-throttle``, ``bad-node``, ``not-ready`` ...) stay until a repair.
-
-Neither clears a fault injected with scope ``sticky`` (a fault that is not the machine's: a bad
-cable or switch port; the catalog's standing faults are not the machine's either). The node
-reads NotReady for the action's simulated duration (``CREATE_S[kind]`` x
-``GPUFLEET_SIM_SPEED``: a reboot is shorter than a repair), then Ready with its labels and
-taints. Each action is a row of the cloud table (kind ``repair`` or ``reboot``, named after the
-node) whose ``ready_at`` says when it ends: one still under way is ``found``. A reboot while a
-repair of the machine is under way is refused (the repair settles what the reboot would).
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
@@ -23,15 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from gpufleet.backends.base import (
-    ABSENT,
-    CREATED,
-    FOUND,
-    UPDATING,
-    WOULD_CREATE,
-    Ensured,
-    NodeInfo,
-)
+from gpufleet.backends.base import EnsureAction, Ensured, NodeInfo, ResourceStatus
 from gpufleet.backends.sim.cloud_table import CloudTable
 from gpufleet.domain.faults import REBOOT_CLEARS, Fault, FaultError, parse_fault
 from gpufleet.errors import BackendError
@@ -76,7 +54,15 @@ def _act(
     now = cloud.state.clock.time()
     ready_at = _until(cloud, kind, name)
     if ready_at is not None and now < ready_at:
-        return Ensured(kind, node.name, FOUND, UPDATING, (), url, {"ready_at": ready_at})
+        return Ensured(
+            kind,
+            node.name,
+            EnsureAction.FOUND,
+            ResourceStatus.UPDATING,
+            (),
+            url,
+            {"ready_at": ready_at},
+        )
     repaired_at = _until(cloud, "repair", name)
     if kind == "reboot" and repaired_at is not None and now < repaired_at:
         raise BackendError(
@@ -84,7 +70,9 @@ def _act(
             "on the sim's clock): the repair settles what a reboot would; retest it after"
         )
     if dry_run:
-        return Ensured(kind, node.name, WOULD_CREATE, ABSENT, console_url=url)
+        return Ensured(
+            kind, node.name, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, console_url=url
+        )
     with cloud.state.tx() as conn:
         named = [
             (fault, scope, parsed)
@@ -105,10 +93,11 @@ def _act(
         )
         cloud.insert(conn, kind, name, {"node": name})
         conn.execute(
-            "UPDATE nodes SET ready=0 WHERE cluster=? AND name=?", (cloud.cluster.name, name)
+            "UPDATE nodes SET ready=0, ready_since=? WHERE cluster=? AND name=? AND ready=1",
+            (now, cloud.cluster.name, name),
         )
     detail = {"cleared": sorted(cleared), "kept": sorted(kept)}
-    return Ensured(kind, node.name, CREATED, UPDATING, (), url, detail)
+    return Ensured(kind, node.name, EnsureAction.CREATED, ResourceStatus.UPDATING, (), url, detail)
 
 
 def _machine(cloud: CloudTable, node: NodeInfo, kind: str) -> str:
@@ -120,7 +109,7 @@ def _machine(cloud: CloudTable, node: NodeInfo, kind: str) -> str:
             f"node {node.name!r} has providerID {node.provider_id!r}, not a machine of sim "
             f"cluster {cloud.cluster.name!r} ({prefix}NODE): refusing to {kind} it"
         )
-    name = node.provider_id[len(prefix) :]
+    name = (node.provider_id or "")[len(prefix) :]  # it starts with prefix: checked above
     with cloud.state.read() as conn:
         if not conn.execute(
             "SELECT 1 FROM nodes WHERE cluster=? AND name=?", (cloud.cluster.name, name)

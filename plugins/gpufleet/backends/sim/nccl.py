@@ -1,24 +1,7 @@
 """What NCCL would do in a pod: the network it picks (or why it cannot start), and the debug
-lines it writes. A model of NCCL's documented behaviour, applied to what
-``gpufleet.domain.plumbing.inspect_pod`` reads from the rendered pod:
+lines it writes, from what ``gpufleet.domain.plumbing.inspect_pod`` reads from the pod.
 
-- NCCL loads an external net plugin found on the library path and tries its network first,
-  then its internal ones, ``IB`` (verbs) and ``Socket``; it uses the first that initialises
-  with at least one device (NCCL docs, environment variables ``NCCL_NET_PLUGIN``; NCCL
-  ``ext-net/README.md``).
-- ``NCCL_NET=<name>`` (matched case-insensitively) forces that network; when it is not
-  available NCCL fails ("Error: network <name> not found.") instead of falling back (NCCL
-  docs, ``NCCL_NET``).
-- gIB drives GKE's RDMA NICs: without them attached it has no device. With the NICs attached
-  but the gIB plugin absent, NCCL's internal IB transport runs over the same RoCE NICs: an IB
-  run, not a gIB one.
-- aws-ofi-nccl ("Libfabric") uses libfabric's ``efa`` provider unless ``FI_PROVIDER`` names
-  another (its AWS platform code sets ``FI_PROVIDER=efa`` when unset: aws-ofi-nccl
-  ``doc/plugin-initialization.md``); with ``tcp`` or ``sockets`` it runs over TCP, and without
-  EFA devices the efa provider has none. NCCL's internal IB transport needs reliable-connected
-  queue pairs, which EFA (SRD) does not offer, so an EKS pod without the plugin gets sockets.
-- ``NCCL_DEBUG``: ``INFO``/``TRACE`` write INFO lines, ``WARN`` only warnings, ``VERSION`` the
-  version line; unset, nothing (NCCL docs, ``NCCL_DEBUG``).
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations

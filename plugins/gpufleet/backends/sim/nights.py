@@ -1,20 +1,7 @@
 """One night's figures in the simulated fleet: the model's healthy figure, times the drift in
 force, times the model's documented noise.
 
-The sim's programs draw every figure they report through these functions, and the drift
-acceptance test (``tests/test_drift.py``) draws simulated histories through the very same
-ones, so drift detection is tuned against the noise the sim actually produces:
-
-- ``pair_link``: what one pair of nodes delivers in one run (``noise.busbw_sd``,
-  ``noise.latency_sd`` of ``include/sim/fabric.yaml``: normal draws cut at 3 standard
-  deviations), with its bus bandwidth scaled by ``drift_factor``;
-- ``pair_rows``: that pair's nccl-tests figures per message size (``noise.row_jitter``);
-- ``lustre_clients``: each fio client's read and write throughput in one run
-  (``noise.night_sd`` and ``noise.client_jitter`` of ``include/sim/filesystems.yaml``);
-- ``drift_factor``: what a ``drift:<percent>`` fault leaves of the bus bandwidth after some
-  nights: ``(1 - percent/100) ** nights`` (compounding, like a steady relative loss).
-
-Pure: the model is passed in, the randomness comes from the ``random.Random`` handed over.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def nccl_tests_text(
     return "\n".join(out) + "\n"
 
 
-def nccl_info_log(
+def nccl_info_log(  # noqa: PLR0913  keyword-only facts of one NCCL log, as the sim's model gives them
     *,
     host: str,
     first_rank: int,

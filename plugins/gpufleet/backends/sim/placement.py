@@ -1,18 +1,6 @@
 """Placement in the simulated fleet: where a workload's pods go, and the pods it records.
 
-A pod goes to a node that matches its ``nodeSelector`` and required hostname affinity, is
-ready and not cordoned, whose NoSchedule/NoExecute taints it tolerates and, for a pod that
-requests GPUs, that no other running GPU pod holds (one GPU pod per node: every GPU workload
-takes all of a node's GPUs). A pod that requests none (the fio clients of a storage check) is
-placed beside a GPU pod, as the Kubernetes scheduler places it. A
-workload labelled for Kueue (``kueue.x-k8s.io/queue-name``) is admitted all or nothing: when
-one pod cannot be placed, none is, and the workload waits ("waiting for admission").
-A pod template asking for a topology (Kueue's ``podset-required-topology`` or
-``-preferred-topology``, a level of one of ``domain.kueue``'s Topologies) is placed as Kueue's
-Topology Aware Scheduling places it (``within_topology``): all its pods in one domain of that
-level, the domain that fits them most tightly; required and no domain fits: none is placed;
-preferred: the next level up is tried, and at the top the pods spread.
-Pods are labelled as the Job and JobSet controllers label them.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
@@ -192,7 +180,7 @@ def record_pods(
             }
         )
         pod_name = f"{job_name}-{p.index}-{seed(name, p.group, p.index, now) % 10**5:05d}"
-        placed = p.node is not None and run is not None
+        placed = run if p.node is not None else None  # its run once it has a node
         conn.execute(
             "INSERT INTO pods VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -204,10 +192,10 @@ def record_pods(
                 p.node,
                 json.dumps(labels),
                 start_at,
-                run.end_at if placed else None,
-                run.outcome if placed else "Pending",
-                run.message if placed else message,
-                json.dumps(run.logs if placed else {}),
+                placed.end_at if placed else None,
+                placed.outcome if placed else "Pending",
+                placed.message if placed else message,
+                json.dumps(placed.logs if placed else {}),
                 int(requests_gpu(p.template)),
             ),
         )

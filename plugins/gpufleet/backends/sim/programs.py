@@ -1,19 +1,6 @@
 """The programs the simulated fleet runs in a workload's pods, and what each pod ends with.
 
-The main container's command says which program it is: ``<collective>_perf`` (nccl-tests),
-``fio``, or anything else (a training job). Each group of pods (a pair, a Job) runs together:
-
-- nccl-tests and training need GPUs: a pod that requests none sees no CUDA device and fails
-  before NCCL starts (no figure, no NCCL log). Otherwise NCCL's choice comes from
-  ``nccl.nccl_outcome``; a pinned network that is unavailable fails the pods with NCCL's
-  warning. Healthy figures come from ``performance`` (include/sim), with the model's noise and
-  the ``drift`` in force (``nights``), degraded by the faults.
-- fio needs the pool's Lustre PVC mounted at the filesystem's mount path; it delivers what the
-  filesystem model says for the tier, with the model's noise (``nights``), slowed by
-  ``lustre-slow``.
-- Every pod's logs are kept per container: the main container's output, and the ``nccl-log``
-  sidecar's stream of NCCL's debug file when the pod carries the sidecar (at the pod's
-  ``NCCL_DEBUG`` level).
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations

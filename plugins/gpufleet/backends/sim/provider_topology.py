@@ -1,22 +1,7 @@
 """The simulated fleet's provider view of its racks (``topology_api``; ``SimCloudBackend.
 subblock_health`` / ``report_faulty_subblock`` delegate here).
 
-- **Health**: each sub-block holding nodes of the pool (``topology.sim_place``: the sim's racks
-  of ``SIM_HOSTS_PER_SUBBLOCK`` hosts), keyed as its nodes' labels key it. The provider sees a
-  ``subblock-down:<sub-block>`` fault in force on the pool: every host of that sub-block reads
-  degraded and the sub-block DEGRADED; otherwise its hosts are healthy. Other faults (a bad
-  node, a slow block) are not the provider's to see: they show only in gpufleet's own pairs.
-- **The reservation** (``reservation_health``, before the pool exists): the reservation's
-  hosts (as ``get_reservation`` counts them) laid out in racks as the pool's nodes would be
-  (``topology.host_place``), read as above under the ``subblock-down`` faults of the pools on
-  it. A cluster that mimics EKS reports no sub-blocks, as EC2 reports no host health before
-  launch: only the reservation's network node (``nn-<reservation>``, its nodes' top layer).
-- **Report**: a sub-block of the pool reported faulty is recorded in the sim state (a
-  ``subblock_report`` row of the cloud table, named ``<pool>/<key>``, with the reason and how
-  many reports it has had; ``subblock_reports``), under way for ``CREATE_S["subblock_report"]``
-  x ``GPUFLEET_SIM_SPEED`` seconds of the sim's clock, during which another report of it is
-  ``found``. The sim's provider fixes nothing: the fault stays until it is cleared. A key that
-  is not a sub-block of the pool is refused.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
@@ -24,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpufleet.backends.base import ABSENT, CREATED, FOUND, UPDATING, WOULD_CREATE, Ensured
+from gpufleet.backends.base import EnsureAction, Ensured, ResourceStatus
 from gpufleet.backends.sim.cloud_table import CloudTable
 from gpufleet.backends.sim.topology import host_place, sim_place
 from gpufleet.backends.topology_api import (
@@ -122,9 +107,13 @@ def report_faulty_subblock(
     had = cloud.row(REPORT_KIND, name)
     now = cloud.state.clock.time()
     if had is not None and now < had["ready_at"]:
-        return Ensured(REPORT_KIND, key, FOUND, UPDATING, (), url, _detail(had))
+        return Ensured(
+            REPORT_KIND, key, EnsureAction.FOUND, ResourceStatus.UPDATING, (), url, _detail(had)
+        )
     if dry_run:
-        return Ensured(REPORT_KIND, key, WOULD_CREATE, ABSENT, console_url=url)
+        return Ensured(
+            REPORT_KIND, key, EnsureAction.WOULD_CREATE, ResourceStatus.ABSENT, console_url=url
+        )
     body = {
         "pool": pool,
         "key": key,
@@ -139,7 +128,13 @@ def report_faulty_subblock(
         )
         cloud.insert(conn, REPORT_KIND, name, body)
     return Ensured(
-        REPORT_KIND, key, CREATED, UPDATING, (), url, _detail(cloud.row(REPORT_KIND, name))
+        REPORT_KIND,
+        key,
+        EnsureAction.CREATED,
+        ResourceStatus.UPDATING,
+        (),
+        url,
+        _detail(cloud.row(REPORT_KIND, name)),
     )
 
 

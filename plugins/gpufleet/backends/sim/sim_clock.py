@@ -1,7 +1,7 @@
 """The simulated fleet's clock (``SimClock``): the one time the sim's delays, fault leases,
 pods, cloud creates and repairs run on, kept in the state file's ``meta`` table so every
-Airflow task process sees the same simulated time. (``clock`` is another thing: how long each
-simulated program would run on a real cluster.)
+Airflow task process sees the same simulated time. (``run_times`` is another thing: how long
+each simulated program would run on a real cluster.)
 """
 
 from __future__ import annotations

@@ -2,20 +2,7 @@
 is built (``gpufleet.domain.topology``), and what the ``subblock-down`` and ``block-slow``
 faults do to a pair.
 
-A pool's nodes fill sub-blocks of ``SIM_HOSTS_PER_SUBBLOCK`` in index order, named
-``<block>-sb<n>``, in its reservation's block (``reservation: {block: ...}`` in the catalog);
-a pool whose reservation names no block spans blocks ``<reservation>-b<m>`` of
-``SIM_SUBBLOCKS_PER_BLOCK`` sub-blocks each. These are the sim's choices, small so that a small
-pool spans several racks; real sub-blocks and blocks hold more hosts. A node carries the
-labels of the cloud its pool mimics: GKE's ``cloud.google.com/gce-topology-block``,
-``-subblock`` and ``-host``; an ``ofi-efa`` pool EKS's ``topology.k8s.aws/network-node-layer-1``
-to ``-3`` (spine, block, sub-block).
-
-A pair crossing a down sub-block's uplink (one node inside, one outside) runs at
-``SUBBLOCK_DOWN_BUSBW_FACTOR`` of its bus bandwidth; a pair between a slow block and another
-block at ``BLOCK_SLOW_BUSBW_FACTOR``. Pairs inside stay as they were. No peer publishes what
-crossing a block costs on these machines: these factors are the sim's, chosen to fail a pair
-clearly (like a degraded node's), not measured.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""NVIDIA's Xid catalog and DCGM's error ids as data, and the actions they lead to (see the
-package's docstring for the rules and their sources). Pure: no I/O."""
+"""NVIDIA's Xid catalog and DCGM's error ids as data, and the actions they lead to (see
+docs/design/gpu-health.md for the rules and their sources). Pure: no I/O."""
 
 from __future__ import annotations
 

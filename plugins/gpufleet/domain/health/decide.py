@@ -1,5 +1,5 @@
-"""One action per node from its parsed signals: :func:`decide_health` (the rules are in the
-package's docstring). Pure: no I/O. The findings of one signal (:func:`xid_finding`,
+"""One action per node from its parsed signals: :func:`decide_health` (the rules are in
+docs/design/gpu-health.md). Pure: no I/O. The findings of one signal (:func:`xid_finding`,
 :func:`memory_finding`, :func:`nvlink_down_finding`, :data:`THROTTLE_ADVICE`) and the decision
 over a node's findings (:func:`decision_of`) are shared with ``passive`` (the same rules, read
 from dcgm-exporter's metrics). What did not run (:func:`not_run_finding`: a parser's ``NotRun``)

@@ -1,30 +1,7 @@
 """Passive GPU health: one action per node from what its dcgm-exporter serves while a job holds
-the GPUs, by the same rules as the nightly's check (the package's docstring).
+the GPUs, by the same rules as the nightly's check.
 
-Pure: no I/O. :func:`decide_passive` reads what ``gpufleet.parsing.health.parse_dcgm_exporter``
-returns (a ``DcgmExporterReport``; the layers keep the domain from importing the parser, so it
-is read by its fields) and builds, per GPU, the findings ``decide_health`` builds from the
-node's own tools:
-
-- the last Xid (``DCGM_FI_DEV_XID_ERRORS``) and the Xids counted in the exporter's window
-  (``DCGM_EXP_XID_ERRORS_COUNT``): ``decide.xid_finding``, NVIDIA's Xid catalog as it stands
-  (an Xid 154 read this way carries no recovery action: a person). The last Xid stays until the
-  exporter restarts (NVIDIA/dcgm-exporter#500): a node's reboot or repair restarts it;
-- a pending or failed row remap and the volatile double-bit ECC counters: ``decide.memory_finding``
-  (DRAM errors a pending remap explains -> reset; SRAM or the on-chip locations, or errors no
-  pending remap explains -> repair; only a total: as ``nvidia-smi``'s old ``double_bit_total``);
-  rows remapped for uncorrectable errors are a note;
-- an NVLink whose state is inactive: ``decide.nvlink_down_finding`` -> repair; non-zero NVLink
-  error totals are a degrading note (the verdict ``degraded``, as the nightly's counters);
-- a HW or SW thermal slowdown in the clocks-event bitmask, or counted in the window: repair
-  (``decide.THROTTLE_ADVICE``), naming the GPUs.
-
-The most severe finding wins (``decide.decision_of``); the reason says it was read passively
-from dcgm-exporter. The signals the exporter does not serve (its default counters serve the
-last Xid and the remap failure, not the pending remap, ECC, NVLink state or clock events) are
-notes: nothing is said about them. An exporter serving none of them gives nothing to decide on:
-None, not a node for a person (the nightly's "nothing read" rule is for its own check, whose
-tools all failed).
+Design: docs/design/gpu-health.md.
 """
 
 from __future__ import annotations

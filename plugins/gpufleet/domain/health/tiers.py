@@ -1,38 +1,7 @@
 """Which ``dcgmi diag`` run level a node gets tonight (its tier). Pure: no I/O.
 
-NVIDIA's guidance for ``dcgmi diag -r N`` (DCGM's user guide, "Run Levels"): level 1 takes
-seconds (deployment checks: readiness), level 2 about two minutes (after a failure), level 3
-about fifteen minutes (deeper: stress, power, memory bandwidth), level 4 one and a half to two
-hours (burn-in). gpufleet runs:
-
-- level 1 on every idle node each night;
-- level 2 on a node out of service that is retested (after any failure, and before a repaired
-  node is released: a retest is the only way back into service);
-- level 3 once a week per node, on the node's own day of the week (:func:`weekly_day`, a
-  stable hash of its name), so that a pool's level-3 cost spreads over the week instead of
-  landing on one night; a node whose day it is and that is retested gets level 3 (it includes
-  level 2's tests);
-- level 4 (burn-in) on a new node, one still tainted ``gpufleet.io/unvalidated`` (onboarding, a
-  transition's new pool), when the pool's catalog entry sets ``burn_in: true`` (default false:
-  a new node gets level 1, or its weekly level 3): at its first check, and at each one while it
-  stays new (its pool's verdict has not released it yet). A retested node gets its retest's
-  level: it has had its first check.
-
-Per GPU model (:class:`DcgmLimits`, from the catalog's ``gpu_models``; :func:`default_limits`
-where the catalog names none):
-
-- the highest level allowed: the level above is capped to it (:func:`plan_diag` says so in its
-  reason). Built in: 1 on the B-series (B200, GB200, B300, GB300): ``dcgmi diag -r 2`` hangs on
-  B200 and GB200 with DCGM 4.2.3 (NVIDIA/DCGM#247), and Nebius turned levels 2-3 off by default
-  on B-series (nebius/soperator#2081); 4 on every other model;
-- a hard timeout per level (:func:`diag_timeout`), after which the check's pod kills ``dcgmi
-  diag`` (``timeout --kill-after=10``) and the check could not run. Defaults
-  (:data:`DEFAULT_DIAG_TIMEOUT_S`), from the public durations (shared/FACTS.md, "Measured costs
-  of the checks"): level 1 takes seconds (NVIDIA), about 30 s (NVSentinel), and Azure ran it
-  under ``timeout 1m``: 120 s, twice Azure's bound; level 2 about 2 min (NVIDIA), 2.5 to 10.5 min
-  by GPU count (AWS awsome-distributed-training): 900 s; level 3 about 15 min (NVIDIA): 2700 s;
-  level 4 1.5 to 2 h (NVIDIA), 45 min to 2.25 h (AWS): 9000 s (2.5 h);
-- the quick tools (``nvidia-smi``, ``dmesg``) run under :data:`TOOL_TIMEOUT_S`.
+The levels, the limits per GPU model and where each timeout comes from:
+docs/design/gpu-health.md.
 """
 
 from __future__ import annotations

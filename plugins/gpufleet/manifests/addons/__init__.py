@@ -1,28 +1,7 @@
 """The cluster add-ons region onboarding applies, rendered as dicts in apply order.
 
-``render_cluster_addons(cluster, server_version=..., lustre=..., controllers=...)`` is the one
-entry point: a list of ``AddonGroup(name, objects, note)`` to apply group after group (each
-group's objects in order), controllers and CRDs first:
-
-1. ``namespaces``: the training namespaces and the validation namespace;
-2. ``jobset-controller``, ``kueue-controller``: the pinned releases (``controllers``, loaded by
-   ``gpufleet.config.addons.load_controller_releases``);
-3. GKE: ``gke-networks`` (gVNIC + per-RDMA-NIC GKENetworkParamSet/Network) and
-   ``nccl-gib-installer``; EKS: ``nvidia-device-plugin``, ``efa-device-plugin``,
-   ``fsx-csi-driver``;
-4. ``kueue-queues``: the Kueue ``Topology`` of the cluster's provider when a pool's machines
-   carry topology labels (first: each flavor of such a pool names it), then per pool a
-   ResourceFlavor, ClusterQueue and a LocalQueue in every training namespace (needs the Kueue
-   webhook up);
-5. ``lustre-root`` (root PV/PVC in the validation namespace + the Job creating each namespace's
-   directory; wait for it) and ``lustre-volumes`` (per namespace a PV at its directory, bound
-   to its ReadWriteMany PVC);
-6. ``admission-plumbing``: per pool a MutatingAdmissionPolicy + binding, or nothing with a note
-   saying why (Kubernetes < 1.34).
-
-Every object carries ``app.kubernetes.io/managed-by: gpufleet``. The ssh Secret of the nccl-tests
-pairs (``render_ssh_secret``) is not a group: it holds a fresh key and is applied
-create-if-absent by the fabric validation.
+``render_cluster_addons`` is the one entry point: ``AddonGroup``s to apply group after group,
+controllers and CRDs first. The groups and their order: docs/design/manifests.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Admission-time plumbing: a MutatingAdmissionPolicy per pool, generated from the launch's rules.
 
-A pod that opts in with the label ``gpufleet.io/plumbing: <pool>`` (in a training namespace)
-gets, at admission, what ``gpufleet.domain.plumbing`` gives a launched pod on that pool: the
-annotations (GKE interfaces), volumes, NCCL/RDMA environment, volume mounts and device limits
-(requests = limits) on its first container, the ``nccl-log`` sidecar, the pool's Lustre PVC at
-its mount path, and the pool's node selector. Nothing is written twice: the policy's CEL is
-generated from ``pod_plumbing`` / ``nccl_log_sidecar`` (``plumbing_apply_configuration``).
-
-The mutation is an ``ApplyConfiguration`` (``Object{...}``), merged as server-side apply merges:
-``containers``/``initContainers``/``volumes``/``env`` by name and ``volumeMounts`` by mountPath,
-so the platform's entries win over the pod's own and a second evaluation changes nothing.
-
-API: ``admissionregistration.k8s.io/v1`` from Kubernetes 1.36; ``v1beta1`` on 1.34-1.35, where
-it is served only with the ``MutatingAdmissionPolicy`` feature gate and the v1beta1 API enabled;
-nothing below 1.34 (``admission_api_version`` says why, for the user). Launch-time injection
-keeps working everywhere.
+Design: docs/design/manifests.md.
 """
 
 from __future__ import annotations

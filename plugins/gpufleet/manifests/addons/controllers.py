@@ -17,9 +17,9 @@ _KIND_ORDER = {"Namespace": 0, "CustomResourceDefinition": 1}
 def render_controller(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A release's objects, copied, labelled ``app.kubernetes.io/managed-by: gpufleet`` and
     ordered Namespace, CRDs, then the rest as released."""
-    out = []
-    for obj in objects:
-        obj = copy.deepcopy(dict(obj))
+    out: list[dict[str, Any]] = []
+    for released in objects:
+        obj = copy.deepcopy(dict(released))
         meta = obj.setdefault("metadata", {})
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
         out.append(obj)

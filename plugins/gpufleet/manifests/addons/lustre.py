@@ -1,25 +1,6 @@
 """Lustre volumes per namespace: one instance, one static PersistentVolume per namespace.
 
-Every training namespace gets a PersistentVolume of the same instance at the namespace's own
-directory, pre-bound to that namespace's ReadWriteMany PVC ``<filesystem>-pvc`` (PV
-``claimRef`` and PVC ``volumeName``); the validation namespace gets the instance's root (the
-storage check and the directory Job use it). A Job creates the directories first: both drivers
-require a subdirectory to exist before a volume mounts it.
-
-The drivers' documented static-volume fields:
-
-- GKE Managed Lustre (``lustre.csi.storage.gke.io``, GoogleCloudPlatform/lustre-csi-driver
-  ``examples/pre-prov``): ``volumeHandle: <project>/<location>/<instance>`` (``:<dir>`` appended
-  for a subdirectory, so each PV's handle is unique), ``volumeAttributes: {ip, filesystem}``
-  plus ``subPath: <dir>``.
-- FSx for Lustre (``fsx.csi.aws.com``, kubernetes-sigs/aws-fsx-csi-driver
-  ``examples/kubernetes/static_provisioning``): ``volumeHandle: <fs id>``, ``volumeAttributes:
-  {dnsname, mountname}`` plus ``subdir: <dir>`` (mounted source ``dnsname@tcp:/mountname/dir``);
-  the handle gets ``:<dir>`` as well, because kubelet identifies a CSI volume by driver and
-  handle, and two PVs of one handle on one node would be taken for the same volume.
-
-The instance's address comes in as plain values (``LustreVolumeSource``): manifests never
-import a backend.
+Design: docs/design/manifests.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
 """Parse ``dcgmi diag`` output: the ``-j`` JSON of DCGM 2.x to 4.x, the text table, and the
 errors ``dcgmi`` prints instead of either. This module holds the result model both forms'
-parsers share; the JSON parser is ``dcgm_json``, the text table's ``dcgm_text``, DCGM's own
-errors and the run level ``dcgm_errors``, and ``dcgm_diag`` (``parse_dcgm_diag``) tells the
-forms apart.
+parsers share.
 
-Functions over the text handed in: no I/O. The result names, per test, the status DCGM gave
-each GPU (``pass``/``fail``/``warn``/``skip``), the messages and DCGM error codes (``error_id``,
-a ``dcgmError_t`` / ``DCGM_FR_*`` number) attached to it, the test's own status and the messages
-and codes of the test that name no GPU. A test DCGM failed keeps ``status == "fail"`` even when
-no GPU result under it fails (DCGM 4.x prints ``pcie | Fail`` above ``GPU0: Pass`` rows when
-the failure is the test's own, e.g. an internal error): the whole node failed it.
-
-Beside the tests, ``not_run`` says what did not run and why (:class:`NotRun`): DCGM's run
-errors (``Error: Unable to complete diagnostic for group 2. Return: (-34) ...``, a JSON
-``runtime_error``), with ``code`` the ``DCGM_ST_*`` name when the output gives the name, a
-return number or ``errorString`` text this module knows; an output cut short (JSON that does
-not close, a table whose box does not close: the last thing read is named); an output with no
-test result; a run where every test was skipped. Output that is only such an error is a result
-with ``tests=()``; output that is not ``dcgmi diag``'s at all is a :class:`ParseError` that
-quotes what it saw. What was refused is named in ``problems``.
-
-The words read (NVIDIA/DCGM ``dcgmi/Diag.cpp`` ``HelperDisplayDiagResult`` and, up to 3.x,
-``HelperDisplayGpuResults``): ``Pass``, ``Fail``, ``Warn``, ``Skip``, ``Not Run`` (a test DCGM
-did not run: read as ``skip``), each alone, with `` - All`` or with `` - GPU: 0`` /
-`` - GPUs: 0, 1``; DCGM 4.x's entity rows ``GPU0: Pass`` (``CPU0: Fail``...). Any other word
-(``Warning``, ``OK``, ``Excellent``) is refused into ``problems``, never guessed.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations
@@ -194,7 +172,7 @@ class DcgmTestBuilder:
     def gpu(self, gpu: int, status: str | None, said: list[tuple[str, int | None]]) -> None:
         if status is not None:
             before = self.gpu_status.get(gpu)
-            self.gpu_status[gpu] = worst([before, status]) if before else status  # type: ignore[list-item]
+            self.gpu_status[gpu] = (worst([before, status]) or status) if before else status
         self.gpu_said.setdefault(gpu, []).extend(said)
 
     def own(self, status: str | None, said: list[tuple[str, int | None]]) -> None:

@@ -1,46 +1,7 @@
 """Parse what NVIDIA's dcgm-exporter serves on ``/metrics`` (port 9400, Prometheus text): per
 GPU, the fields that tell a GPU's health while a job runs on it.
 
-A function over the text handed in: no I/O. dcgm-exporter writes one sample per GPU and field,
-``DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-...",pci_bus_id="00000000:3B:00.0",device="nvidia0",
-modelName="NVIDIA H100 80GB HBM3",Hostname="node-1",DCGM_FI_DRIVER_VERSION="...",err_code="79",
-...} 79`` (``internal/pkg/rendermetrics/render_metrics.go``), and one per NVLink for link fields
-(``nvlink="3",gpu="0",gpu_uuid="GPU-...",...``). Which fields it serves is its counters CSV: the
-default (``etc/default-counters.csv``) and the GPU operator's (``dcp-metrics-included.csv``)
-serve the last Xid and the remapped-row counts and failure; the rest below must be enabled.
-Read, per GPU (the ``gpu`` label; its ``UUID`` - ``uuid`` with ``--use-old-namespace`` -,
-``pci_bus_id`` and ``modelName``):
-
-- ``DCGM_FI_DEV_XID_ERRORS`` (DCGM 4.6 names it ``DCGM_FI_DEV_XID_ERROR``): the *last* Xid the
-  GPU raised, 0 for none (``last_xid``); ``DCGM_EXP_XID_ERRORS_COUNT{xid="N"}``: Xid N's
-  count within the exporter's window (``xid_counts``);
-- ``DCGM_FI_DEV_ROW_REMAP_PENDING`` / ``_FAILURE`` (0 or 1), ``DCGM_FI_DEV_UNCORRECTABLE_`` /
-  ``CORRECTABLE_REMAPPED_ROWS`` (counts);
-- the volatile double-bit ECC counters (``dbe_volatile``): ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL``
-  (``total``), ``_DEV`` (device memory: ``dram``), ``_SRM`` (``sram``) and the older on-chip
-  locations ``_L1``, ``_L2``, ``_REG``, ``_TEX``, ``_SHM``, ``_CBU``;
-- NVLink: each GPU's error totals (``nvlink_errors``: ``DCGM_FI_DEV_NVLINK_CRC_FLIT_`` /
-  ``CRC_DATA_`` / ``REPLAY_`` / ``RECOVERY_ERROR_COUNT_TOTAL`` -> ``crc_flit``, ``crc_data``,
-  ``replay``, ``recovery``; DCGM 4's ``DCGM_FI_DEV_NVLINK_ERROR_DL_CRC`` / ``_REPLAY`` /
-  ``_RECOVERY`` -> ``crc``, ``replay``, ``recovery``), and each link's state
-  (``DCGM_FI_DEV_NVLINK_GET_STATE``, DCGM 4.6's ``DCGM_FI_DEV_NVLINK_LINK_STATUS``: NVML's
-  ``NVML_FI_DEV_NVLINK_GET_STATE`` values, 0 inactive, 1 active, 2 sleep);
-- ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (formerly ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``): the
-  bitmask of ``DCGM_CLOCKS_EVENT_REASON_*`` (``dcgm_fields.h``; ``nvml.h``'s
-  ``nvmlClocksThrottleReason*``: 0x20 SW thermal slowdown, 0x40 HW thermal slowdown);
-  ``DCGM_EXP_CLOCK_EVENTS_COUNT{clock_event="hw_thermal"}``: that event's count in the window.
-
-A value DCGM leaves blank (``DCGM_INT32_BLANK`` 0x7ffffff0, ``DCGM_INT64_BLANK``
-0x7ffffffffffffff0, ``DCGM_FP64_BLANK`` 2**47, each +0..15: not found, not supported, ...;
-the README's ``DCGM_FI_DEV_MEMORY_TEMP{...} 9223372036854775794``) is not read: ``None``.
-Refused into ``problems`` and left out: a negative or fractional count, a flag other than 0/1,
-an Xid outside 1..999 (0 is "none"), a link state NVML does not define, NaN or infinity, a
-sample of these fields without a ``gpu`` label that is a number, a UUID that is no ``GPU-...``,
-a ``pci_bus_id`` that is no bus id, a link sample without a numbered ``nvlink``, one GPU index
-named by two UUIDs or bus ids, and a line that is no Prometheus sample. NVSwitch port samples
-(``nvswitch=...``) are a switch's, not a GPU's: skipped. MIG instances repeat a GPU's fields
-(``GPU_I_ID``): counts and flags keep the highest. Text that holds no ``DCGM_`` metric at all
-is no exporter's: a :class:`ParseError`.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations
@@ -48,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpufleet.errors import ParseError
 from gpufleet.parsing.health.prometheus import Sample, read_samples
@@ -182,11 +144,11 @@ class _Gpu:
     def __init__(self, index: int) -> None:
         self.index = index
         self.names: dict[str, str] = {}  # "uuid", "pci_bus", "model"
-        self.fields: dict[str, object] = {}
-        self.maps: dict[str, dict] = {k: {} for k in _MAPS}
+        self.fields: dict[str, Any] = {}  # ExporterGpu's other fields by name: ints and bools
+        self.maps: dict[str, dict[Any, Any]] = {k: {} for k in _MAPS}
 
     def freeze(self) -> ExporterGpu:
-        maps = dict(self.maps)
+        maps: dict[str, Any] = dict(self.maps)
         links = maps.pop("links")
         return ExporterGpu(
             self.index,
@@ -195,7 +157,7 @@ class _Gpu:
             model=self.names.get("model"),
             links=tuple(ExporterLink(n, s) for n, s in sorted(links.items())),
             **maps,
-            **self.fields,  # type: ignore[arg-type]
+            **self.fields,
         )
 
 
@@ -273,7 +235,7 @@ class _Reader:
             mask = _whole(value, where, self.problems, 2**64 - 1)
             if mask is not None:
                 gpu.fields["clock_event_reasons"] = mask | int(
-                    gpu.fields.get("clock_event_reasons") or 0  # type: ignore[call-overload]
+                    gpu.fields.get("clock_event_reasons") or 0
                 )
         elif name in (_XID_COUNT, _CLOCK_COUNT):
             self.windowed(gpu, sample, where)
@@ -336,7 +298,7 @@ class _Reader:
             self.problems.append(f"{where}: xid label {label!r:.16} is not an Xid in 1..{MAX_XID}")
         elif not xids and (label is None or not _EVENT.fullmatch(label)):
             self.problems.append(f"{where}: clock_event label {label!r:.32} is no event name")
-        elif xids:
+        elif xids and label is not None:  # never None here: refused above
             self.count(gpu.maps["xid_counts"], int(label), sample.value, where)
         else:
             self.count(gpu.maps["clock_event_counts"], label, sample.value, where)

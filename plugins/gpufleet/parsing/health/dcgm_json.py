@@ -1,29 +1,7 @@
 """Parse the ``dcgmi diag -j`` JSON into the result model of ``dcgm``. A function over the
 text handed in: no I/O.
 
-JSON shapes read (keys as in NVIDIA/DCGM ``nvvs/include/NvvsJsonStrings.h``):
-
-- DCGM 2.x/3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
-  "results": [{"gpu_ids" | "gpu_id", "status", "info", "warnings": [str | {"warning",
-  "error_id", "error_category", "error_severity"}]}]}]}], "version", ...}}``; the Deployment
-  tests' results carry no GPU id (``gpu_id`` only beside an error): such a result is the
-  test's own;
-- DCGM 4.x: the same nesting under ``"DCGM Diagnostic"``, results per entity
-  (``"entity_group": "GPU", "entity_group_id": 1, "entity_id": N``), a ``test_summary``
-  ``{"status", "warnings"}`` per test (its warnings hold every error of the test, the ones of
-  no entity only there), ``entity_groups`` and ``metadata`` (``version``, ``Driver Version
-  Detected``) at the top level; a test with neither results nor summary is one DCGM did not
-  run (``HelperJsonAddResult`` leaves ``Not Run`` out): ``skip``;
-- a run error: ``{"DCGM Diagnostic" | "DCGM GPU Diagnostic": {"version", "runtime_error"}}``
-  (``Diag::HelperDisplayFailureMessage``); ``-i N`` iterations: ``{"iterations": [...],
-  "Overall Result", "warning"}``;
-- also a flat ``{"tests": [...]}`` with ``"errors": [{"error_id", "category", "severity",
-  "msg"}]`` per result.
-
-Results of entities other than GPUs (CPU, NvSwitch, ConnectX) are not GPU results: one that
-fails or warns is the test's (its status and messages go to the test, so a failing CPU fails
-the test). A GPU id that is not a non-negative integer or an error code that is not one is
-refused into ``problems`` (the result it belongs to is not read).
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations
@@ -68,7 +46,7 @@ def _entity(result: dict[str, Any], where: str, problems: list[str]) -> tuple[st
     ``("none", None)`` for the test's own result (no id at all); ``None`` when refused."""
     if "entity_group" in result or "entity_id" in result or "entity_group_id" in result:
         group = result.get("entity_group")
-        group_id = result.get("entity_group_id")
+        group_id: Any = result.get("entity_group_id")  # JSON: any value
         if not isinstance(group, str):
             group = ENTITY_GROUPS.get(group_id, "GPU" if group_id is None else str(group_id))
         entity = _count(result.get("entity_id"))
@@ -269,7 +247,8 @@ def parse_dcgm_diag_json(text: str) -> DcgmDiagResult:
         if isinstance(error, str) and error.strip():
             not_run.append(run_error(error, problems))
         tests += _tests_of(root, problems)
-        metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+        raw = document.get("metadata")
+        metadata = raw if isinstance(raw, dict) else {}
         version = version or _string(
             metadata.get("version"), root.get("version"), document.get("version")
         )

@@ -2,29 +2,7 @@
 ``dcgmi nvlink -e -g N -j``: the same report types as ``nvidia-smi nvlink``
 (:class:`NvlinkErrorReport`).
 
-A function over the text handed in: no I/O. The layouts are those of DCGM's ``dcgmi/Nvlink.cpp``
-and ``dcgmi/DcgmiOutput.cpp`` (NVIDIA/DCGM, Apache-2.0):
-
-- ``-s``: a ``NvLink Link Status`` box, then ``GPUs:`` with ``gpuId N:`` and a row of one
-  character per link, then ``NvSwitches:`` with ``physicalId N:`` rows, then the key ``Up=U,
-  Down=D, Disabled=X, Not Supported=_`` (real outputs: NVIDIA/dcgm-exporter#576, eight H100s
-  all ``U``; NVIDIA/DCGM#198, two GPUs all ``D``). ``U`` is ``state`` ``"up"``, ``D``
-  ``"down"`` (a fault), ``X`` ``"disabled"`` (turned off: no fault), ``_`` ``not_supported``
-  (the GPU has no such link). ``No GPUs found.`` / ``No NvSwitches found.`` are empty lists;
-  ``Link Entities:`` lines (``--show-entity-ids``) are skipped.
-- ``-e -g N``: a tree box headed ``NVLINK Error Counts`` / ``GPU N``; Hopper and older print
-  ``| Link 0 |`` then ``| -> CRC FLIT Error | 0 |`` rows (``CRC FLIT Error`` -> ``crc_flit``,
-  ``CRC Data Error`` -> ``crc_data``, ``Replay Error`` -> ``replay``, ``Recovery Error`` ->
-  ``recovery``); Blackwell prints one ``Error Detail`` block of per-GPU counters (``Malformed
-  Packet Error``, ``Symbol BER`` ...), kept in the GPU's ``counters`` in snake case.
-- ``-e -g N -j``: the same as JSON: ``{"header": ["NVLINK Error Counts", "GPU 0"], "body":
-  {"Link 0": {"children": {"CRC FLIT Error": {"value": "0"}, ...}}}}``.
-
-dcgmi's failures are :class:`NotRun` on the report's ``not_run``: ``Error: Unable to retrieve
-NvLink link status from DCGM. Return: ...``, ``Error: unable to establish a connection to the
-specified host: ...``, ``GPU ID N is not valid, return: ...``, and per link ``Warning: Unable to
-retrieve nvlink <counter> count for link N for gpuId G - ...``. A line this parser does not know
-is refused into ``problems``; text holding none of these layouts is a :class:`ParseError`.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations
@@ -78,12 +56,12 @@ def _number(value: str, what: str, problems: list[str]) -> tuple[bool, int | flo
     return count(value.strip(), what, problems)
 
 
-def _link_status(lines: list[str], problems: list[str]) -> tuple[list, list]:
+def _link_status(lines: list[tuple[int, str]], problems: list[str]) -> tuple[list, list]:
     gpus: list[NvlinkGpuErrors] = []
     switches: list[NvlinkGpuErrors] = []
     target: list[NvlinkGpuErrors] | None = None
     entity: tuple[str, int] | None = None
-    for number, stripped in lines:  # type: ignore[misc]
+    for number, stripped in lines:
         if stripped == "GPUs:":
             target, entity = gpus, None
         elif stripped == "NvSwitches:":

@@ -1,30 +1,6 @@
 """Parse the text table ``dcgmi diag -r N`` prints (DCGM 2.x, 3.x and 4.x).
 
-A function over the text handed in: no I/O. Rows are ``| name | value |`` inside ``+---+``
-boxes (NVIDIA/DCGM ``dcgmi/Diag.cpp``: ``DIAG_HEADER``, ``DIAG_DATA``, ``DIAG_FOOTER``);
-``|-----  Deployment  ----+---|`` / ``+-----  Hardware  ---+---+`` rows open a category. Read:
-
-- metadata rows: ``DCGM Version``, ``Driver Version Detected`` (the other metadata rows, such
-  as ``GPU Device IDs Detected``, are not kept);
-- a test row: ``| PCIe | Pass |``, ``| PCIe | Pass - All |``, ``| PCIe | Fail - GPU: 0 |``,
-  ``| PCIe | Pass - GPUs: 1, 2 |`` (2.x/3.x: the status and the GPUs it names), ``| Denylist |
-  Skip |``, ``| pcie | Not Run |``; 2.x/3.x put the GPUs of each other status on continuation
-  rows under it (``|  | Fail - GPU: 0 |``): those GPUs get that status, and the test the worst
-  of its rows;
-- an entity row (4.x): ``|  | GPU0: Pass |`` (``CPU0: Fail``, ``Switch1: Warn`` are not GPUs: a
-  failing one fails the test, with a message saying which);
-- message rows and their continuation rows (empty name, the text wrapped at 45 characters):
-  ``| Warning | ... |`` / ``| Error | ... |`` (2.x/3.x, and 4.x's errors of no entity) and
-  ``| Warning: GPU0 | ... |`` (4.x). A message goes to the GPU its name cell says, else to
-  every GPU its text names (``GPU 0``, ``GPU0``, ``GPU ID: 0``, ``for GPU 0``...), else it is
-  the test's own (``DcgmTest.messages``). ``Info`` rows are informational and not kept;
-  ``Code: (000000000000)`` under a 3.x ``Warn - All`` Diagnostic is not kept either.
-
-A GPU named only by a message gets its test's status (2.x/3.x print one status for all GPUs).
-A test row whose value is not a status DCGM prints is refused into ``problems``. A table whose
-box does not close, or whose last row is cut, is cut short: a :class:`NotRun` says what was
-read last. ``Error: ...`` lines ``dcgmi`` printed around the table are read as run errors
-(``gpufleet.parsing.health.dcgm.run_errors``).
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations
@@ -94,8 +70,8 @@ class _Test(DcgmTestBuilder):
 
     def done(self, every_gpu: set[int]) -> DcgmTest:
         if self.every:  # "X - All": every GPU the output names has this status in this test
-            for gpu in every_gpu - set(self.gpu_status):
-                self.gpu(gpu, self.row_status, [])
+            for unlisted in every_gpu - set(self.gpu_status):
+                self.gpu(unlisted, self.row_status, [])
         for _kind, gpu, label, text in self.said:
             message = " ".join(str(text).split())
             if not message:
@@ -129,7 +105,7 @@ def _cells(line: str) -> tuple[str, str, str] | None:
     return parts[0].strip(), raw.strip(), chunk
 
 
-def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:
+def parse_dcgm_diag_text(text: str) -> DcgmDiagResult:  # noqa: C901  one branch per line shape of the dcgmi diag table
     """Per-test, per-GPU results of the ``dcgmi diag`` text table, with its run errors and
     what is missing from a table cut short."""
     problems: list[str] = []

@@ -2,48 +2,7 @@
 per GPU, the row-remapper state, the ECC error counters and the retired pages; and what of it is
 not in the output.
 
-A function over the text handed in: no I/O. ``nvidia-smi -q`` prints an indented tree; a GPU
-starts at ``GPU 00000000:3B:00.0``. Read, per GPU:
-
-- ``Remapped Rows``: ``Correctable Error``, ``Uncorrectable Error`` (rows remapped for each
-  cause), ``Pending : Yes/No``, ``Remapping Failure Occurred : Yes/No`` and the ``Bank Remap
-  Availability Histogram`` (``Max : 639 bank(s)`` ...). A GPU without a row remapper (before
-  Ampere: a TITAN V or V100) prints ``Remapped Rows : N/A``: the section is there, its facts
-  ``None``;
-- ``ECC Errors`` -> ``Volatile`` / ``Aggregate``: each counter under its own name in snake case
-  (``sram_correctable``, ``sram_uncorrectable``, ``dram_correctable``, ``dram_uncorrectable``,
-  Hopper's ``sram_uncorrectable_parity`` / ``sram_uncorrectable_sec_ded`` ...); the pre-Ampere
-  layout's ``Single Bit`` / ``Double Bit`` blocks as ``single_bit_<location>`` /
-  ``double_bit_<location>`` (``single_bit_total``, ``double_bit_device_memory`` ...); a ``Yes`` /
-  ``No`` there (Hopper's ``SRAM Threshold Exceeded``) in ``ecc_flags``;
-- ``Retired Pages`` (dynamic page retirement, the pre-Ampere mechanism; Ampere and later print
-  it ``N/A``): ``Single Bit ECC`` -> ``retired_pages_sbe``, ``Double Bit ECC`` ->
-  ``retired_pages_dbe`` (pages, not errors), ``Pending Page Blacklist`` (older drivers:
-  ``Pending``) -> ``retirement_pending``; the older ``-d PAGE_RETIREMENT`` layout's ``Multiple
-  Single Bit Retirement`` / ``Double Bit Retirement`` blocks with their ``Retired Count`` too.
-
-``N/A`` (not supported, or ECC disabled) is ``None``. A count that is not a non-negative
-integer, or a flag other than ``Yes``/``No``, is refused into ``problems`` and left out.
-
-What is not there is said, never taken for healthy (``not_run``, a tuple of :class:`NotRun`):
-
-- each section asked for (``sections``: the ``-d`` names, by default the health check's
-  ``ROW_REMAPPER``, ``ECC``, ``PAGE_RETIREMENT``) that a GPU's block lacks: ``ECC Errors of GPU
-  00000000:3B:00.0``: ``not in the output``. ``Retired Pages`` is asked only of a GPU without a
-  row remapper (an Ampere or later GPU remaps rows and prints retired pages ``N/A``);
-- a section that stops before its last line (``Remapped Rows`` without ``Pending`` or
-  ``Remapping Failure Occurred``, ``Retired Pages`` without its double-bit count or pending
-  flag, ``ECC Errors`` without ``Volatile`` and ``Aggregate`` each ending in ``DRAM
-  Uncorrectable`` or ``Double Bit`` / ``Total``): cut off, or a layout this parser does not know;
-- fewer GPU blocks than the header's ``Attached GPUs : N``: the output is cut off (a real cut
-  output of 8 H100s with one block, leptonai/gpud's ``nvidia-smi-query.535.183.01.out.0.invalid``);
-- NVML's and the driver's failure messages (``No devices were found``, ``NVIDIA-SMI has failed
-  because it couldn't communicate with the NVIDIA driver ...``, ``NVIDIA-SMI couldn't find
-  libnvidia-ml.so library in your system. ...``, ``Failed to initialize NVML: ...``, ``Unable to
-  determine the device handle for GPU 0000:3B:00.0: Unknown Error`` or ``...: GPU is lost. ...``):
-  the tool could not run, or not for that GPU.
-
-Text with neither a ``GPU xxxxxxxx:xx:xx.x`` header nor such a message is a :class:`ParseError`.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations

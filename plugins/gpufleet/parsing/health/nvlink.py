@@ -1,37 +1,7 @@
 """Parse ``nvidia-smi nvlink -e`` (``--errorcounters``) and ``nvidia-smi nvlink -s``
 (``--status``): per GPU, per NVLink, the error counters and the link's state.
 
-A function over the text handed in: no I/O. A GPU starts at its header line
-``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)`` (newer drivers may leave the UUID out:
-``GPU 0: NVIDIA GB300``); under it each link is a line ``Link N: ...``:
-
-- ``-e``: ``Link 0: Replay Errors: 0``. Counters are filed under a short name: current drivers'
-  ``Replay Errors`` -> ``replay``, ``Recovery Errors`` -> ``recovery``, ``CRC Errors`` -> ``crc``;
-  older drivers' ``Replay Error Counter`` -> ``replay``, ``Recovery Error Counter`` ->
-  ``recovery``, ``Data CRC Error Counter`` -> ``crc_data``, ``Flit CRC Error Counter`` ->
-  ``crc_flit``; any other counter under its own name in snake case. ``N/A`` is ``None``.
-- ``-s``: ``Link 0: 26.562 GB/s`` (the link is up: ``state`` ``"up"``, ``speed_gbps``);
-  ``Link 3: <inactive>`` (``state`` ``"down"``, ``inactive``: a V100 with links 3 and 5
-  inactive in Azure/azhpc-diagnostics#73); ``Link 3: N/A`` is ``not_supported``.
-
-NVML's messages (their spellings as printed, found in public issues and code):
-
-- ``NVML: Unable to retrieve NVLink information as all links are inActive`` under a GPU's
-  header (leptonai/gpud#1085, a B200; ``NVML:Unable to retrieve Nvlink information as all links
-  are inActive`` in NVIDIA/open-gpu-kernel-modules#1150): a fact about that GPU, every link down
-  (``all_inactive``). Read case-insensitively, with or without the space and the full stop.
-  Before any GPU header it names no GPU: a :class:`NotRun`.
-- The tool could not run, or not for one GPU: ``No devices were found``, ``NVIDIA-SMI has failed
-  because it couldn't communicate with the NVIDIA driver ...``, ``Failed to initialize NVML:
-  ...``, ``Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error``, ``Unable
-  to determine the device handle for gpu ...``: each a :class:`NotRun` on the report's
-  ``not_run`` (what: ``nvidia-smi nvlink`` or ``nvidia-smi nvlink of GPU <bus>``; why: NVML's
-  words). Such an output with no GPU header at all is a report with no GPU and its ``not_run``.
-
-A line this parser does not know (neither a header, a link line nor one of those messages) is
-refused into ``problems`` with what it saw; so is a count that is not a non-negative integer.
-Text with neither a ``GPU N:`` header nor an NVML message (empty output included: a host whose
-GPUs have no NVLink prints nothing) is a :class:`ParseError`.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations

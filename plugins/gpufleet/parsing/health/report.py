@@ -1,38 +1,6 @@
 """Read what one node's GPU health check prints (``include/manifests/gpu-health.yaml.j2``).
 
-A function over the text handed in: no I/O. The check's pod runs each tool in turn and prints
-each one's output under a marker line ``==> gpufleet-health: <section> <==``:
-
-- ``node``: ``node=<node name> level=<dcgmi diag run level>``, optionally followed by
-  `` timeout=<seconds>`` (``dcgmi diag``'s hard limit at that level);
-- ``dmesg``: the kernel log's ``NVRM`` lines (the driver's load line and its Xid events);
-- ``nvidia-smi-remap-ecc``: ``nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT`` (older
-  checks: ``-d ROW_REMAPPER,ECC``; the parser reads either);
-- ``nvidia-smi-nvlink``: ``nvidia-smi nvlink -e``;
-- ``thermal``: ``nvidia-smi --query-gpu=index,clocks_event_reasons.hw_thermal_slowdown,
-  clocks_event_reasons.sw_thermal_slowdown --format=csv,noheader``, one line per GPU
-  (``0, Not Active, Not Active``);
-- ``dcgmi-diag``: ``dcgmi diag -r <level> -j``.
-
-A section may end with the line ``gpufleet-health-exit=<rc>``, the tool's exit status as the
-pod printed it after the tool (run under ``timeout``): the line is taken off before the
-section's parser reads it, and an exit of 124 (``timeout`` ended the tool) or 137 (killed:
-``timeout -s KILL``, or the pod's deadline) means the tool was cut off: its section is not read
-and is a :class:`~gpufleet.parsing.health.not_run.NotRun` saying it timed out (``dcgmi diag``:
-after how long, when the ``node`` line gives its limit). Any other exit is kept in
-``exits`` (``dcgmi diag`` exits non-zero when a test fails: its output decides).
-
-``nvidia-smi nvlink -e`` prints nothing on GPUs without NVLink: an empty
-``nvidia-smi-nvlink`` section whose exit line says 0 is that (a note in ``problems``, no
-signal, nothing that did not run); without the exit line, or with another exit, it printed
-nothing: it did not run.
-
-Each section goes to its own parser (``gpufleet.parsing.health``). A section that is missing
-(the output was cut off before it, or the pod printed nothing for it), timed out or cannot be
-read is ``None`` and a ``NotRun`` in ``not_run`` (its text in ``problems`` too), so the domain
-calls the node ``could_not_run`` unless what was read names a real failure
-(``decide_health``); a thermal line whose fields are neither ``Active`` nor ``Not Active`` is
-refused the same way.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations

@@ -1,48 +1,6 @@
 """Parse NVIDIA Xid events out of kernel log text (``dmesg``, ``journalctl -k``, syslog).
 
-A function over the text handed in: no I/O. The driver writes one line per event::
-
-    NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.
-    NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception ...
-    NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, ...
-    NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 ...           (old drivers: no "PCI:")
-    NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). ...
-    NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, pid=..., name=..., Graphics Exception
-
-The last two are a MIG GPU's: the driver adds the GPU instance (``GPU-I:%02u``) and, when it
-can attribute the error to one, the compute instance (``GPU-CI:%02u``) inside the parentheses
-(``kernel_rc.c`` / ``kernel_gsp.c`` of NVIDIA/open-gpu-kernel-modules: ``"NVRM: Xid (PCI:%04x:
-%02x:%02x GPU-I:%02u GPU-CI:%02u): %d, pid=%s, name=%s, %s"``; the ``GPU-I:05`` example is in
-NVIDIA's A100 memory error management guide). Anything else inside the parentheses is refused.
-
-Any prefix before ``NVRM:`` is kept as the time it was logged (``[ 5107.644336] ``, ``dmesg -T``'s
-``[Fri Aug 30 11:43:09 2024] ``, syslog's ``May 18 19:02:39 host kernel: ``, an ISO timestamp,
-a log viewer's ``2025-03-04T10:21:55Z stdout F `` ...). A line that is a JSON object (``journalctl
--o json``'s ``MESSAGE``, a log collector's ``message`` / ``log`` / ``msg``) is read through its
-message. Per event: the PCI bus id as the driver writes it (``0000:3b:00``, lower case), the
-MIG GPU instance and compute instance (``None`` without MIG), the Xid code, the pid and process
-name when the driver knew them (``'<unknown>'`` is ``None``), the message, and the prefix before
-``NVRM:`` (the timestamp as logged, or ``None``). What an Xid code means and what to do about it
-(NVIDIA's Xid catalog) is not this parser's business.
-
-Two driver messages say as much as an Xid without one (NVSentinel and gpud read the first as
-Xid 79; both seen in public logs, tests/data/parsing/health/corpus/xid/):
-
-- ``NVRM: The NVIDIA GPU 0000:0e:00.0 (PCI ID: 10de:1b06) installed in this system has fallen
-  off the bus and is not responding to commands.`` (also wrapped over two or three ``NVRM:``
-  lines, and ``NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.``) is an event of code 79 on
-  that GPU, its message saying no Xid line was logged; without a bus id (a paste that replaced
-  it, or an RM assertion ``GPU lost from the bus [NV_ERR_GPU_IS_LOST]``) the GPU is
-  ``unknown``: the node still lost a GPU;
-- ``NVRM: GPU 0000:9a:00.0: RmInitAdapter failed! (0x22:0x40:894)`` (or ``rm_init_adapter
-  failed``) is a GPU the driver could not bring up: kept in ``init_failures`` (the bus, or
-  ``unknown``, and the line), for the domain to hand to a person.
-
-A line saying ``NVRM: Xid`` that cannot be read (no bus id, something unknown inside the
-parentheses, a code that is not a decimal number in 1..999, a negative pid) is refused into
-``problems`` with the line. Text holding no ``NVRM`` line at all is not a kernel log of a host
-with the NVIDIA driver: a :class:`ParseError`. A log with NVRM lines but no Xid is a clean log:
-no events.
+Design: docs/design/gpu-health-parsers.md.
 """
 
 from __future__ import annotations

@@ -1,51 +1,6 @@
 """From what a scan found to the answer: which transport NCCL used, with GPUDirect RDMA or not.
 
-What decides (wording checked against NVIDIA/nccl ``src/init.cc``, ``src/plugin/net.cc``,
-``src/transport/net_ib``, ``src/transport/net.cc`` and aws-ofi-nccl):
-
-* ``NCCL INFO Using network <Name>`` (``INFO(NCCL_INIT, "Using network %s", ...)``; very old
-  releases: ``Using internal Network <Name>``) names the network of a communicator; its class is
-  :func:`~.transports.classify_network_name`'s. A ``Bootstrap : Using eth0`` or
-  ``NET/Socket : Using [0]eth0`` line is *not* the data path and never decides next to it; nor
-  does ``NET/Plugin: Using internal network plugin.`` With no such line, the names in ``via NET/``
-  channel lines decide.
-* With neither (NCCL 2.3-2.6 print no ``Using network`` line; a log cut before its channel
-  lines), what each process initialised decides, as those releases chose: the OFI plugin if it
-  selected a provider (network ``OFI``), else ``IB`` if ``NET/IB : Using`` listed devices, else
-  ``Socket`` (``NET/Socket : Using``; NCCL 2.4 words its bootstrap the same way, which is why a
-  process that also initialised IB is IB). A process that could not load libibverbs (``Failed
-  to open libibverbs.so``) is ``Socket`` too: NCCL tries a net plugin, then its IB transport,
-  then sockets, and only reaches IB when no plugin took over. Not when the log shows an NCCL
-  version of 2.7 or later and NCCL INFO lines: that release prints the line, so its absence
-  means the log was cut, and the answer is ``unknown``. A log without any INFO line was written
-  at ``NCCL_DEBUG=WARN``, where no release prints it; there the libibverbs failure decides.
-* ``IB`` with no ``NET/IB : Using`` device line stays ``ib`` and ``link_layer`` is ``None``. An
-  OFI network is ``ofi-efa`` only when ``NET/OFI Selected Provider is efa`` (or the newer
-  ``Selected provider is efa, fabric is ...``) was seen.
-* Several networks in one file (ranks disagree) -> the WORST one is reported (a fallback anywhere
-  is a fallback) and the disagreement is named in ``evidence``.
-* Single node (``nNodes 1``; or, with no ``nNodes`` line, every rank of every communicator seen
-  on one host, or, pasted without NCCL's host prefixes, every rank seen with connections made
-  within the node: ``Connected all rings``, ``via P2P/``, ``via SHM/``) with no ``via NET/``
-  channel -> ``none``. A communicator with ranks missing from the log (a pod's own log of a
-  job whose other ranks ran in other pods) may span nodes: no single-node answer then.
-  No network line and nothing else conclusive -> ``unknown``, except that a failed verbs call
-  (``NCCL WARN Call to ibv_modify_qp failed ...``) shows NCCL connecting over its IB transport:
-  ``ib``, or ``roce`` on RoCE devices.
-* ``failures``: connections that failed (a verbs call and the error it names, with its line),
-  also counted in ``evidence``; the transport is the one that was tried. Empty for a clean log.
-* GDRDMA, strongest evidence first: ``True`` when a channel line shows ``/GDRDMA`` or
-  ``Connected all rings ... GDR 1``; ``False`` when ``via NET/`` channel lines exist without it
-  or ``... GDR 0``; then the per-GPU topology lines ``GPU Direct RDMA Enabled/Disabled for GPU``;
-  ``False`` for TCP (``socket``, ``ofi-tcp``); then the HCA-level capability lines (``... for
-  HCA``); ``None`` when the log does not show it, and always for ``none``. Near init, a partial
-  use of GDRDMA is named in ``evidence``.
-* ``problems``: init lines that contradict themselves (see :mod:`.facts`), refused rather than
-  believed; empty for a clean log.
-* ``ranks``: the largest ``nranks`` of any communicator, or the number of distinct ranks seen in
-  init lines when that is larger; ``ranks_seen`` is the number of distinct ranks of that
-  communicator actually seen (with no init lines: the number of distinct ``host:pid [device]``
-  that logged a network choice, or for NCCL < 2.7 that initialised a network).
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations

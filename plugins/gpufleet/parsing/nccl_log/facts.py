@@ -1,20 +1,6 @@
 """What a scan of an NCCL INFO log has found so far: one recorder per kind of line.
 
-:class:`LogFacts` keeps the first line of each kind as evidence (clipped), counts network-selection
-lines per network name, and tracks the largest communicator's ranks. For NCCL before 2.7, which
-prints no ``Using network`` line, it also records per process (``host:pid [device]``) which
-networks it initialised: ``NET/IB : Using``, ``NET/Socket : Using``, ``NET/OFI Selected
-Provider``, or that it could not load libibverbs (``Failed to open libibverbs.so``: NCCL tries a
-net plugin, then its IB transport, then sockets, so that process was left with sockets). A
-failed verbs call (``Call to ibv_modify_qp failed ...``) is kept as a connection failure, with
-the call and the error it names. An init line that contradicts itself (a rank not below
-``nranks``, ``nranks`` 0, ``nNodes`` 0 or above ``nRanks``, ``localRanks`` 0 or above ``nRanks``,
-``localRank`` not below ``localRanks``) is not believed: it is kept in :attr:`LogFacts.refused`
-with the reason.
-
-Memory is bounded: every set and dict is capped, so a log of any size keeps the same few facts.
-Which bytes are searched for these lines is :mod:`.scanner`'s business; what they mean is
-:mod:`.answer`'s.
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """Where the NCCL INFO lines are searched for: fast, streaming, constant memory.
 
-The caller feeds whole lines in large chunks (8 MiB, :data:`CHUNK_BYTES`); the scanner records
-what it finds in a :class:`~.facts.LogFacts`. How it stays fast (``bench/log_scan.py``: a 1 GiB
-log at 0.6-0.7x the speed of ``grep -c``, docs/PERFORMANCE.md):
-
-1. Only the ``NCCL INFO Using network`` line is searched exhaustively over every byte -- it is
-   the deciding line, so no rank's choice is missed. Until the current wording shows up (in a
-   current log: in the first chunk), the older ones are searched too: ``Using internal Network``
-   and, for NCCL before 2.7, which names no network, the transport init lines ``NET/IB : Using``,
-   ``NET/Socket : Using``, ``NET/OFI Selected Provider`` and ``Failed to open libibverbs.so``
-   (windows are opened around them as around a network line).
-2. ``via NET/`` channel lines (with and without ``/GDRDMA``), ``NCCL version`` and ``NCCL INFO``
-   are searched everywhere until first found: channel lines can come long after init with
-   runtime connect. A failed verbs call (``NCCL WARN Call to ibv_...``) is looked for in the
-   windows of step 3 and in the log's last ``WINDOW_BEFORE`` bytes (``finish``), where a run
-   that could not connect ends; a full pass for it would cost a third of the throughput.
-   So a ``/GDRDMA`` line that only appears after non-GDR channel lines, far from any init, is not
-   seen (the answer then errs on the safe side, ``False``).
-3. The secondary lines (``NET/IB : Using``, ``Selected Provider``, ``NET/Socket : Using`` while
-   no network line is known, ``nranks``/``nNodes``, GDR lines, ``via NET/`` counts) are searched
-   over the first 2 MiB (:data:`HEAD_BYTES`) and within a window of 512 KiB before and 1 MiB
-   after every network-selection line, where NCCL prints them during communicator init.
-   Overlapping windows are merged; the look-back may reach into the previous chunk, whose last
-   512 KiB are kept for it.
-
-Files smaller than the head region are thus searched exhaustively for everything. Memory is
-bounded: the caller's buffer, a 512 KiB look-back tail and the capped facts.
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations
@@ -195,7 +170,7 @@ class Scanner:
         self._secondary(buf, lo, hi, base)
         self._sec_done = base + hi
 
-    def _secondary(self, buf: bytes | bytearray, lo: int, hi: int, base: int) -> None:
+    def _secondary(self, buf: bytes | bytearray, lo: int, hi: int, base: int) -> None:  # noqa: C901  one branch per secondary needle, inlined in the scan loop
         """Search the secondary needles in ``buf[lo:hi]`` (whole lines; ``buf`` at ``base``).
 
         Device and provider lines are only looked for when the networks seen so far can use

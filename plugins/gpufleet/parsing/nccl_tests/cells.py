@@ -1,21 +1,6 @@
 """Reading one value of nccl-tests output, the same way in the text table and the JSON.
 
-Figures, collective names, GPU models and the correctness column. A figure reader returns
-``(value, None)``, ``(None, None)`` when the output does not show it (``N/A``, JSON ``null``) and
-``(None, reason)`` when it cannot be true: a negative, non-finite (``nan``, ``-nan``, ``inf``) or
-non-numeric figure, a fractional count. The caller refuses the whole row with that reason.
-
-The correctness rules:
-
-* The old float ``error`` column (text only) is the largest absolute deviation, not a count. It is
-  mapped to ``0`` wrong when it is within the tolerance nccl-tests itself applies for the data
-  type (``deltaMaxValue`` in ``src/common.cu``: 16-bit floats 5e-2, float 1e-5, double 1e-12,
-  integer types exact; unknown types 1e-5) and to ``1`` ("at least one wrong element") when it
-  exceeds it or carries the ``*`` failure mark that later versions print. ``N/A`` (``-c 0``) is
-  ``None``; a negative or non-finite deviation is refused.
-* The ``#wrong`` column is a count (a trailing ``*`` failure mark is ignored): a whole
-  non-negative number, never rounded. nccl-tests prints it with ``%g``, so ``1e+06`` is a count
-  of a million; ``0.4`` or ``-3`` cannot be a count and is refused.
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations

@@ -122,7 +122,8 @@ def _positive(config: dict[str, Any], key: str, problems: list[str]) -> int | No
 def _ranks_and_model(
     doc: dict[str, Any], notes: list[str], problems: list[str]
 ) -> tuple[int | None, str | None]:
-    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    raw = doc.get("config")
+    config: dict[str, Any] = raw if isinstance(raw, dict) else {}
     devices = config.get("devices", doc.get("devices"))
     devices = devices if isinstance(devices, list) else []
     ranks: int | None = None

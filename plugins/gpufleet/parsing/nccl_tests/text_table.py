@@ -1,22 +1,6 @@
-"""Parse the text table nccl-tests prints (``src/util.cu``, ``src/common.cu`` of nccl-tests)::
+"""Parse the text table nccl-tests prints (``src/util.cu``, ``src/common.cu`` of nccl-tests).
 
-    # nccl-tests version 2.17.1 nccl-headers=22703 nccl-library=22703
-    # Collective test starting: all_reduce_perf
-    # nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 ...
-    #  Rank  0 Group  0 Pid  12345 on node-a device  0 [0000:18:00] NVIDIA H200
-    #       size         count      type   redop    root     time   algbw   busbw #wrong ...
-           8             2     float     sum      -1    14.21    0.00    0.00      0 ...
-    # Out of bounds values : 0 OK
-    # Avg bus bandwidth    : 95.2214
-
-Older versions lack the ``root`` and/or ``redop`` columns, print a float ``error`` column instead
-of ``#wrong`` (read as described in :mod:`.cells`), print ``Rank N Pid ...`` without ``Group``.
-Newer ones may append per-iteration columns (``i_min i_max i_p99 i_cv%``) and a ``timestamp``;
-all are handled (one line at a time, by :mod:`.text_rows`). Without a column header the columns
-are inferred from the rows (and a note says so). A run whose footer is missing or unreadable is
-``truncated``; so is one with result lines cut short (dropped) or impossible (a negative or
-non-finite figure, a ``#wrong`` that is not a whole non-negative count: refused into
-``invalid_rows``). Each reason is in ``problems``. Functions over the string handed in: no I/O.
+Design: docs/design/parsers.md.
 """
 
 from __future__ import annotations

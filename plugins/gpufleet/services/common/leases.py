@@ -8,14 +8,17 @@ opening the transition, and ``keep_lease`` goes on from the row that read."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_dead
 
+if TYPE_CHECKING:
+    from gpufleet.store.locks import LeaseLock
+
 
 def hold_lease(
-    lock: Any,
+    lock: LeaseLock,
     dag_id: str,
     run_id: str,
     holder_alive: Liveness,
@@ -27,7 +30,7 @@ def hold_lease(
     the row, False) when it holds it now, else (False, the row naming the holder, whether it
     held it and lost its lease to that holder meanwhile). Another holder of the same run is
     alive as long as the run is."""
-    now = now or datetime.now(UTC)
+    now = now or lock.clock.now()
     row = lock.hold(dag_id, run_id, now, holder)
     taken = row["run_id"] == run_id and row.get("holder") == holder and row["heartbeat_at"] == now
     held, current, lost = keep_lease(
@@ -37,7 +40,7 @@ def hold_lease(
 
 
 def keep_lease(
-    lock: Any,
+    lock: LeaseLock,
     row: dict[str, Any],
     dag_id: str,
     run_id: str,

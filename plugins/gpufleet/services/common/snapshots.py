@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.store import Ledger
+
+if TYPE_CHECKING:
+    from gpufleet.backends.base import ClusterBackend
+    from gpufleet.domain.fleet import PoolRef
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +59,10 @@ def record_snapshot(
         log.warning("%s/%s: node snapshot not recorded: %s", cluster, pool, exc)
 
 
-def snapshot_pool(ref: Any, ledger: Ledger, backend: Any, *, source: str, run_id: str) -> None:
-    """List the pool's nodes (``ref``: a ``PoolRef``) now, after the task changed them, and
+def snapshot_pool(
+    ref: PoolRef, ledger: Ledger, backend: ClusterBackend, *, source: str, run_id: str
+) -> None:
+    """List the pool's nodes (``ref``) now, after the task changed them, and
     record what they look like. Logged, never raised (see ``record_snapshot``)."""
     try:
         nodes = backend.list_nodes(ref.pool.name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpufleet.backends.base import READY, CloudBackend, ClusterBackend
+from gpufleet.backends.base import CloudBackend, ClusterBackend, ResourceStatus
 from gpufleet.domain.fleet import Cluster
 
 # ensure_object's answer -> the action the onboarding report shows
@@ -62,7 +62,7 @@ def apply_cluster_addons(
                     "kind": obj["kind"],
                     "name": _object_name(obj),
                     "action": _ACTIONS.get(answer, answer),
-                    "status": READY,
+                    "status": ResourceStatus.READY,
                     "detail": {"group": group.name, "cluster": cluster.name},
                 },
                 None,

@@ -3,7 +3,7 @@
 One ``RegionOnboarding`` per run and region; each step is a method the DAG's operators call
 (``domain.onboarding.STEPS`` is their order): preflight (refuse shortfalls, of machines and of
 the healthy hosts the provider reports, and RDMA mismatches before anything is created),
-network, cluster, filesystems, node pools (tainted ``gpufleet.io/unvalidated``), nodes Ready,
+network, cluster, filesystems, node pools (tainted ``gpufleet.io/validation-pending``), nodes Ready,
 cluster add-ons, then — after the nightly validation's own operators ran on the new nodes —
 release (mark the region ready, or say which nodes stay tainted and why).
 
@@ -22,13 +22,14 @@ from datetime import datetime
 from typing import Any
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import ABSENT, ERROR, READY, CloudBackend, ClusterBackend, Taint
+from gpufleet.backends.base import CloudBackend, ClusterBackend, ResourceStatus, Taint
 from gpufleet.domain.fleet import Catalog, Cluster, Region
 from gpufleet.domain.kueue import pool_topology
 from gpufleet.domain.leases import Liveness
 from gpufleet.domain.onboarding import host_counts, preflight_refusals, view_note
 from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.errors import GpufleetError
+from gpufleet.services.common.step_report import StepReport
 from gpufleet.services.infrastructure import region_lock
 from gpufleet.store import Ledger
 
@@ -42,17 +43,22 @@ class OnboardingRefused(GpufleetError):
 
 
 @dataclass
-class StepResult:
-    """What one step did. ``waiting``: ``[cluster, kind, name]`` of resources still being
-    created (the operator defers on them); ``notes``: sentences for the log and the report;
-    ``provider_views`` (preflight): ``cluster/pool`` -> the provider's view of its
-    reservation's sub-blocks (``ReservationHealth.to_dict()``; ``{"error": ...}``: not read)."""
+class StepResult(StepReport):
+    """What one onboarding step did (a ``StepReport``; ``notes``: sentences for the log and the
+    report), besides: its ``actions``; ``waiting``: ``[cluster, kind, name]`` of resources still
+    being created (the operator defers on them: not ``done``); ``provider_views`` (preflight):
+    ``cluster/pool`` -> the provider's view of its reservation's sub-blocks
+    (``ReservationHealth.to_dict()``; ``{"error": ...}``: not read). Its dict is the task's
+    XCom and the deferral's carry: the onboarding's own keys only."""
 
-    step: str
     actions: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
     waiting: list[list[str]] = field(default_factory=list)
     provider_views: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def wait_on(self, resource: list[str]) -> None:
+        """Wait on ``resource`` (``[cluster, kind, name]``): the step is not done."""
+        self.waiting.append(resource)
+        self.done = False
 
     def to_dict(self) -> dict[str, Any]:
         views = {"provider_views": self.provider_views} if self.provider_views else {}
@@ -86,7 +92,7 @@ def resource_status(
         nodes = backend_for().list_nodes(name)
         waiting = sorted(n.name for n in nodes if not n.ready)
         if nodes and not waiting:
-            return READY, None
+            return ResourceStatus.READY, None
         return "CREATING", f"not Ready yet: {', '.join(waiting) or 'no nodes registered'}"
     raise ValueError(f"unknown resource kind {kind!r}")
 
@@ -131,8 +137,8 @@ class RegionOnboarding:
             result.notes.append(f"{action['kind']} {action['name']} differs: {diff}")
 
     def _wait_on(self, result: StepResult, cluster: Cluster, ensured: Any) -> None:
-        if not self.dry_run and ensured.status not in (READY, ABSENT):
-            result.waiting.append([cluster.name, ensured.kind, ensured.name])
+        if not self.dry_run and ensured.status not in (ResourceStatus.READY, ResourceStatus.ABSENT):
+            result.wait_on([cluster.name, ensured.kind, ensured.name])
 
     # --- the region's lock ------------------------------------------------------------------
 
@@ -157,6 +163,24 @@ class RegionOnboarding:
 
     # --- steps ----------------------------------------------------------------------------
 
+    def run_step(self, step: str) -> StepResult:
+        """Do step ``step``: one of those an onboarding step task runs (``release`` is called
+        with the run's ``validate``)."""
+        actions: dict[str, Callable[[], StepResult]] = {
+            "preflight": self.preflight,
+            "network": self.network,
+            "cluster": self.cluster,
+            "filesystems": self.filesystems,
+            "node_pools": self.node_pools,
+            "nodes_ready": self.nodes_ready,
+            "addons": self.addons,
+        }
+        if step not in actions:
+            raise OnboardingRefused(
+                f"no onboarding step {step!r}: the steps are {', '.join(actions)}"
+            )
+        return actions[step]()
+
     def preflight(self) -> StepResult:
         """Read every reservation and pool, and the provider's health of the sub-blocks of the
         reservation of each pool whose machines carry topology (``_provider_view``); refuse
@@ -178,7 +202,7 @@ class RegionOnboarding:
                         f"{r.in_use} in use, {r.free} free"
                         + (f", blocks {', '.join(r.blocks)}" if r.blocks else "")
                     )
-                if cloud.get_node_pool(pool.name).status != ABSENT:
+                if cloud.get_node_pool(pool.name).status != ResourceStatus.ABSENT:
                     existing.add(key)
                 scope = (cluster.name, name, pool.reservation.block)
                 if pool_topology(cluster, pool) is not None:
@@ -282,7 +306,7 @@ class RegionOnboarding:
                     + (f"; not Ready: {', '.join(not_ready)}" if not_ready else "")
                 )
                 if not_ready or len(nodes) < pool.nodes:
-                    result.waiting.append([cluster.name, "nodes", pool.name])
+                    result.wait_on([cluster.name, "nodes", pool.name])
         return result
 
     def addons(self, controllers_source: str | None = None) -> StepResult:
@@ -334,7 +358,7 @@ class RegionOnboarding:
             return False, result
         if not validate:
             result.notes.append(
-                "validate=false: new nodes keep the gpufleet.io/unvalidated taint and the "
+                "validate=false: new nodes keep the gpufleet.io/validation-pending taint and the "
                 f"region is NOT ready ({len(tainted)} node(s) tainted); run again with "
                 "validate=true to validate and release them"
             )
@@ -363,7 +387,7 @@ class RegionOnboarding:
 
 def error_statuses(statuses: dict[str, str]) -> list[str]:
     """The resources (``cluster/kind/name``) whose status is ERROR."""
-    return sorted(k for k, v in statuses.items() if v == ERROR)
+    return sorted(k for k, v in statuses.items() if v == ResourceStatus.ERROR)
 
 
 def clusters_not_created(catalog: Catalog, ledger: Ledger, clusters: set[str]) -> dict[str, str]:
@@ -382,7 +406,7 @@ def clusters_not_created(catalog: Catalog, ledger: Ledger, clusters: set[str]) -
         except Exception as exc:  # noqa: BLE001 - no cloud credentials here: validate as before
             log.warning("%s: cannot ask the cloud whether it exists (%s)", name, exc)
             continue
-        if status == ABSENT:
+        if status == ResourceStatus.ABSENT:
             out[name] = (
                 f"cluster {name} does not exist yet: onboard region {region.name} first "
                 "(the region_onboarding DAG)"

@@ -10,14 +10,17 @@ the holder, otherwise. ``RegionOnboarding.lock`` is the caller.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.leases import LEASE_TTL, Liveness, holder_text, refusal
 from gpufleet.services.common.leases import hold_lease
 
+if TYPE_CHECKING:
+    from gpufleet.store import Ledger
+
 
 def hold(
-    ledger: Any,
+    ledger: Ledger,
     region: str,
     dag_id: str,
     run_id: str,

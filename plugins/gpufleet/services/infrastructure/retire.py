@@ -11,49 +11,50 @@ cloud's reason and clears the operation, so the next attempt deletes again
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.base import ABSENT, ERROR, CloudBackend
+from gpufleet.backends.base import CloudBackend, ResourceStatus
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.errors import BackendError
+from gpufleet.services.common.step_report import StepReport
 
 
 class PoolDeleteFailed(BackendError):
     """The cloud ended a pool's delete with an error: the pool is still there, not retired."""
 
 
-@dataclass(frozen=True)
-class RetireProgress:
-    gone: bool
-    detail: dict[str, Any]  # what the step records: operation, deleted, failed
-    note: str
-    failed: str | None = None  # the message to raise (PoolDeleteFailed)
-
-
-def retire_progress(cloud: CloudBackend, ref: PoolRef, detail: dict[str, Any]) -> RetireProgress:
-    """One poll of the pool's deletion, given what the step recorded so far."""
+def retire_progress(
+    cloud: CloudBackend, ref: PoolRef, detail: dict[str, Any], step: str
+) -> StepReport:
+    """One poll of the pool's deletion, given what step ``step`` recorded so far: done once the
+    pool is gone; ``failed`` (the message to raise: ``PoolDeleteFailed``) when the cloud's delete
+    failed; ``detail`` is what the step records (operation, deleted, failed); one note."""
     deletion = cloud.ensure_node_pool_deleted(ref.pool.name, detail.get("operation"))
     deleted = bool(detail.get("deleted")) or deletion.requested
-    if deletion.status == ERROR:
+    if deletion.status == ResourceStatus.ERROR:
         where = f" (see {deletion.console_url})" if deletion.console_url else ""
         message = (
             f"{ref.key}: the cloud failed to delete the pool ({deletion.message}){where}; it is "
             "not retired and still holds its reservation. Fix the cause and run again: the "
             "delete is issued again"
         )
-        return RetireProgress(
-            False,
-            {"operation": None, "deleted": deleted, "failed": deletion.message},
-            message,
+        return StepReport(
+            step,
+            done=False,
+            notes=[message],
+            detail={"operation": None, "deleted": deleted, "failed": deletion.message},
             failed=message,
         )
     recorded = {"operation": deletion.operation, "deleted": deleted, "failed": None}
-    if deletion.status == ABSENT:
-        return RetireProgress(True, recorded, f"{ref.key}: {'deleted' if deleted else 'gone'}")
-    return RetireProgress(
-        False,
-        recorded,
-        f"{ref.key}: being deleted (operation {deletion.operation or 'under way'}); "
-        "retired once it is gone",
+    if deletion.status == ResourceStatus.ABSENT:
+        note = f"{ref.key}: {'deleted' if deleted else 'gone'}"
+        return StepReport(step, notes=[note], detail=recorded)
+    return StepReport(
+        step,
+        done=False,
+        notes=[
+            f"{ref.key}: being deleted (operation {deletion.operation or 'under way'}); "
+            "retired once it is gone"
+        ],
+        detail=recorded,
     )

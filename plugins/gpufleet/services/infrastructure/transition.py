@@ -1,29 +1,17 @@
 """Reservation transition: bring up a new pool on another reservation, prove it, move the work,
 retire the old pool — resumably and reversibly (``domain.transition`` is the state machine).
 
-The catalog stays the source of truth: the new pool is declared in the old pool's cluster with
-``state: planned``; the transition creates it (tainted ``unvalidated``), waits for its nodes,
-has it validated by the nightly validation's own operators, switches Kueue admission (the new
-pool's ClusterQueue admits, the old one's is held: ``spec.stopPolicy: Hold`` keeps running
-workloads), cordons and drains the old pool in batches (``services.nodes.drain``), deletes it, and
-records it retired. Every step is recorded "started" before it acts and "completed" after, so
-a run killed anywhere resumes at the right step (``resume_point``) and never repeats a
-completed one; each step's action is idempotent besides (ensure, delete-if-present, cordon).
-
-One transition per cluster at a time: the ledger's lock (a unique index on the running
-transition's cluster). A second transition is refused with the holder's run id; the holder
-itself — the same pools — is resumed (``run``), rolled back (``rollback``) or abandoned
-(``abandon``) by a later run once the holder's run is no longer alive (``transition_lock``).
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from gpufleet.backends import cloud_backend, cluster_backend
-from gpufleet.backends.base import ABSENT, READY, CloudBackend, ClusterBackend
+from gpufleet.backends.base import CloudBackend, ClusterBackend, ResourceStatus
 from gpufleet.domain.fleet import Catalog, PoolRef
 from gpufleet.domain.onboarding import preflight_refusals
 from gpufleet.domain.transition import (
@@ -35,6 +23,8 @@ from gpufleet.domain.transition import (
     resume_point,
     rollback_actions,
 )
+from gpufleet.domain.validation_kinds import ValidationKind
+from gpufleet.services.common.step_report import StepReport
 from gpufleet.services.infrastructure.onboarding import UNVALIDATED_TAINT
 from gpufleet.services.infrastructure.retire import PoolDeleteFailed, retire_progress
 from gpufleet.services.infrastructure.transition_lock import (
@@ -47,23 +37,10 @@ from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ACTIONS", "Outcome", "ReservationTransition", "TransitionRefused", "forward_steps"]
+__all__ = ["ACTIONS", "ReservationTransition", "TransitionRefused", "forward_steps"]
 
-
-@dataclass
-class Outcome:
-    """What one call did: ``done`` (the step completed), else ``next_check_s`` to call again."""
-
-    step: str
-    done: bool = True
-    next_check_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    alerts: list[str] = field(default_factory=list)
-    detail: dict[str, Any] = field(default_factory=dict)
-    failed: str | None = None  # the new pool did not pass validation: why
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+# Each call returns a ``StepReport``: ``done`` (the step completed), else ``next_check_s`` to
+# call again; ``failed``: the new pool did not pass validation, and why.
 
 
 class ReservationTransition(TransitionLock):
@@ -141,25 +118,39 @@ class ReservationTransition(TransitionLock):
 
     # --- forward ----------------------------------------------------------------------------
 
-    def advance(self, target: Step) -> Outcome:
+    def advance(self, target: Step) -> StepReport:
         """Do ``target``'s action unless it completed already; record it around the action."""
         completed, _ = self.steps()
         if target in completed:
-            return Outcome(target.value, notes=[f"{target.value}: already done (resumed run)"])
+            return StepReport(target.value, notes=[f"{target.value}: already done (resumed run)"])
         current = self.current()
         check_move(current, target)
         self.ledger.step_started(self._id(), target.value)
-        outcome: Outcome = getattr(self, f"_{target.value}")()
+        outcome = self._actions()[target]()
         if outcome.done and outcome.failed is None:
             self.ledger.step_done(self._id(), target.value, outcome.detail)
             self.ledger.update_transition(self._id(), step=target.value)
         return outcome
 
-    def _preflighted(self) -> Outcome:
+    def _actions(self) -> dict[Step, Callable[[], StepReport]]:
+        """Each forward step's action (``advance`` calls the one for its target)."""
+        return {
+            Step.PREFLIGHTED: self._preflighted,
+            Step.NEW_POOL_CREATED: self._new_pool_created,
+            Step.NEW_POOL_READY: self._new_pool_ready,
+            Step.NEW_POOL_VALIDATED: self._new_pool_validated,
+            Step.SCHEDULING_SWITCHED: self._scheduling_switched,
+            Step.OLD_POOL_CORDONED: self._old_pool_cordoned,
+            Step.OLD_POOL_DRAINED: self._old_pool_drained,
+            Step.OLD_POOL_RETIRED: self._old_pool_retired,
+            Step.DONE: self._done,
+        }
+
+    def _preflighted(self) -> StepReport:
         """The new reservation exists, holds the machine type and has room for the pool."""
         reservation = self.new.pool.reservation.name
         report = self.cloud.get_reservation(reservation)
-        exists = self.cloud.get_node_pool(self.new.pool.name).status != ABSENT
+        exists = self.cloud.get_node_pool(self.new.pool.name).status != ResourceStatus.ABSENT
         pool = self.new.pool.model_copy(update={"state": "active"})  # checked as if in service
         region = self.new.region.model_copy(
             update={"clusters": (self.cluster.model_copy(update={"node_pools": (pool,)}),)}
@@ -172,27 +163,27 @@ class ReservationTransition(TransitionLock):
                 f"{self.new.key}: preflight refused, nothing was created: "
                 + "; ".join(str(r) for r in refusals)
             )
-        return Outcome(
+        return StepReport(
             Step.PREFLIGHTED.value,
             notes=[f"reservation {reservation}: {report.free} of {report.count} free"],
             detail={"free": report.free, "count": report.count, "zone": report.zone},
         )
 
-    def _new_pool_created(self) -> Outcome:
+    def _new_pool_created(self) -> StepReport:
         ensured = self.cloud.ensure_node_pool(self.new.pool.name, taints=(UNVALIDATED_TAINT,))
         self._ensure_queues(self.new, hold=True)  # nothing lands on it before validation
-        return Outcome(
+        return StepReport(
             Step.NEW_POOL_CREATED.value,
             notes=[f"{self.new.key}: {ensured.action} ({ensured.status})"],
             detail={"action": ensured.action, "console_url": ensured.console_url},
         )
 
-    def _new_pool_ready(self) -> Outcome:
+    def _new_pool_ready(self) -> StepReport:
         info = self.cloud.get_node_pool(self.new.pool.name)
         nodes = self.kube.list_nodes(self.new.pool.name)
         waiting = sorted(n.name for n in nodes if not n.ready)
-        if info.status != READY or waiting or len(nodes) < self.new.pool.nodes:
-            return Outcome(
+        if info.status != ResourceStatus.READY or waiting or len(nodes) < self.new.pool.nodes:
+            return StepReport(
                 Step.NEW_POOL_READY.value,
                 done=False,
                 next_check_s=self.settings.poll_s,
@@ -201,9 +192,9 @@ class ReservationTransition(TransitionLock):
                     f"{self.new.pool.nodes} nodes Ready"
                 ],
             )
-        return Outcome(Step.NEW_POOL_READY.value, detail={"nodes": [n.name for n in nodes]})
+        return StepReport(Step.NEW_POOL_READY.value, detail={"nodes": [n.name for n in nodes]})
 
-    def _new_pool_validated(self) -> Outcome:
+    def _new_pool_validated(self) -> StepReport:
         """This run's validations of the new pool passed (the DAG ran them): else roll back."""
         from gpufleet.domain.verdicts import latest_per_check
 
@@ -213,7 +204,7 @@ class ReservationTransition(TransitionLock):
             if v["cluster"] == self.cluster.name and v["pool"] == self.new.pool.name
         ]
         kinds = {v["kind"]: v for v in rows}
-        needed = ["fabric"] + (["storage"] if self.new.filesystem else [])
+        needed = [ValidationKind.FABRIC] + ([ValidationKind.STORAGE] if self.new.filesystem else [])
         missing = [k for k in needed if k not in kinds]
         bad = [
             f"{k}: {kinds[k]['verdict']} ({'; '.join((kinds[k]['reasons'] or [])[:2])})"
@@ -222,41 +213,44 @@ class ReservationTransition(TransitionLock):
         ]
         if missing or bad:
             why = "; ".join(bad + [f"{k}: not validated in this run" for k in missing])
-            return Outcome(Step.NEW_POOL_VALIDATED.value, failed=why)
-        return Outcome(
+            return StepReport(Step.NEW_POOL_VALIDATED.value, failed=why)
+        return StepReport(
             Step.NEW_POOL_VALIDATED.value,
             detail={k: {"validation_id": kinds[k]["id"]} for k in needed},
             notes=[f"{self.new.key} passed validation"],
         )
 
-    def _scheduling_switched(self) -> Outcome:
+    def _scheduling_switched(self) -> StepReport:
         self._ensure_queues(self.new, hold=False)  # make before break
         self._ensure_queues(self.old, hold=True)
-        return Outcome(
+        return StepReport(
             Step.SCHEDULING_SWITCHED.value,
             notes=[f"Kueue admits on {self.new.pool.name}; {self.old.pool.name} holds"],
         )
 
-    def _old_pool_cordoned(self) -> Outcome:
+    def _old_pool_cordoned(self) -> StepReport:
         nodes = self.kube.list_nodes(self.old.pool.name)
         for node in nodes:
             if not node.unschedulable:
                 self.kube.set_unschedulable(node.name, True)
-        return Outcome(Step.OLD_POOL_CORDONED.value, detail={"nodes": [n.name for n in nodes]})
+        return StepReport(Step.OLD_POOL_CORDONED.value, detail={"nodes": [n.name for n in nodes]})
 
-    def _old_pool_drained(self) -> Outcome:
+    def _old_pool_drained(self) -> StepReport:
         return self._drain(self.old, Step.OLD_POOL_DRAINED.value)
 
-    def _old_pool_retired(self) -> Outcome:
+    def _old_pool_retired(self) -> StepReport:
         """Delete the old pool; retired only once the cloud reports it gone (``retire``)."""
         step = Step.OLD_POOL_RETIRED.value
-        row = next((r for r in self.ledger.transition_steps(self._id()) if r["step"] == step), {})
-        progress = retire_progress(self.cloud, self.old, row.get("detail") or {})
+        row: dict[str, Any] = next(
+            (r for r in self.ledger.transition_steps(self._id()) if r["step"] == step), {}
+        )
+        progress = retire_progress(self.cloud, self.old, row.get("detail") or {}, step)
         self.ledger.step_started(self._id(), step, progress.detail)
         if progress.failed:
             raise PoolDeleteFailed(progress.failed)
-        if not progress.gone:
-            return Outcome(step, False, self.settings.poll_s, [progress.note])
+        if not progress.done:
+            progress.wait(self.settings.poll_s)
+            return progress
         self.ledger.set_pool_state(
             self.cluster.name,
             self.old.pool.name,
@@ -264,15 +258,16 @@ class ReservationTransition(TransitionLock):
             f"retired by transition {self._id()} to {self.new.pool.name}",
             self.run_id,
         )
-        return Outcome(step, notes=[f"{progress.note}; retired"], detail=progress.detail)
+        progress.notes[-1] += "; retired"
+        return progress
 
-    def _done(self) -> Outcome:
+    def _done(self) -> StepReport:
         self.ledger.finish_transition(self._id(), "done", Step.DONE.value)
-        return Outcome(Step.DONE.value, notes=[self.catalog_change()])
+        return StepReport(Step.DONE.value, notes=[self.catalog_change()])
 
     # --- rollback and abandon ---------------------------------------------------------------
 
-    def rollback(self) -> Outcome:
+    def rollback(self) -> StepReport:
         """Undo what was done, new pool last (make before break); resumable like a step."""
         current = self.current()
         completed, started = self.steps()
@@ -291,16 +286,15 @@ class ReservationTransition(TransitionLock):
             for row in self.ledger.transition_steps(self._id())
             if row["step"].startswith("rollback:") and row["state"] == "done"
         }
-        outcome = Outcome(Step.ROLLED_BACK.value)
+        outcome = StepReport(Step.ROLLED_BACK.value)
         for action in rollback_actions(origin, in_flight):
             if action in done:
                 continue
             self.ledger.step_started(self._id(), f"rollback:{action}")
             result = self._undo(action)
-            outcome.notes += result.notes
-            outcome.alerts += result.alerts
+            outcome.absorb(result)
             if not result.done:
-                outcome.done, outcome.next_check_s = False, result.next_check_s
+                outcome.wait(result.next_check_s)
                 return outcome
             self.ledger.step_done(self._id(), f"rollback:{action}", result.detail)
         self.ledger.finish_transition(self._id(), "rolled_back", Step.ROLLED_BACK.value)
@@ -315,26 +309,26 @@ class ReservationTransition(TransitionLock):
                 return Step(row["detail"]["from"])
         return self.current()
 
-    def _undo(self, action: str) -> Outcome:
+    def _undo(self, action: str) -> StepReport:
         if action == "delete_new_pool":
             deleted = self.cloud.delete_node_pool(self.new.pool.name)
-            return Outcome(action, notes=[f"{self.new.key}: {'deleted' if deleted else 'gone'}"])
+            return StepReport(action, notes=[f"{self.new.key}: {'deleted' if deleted else 'gone'}"])
         if action in ("hold_new_queue", "admit_old_queue"):
             self._ensure_queues(
                 self.new if action == "hold_new_queue" else self.old,
                 hold=action == "hold_new_queue",
             )
-            return Outcome(action)
+            return StepReport(action)
         if action in ("uncordon_old", "cordon_new"):
             ref = self.old if action == "uncordon_old" else self.new
             for node in self.kube.list_nodes(ref.pool.name):
                 self.kube.set_unschedulable(node.name, action == "cordon_new")
-            return Outcome(action)
+            return StepReport(action)
         if action == "drain_new":
             return self._drain(self.new, "rollback:drain_new")
         raise TransitionRefused(f"unknown rollback action {action!r}")
 
-    def abandon(self) -> Outcome:
+    def abandon(self) -> StepReport:
         """Release the lock and leave everything as it is (named, for a person to finish)."""
         current = self.current()
         if not can_abandon(current):
@@ -343,7 +337,7 @@ class ReservationTransition(TransitionLock):
                 "finish: action=rollback)"
             )
         self.ledger.finish_transition(self._id(), "failed", Step.ABANDONED.value)
-        return Outcome(
+        return StepReport(
             Step.ABANDONED.value,
             notes=[
                 f"abandoned at {current.value}: {self.old.key} and {self.new.key} are left as "
@@ -353,12 +347,12 @@ class ReservationTransition(TransitionLock):
 
     # --- shared ---------------------------------------------------------------------------------
 
-    def _drain(self, ref: PoolRef, step: str) -> Outcome:
+    def _drain(self, ref: PoolRef, step: str) -> StepReport:
         rows = {r["step"]: r for r in self.ledger.transition_steps(self._id())}
         state = (rows.get(step) or {}).get("detail", {}).get("drain")
         progress = Drain(self.kube, ref.pool.name, self.settings).step(state)
         self.ledger.step_started(self._id(), step, {"drain": progress.state})
-        return Outcome(
+        return StepReport(
             step,
             done=progress.done,
             next_check_s=progress.next_check_s,

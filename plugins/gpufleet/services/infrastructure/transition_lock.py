@@ -13,13 +13,18 @@ transition done).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.leases import LEASE_TTL, Liveness, refusal
 from gpufleet.domain.transition import Step
 from gpufleet.errors import GpufleetError
 from gpufleet.services.common.leases import keep_lease
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Cluster, PoolRef
+    from gpufleet.services.nodes.drain import DrainSettings
+    from gpufleet.store import Ledger
 
 ACTIONS = ("run", "rollback", "abandon")
 
@@ -32,12 +37,12 @@ class TransitionLock:
     """``open`` and its refusals; needs ``cluster``, ``old``, ``new``, ``ledger``, ``run_id``,
     ``settings`` and ``tid`` of ``ReservationTransition``."""
 
-    cluster: Any
-    old: Any
-    new: Any
-    ledger: Any
+    cluster: Cluster
+    old: PoolRef
+    new: PoolRef
+    ledger: Ledger
     run_id: str
-    settings: Any
+    settings: DrainSettings
     tid: int | None
 
     def open(
@@ -56,10 +61,11 @@ class TransitionLock:
         lock is taken over by compare-and-set: of many runs resuming at once, one wins and the
         others are refused naming it. This run, holding the lock, renews its lease (``now``:
         the injected clock)."""
-        now = now or datetime.now(UTC)
+        now = now or self.ledger.clock.now()
         if action not in ACTIONS:
             raise TransitionRefused(f"action {action!r} is not one of {', '.join(ACTIONS)}")
         name = self.cluster.name
+        row: dict[str, Any] | None  # the transition's; None: none in flight (refused below)
         if action == "run":
             self._refuse_unplanned()
             row, created = self.ledger.open_transition(

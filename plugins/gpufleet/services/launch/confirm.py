@@ -19,9 +19,12 @@ from gpufleet.errors import GpufleetError, ParseError
 from gpufleet.services.common.collect import pod_index
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpufleet.backends import ClusterBackend
     from gpufleet.domain.fleet import Catalog
     from gpufleet.services.launch.submitted import SubmittedJob
+    from gpufleet.store import Ledger
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class LaunchConfirmation:
     ``backend(cluster)`` (given by ``TrainingLaunch``)."""
 
     catalog: Catalog
-    ledger_factory: Any
+    ledger_factory: Callable[[], Ledger]
 
     def backend(self, cluster: str) -> ClusterBackend:
         raise NotImplementedError

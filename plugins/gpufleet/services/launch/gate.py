@@ -26,14 +26,17 @@ from gpufleet.domain.gate import (
     read_text,
     read_validation,
 )
+from gpufleet.domain.signals import newer_bad_signals
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.errors import GpufleetError
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
-# the latest rows the gate reads per pool, in one statement: a pool's GPU health check too,
-# whose failed nodes still in service it does not count (``domain.gate.unhealthy_in_service``)
-GATE_KINDS = ("fabric", "storage", "health")
+# the latest rows the gate reads per pool, in one statement: every kind, a pool's GPU health
+# check too, whose failed nodes still in service it does not count
+# (``domain.gate.unhealthy_in_service``)
+GATE_KINDS = tuple(ValidationKind)
 
 
 @dataclass
@@ -108,7 +111,7 @@ class LedgerReads:
         )
 
 
-def gather_facts(
+def gather_facts(  # noqa: C901  one fail-closed read per gate fact
     catalog: Catalog,
     ledger: Ledger | None,
     cluster: str,
@@ -182,13 +185,23 @@ def gather_facts(
             row = states.get((cluster, name))
             state = read_enum(PoolState, row["state"], "pool state") if row else None
             state_reason = read_text(row.get("reason"), "pool state reason") if row else None
-            fabric = read_validation(latest.get((name, "fabric")), "fabric validation")
-            storage = read_validation(latest.get((name, "storage")), "storage validation")
-            health = read_health(latest.get((name, "health")), "GPU health check")
+            fabric = read_validation(latest.get((name, ValidationKind.FABRIC)), "fabric validation")
+            storage = read_validation(
+                latest.get((name, ValidationKind.STORAGE)), "storage validation"
+            )
+            health = read_health(latest.get((name, ValidationKind.HEALTH)), "GPU health check")
             transition_reason = _transition_refusal(name, transitions)
         except Exception as exc:  # noqa: BLE001 - an unreadable or unknown fact refuses
             out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
             continue
+        signalled: dict[str, str] = {}
+        if reads is None:  # the gate: signals newer than the pool's validation leave nodes out
+            try:
+                bad = ledger.newest_bad_signals(cluster, pool=name)
+                signalled = newer_bad_signals(fabric.finished_at if fabric else None, bad)
+            except Exception as exc:  # noqa: BLE001 - unreadable signals refuse the pool
+                out.append(PoolFacts(key=key, known=True, error=f"ledger: {exc}"))
+                continue
         named = None  # the free nodes by name, when the cluster's nodes were listed
         if free is not None:
             free_nodes = free.get(name)
@@ -213,6 +226,7 @@ def gather_facts(
                 schedulable_nodes=free_nodes,
                 health=health,
                 free_nodes=named,
+                signalled=signalled,
                 # from snapshots, a pool never seen has no count: "unknown", not unreadable
                 error=None
                 if free_nodes is not None or free is not None
@@ -236,13 +250,15 @@ def check_gate(
 ) -> RecordedDecision:
     """Decide and record. ``ledger_factory`` builds the Ledger (its failure refuses). A bad
     request never gets here (``TrainingLaunch.gate`` refuses it first, recording nothing).
-    A decision that could not be recorded refuses: a launch needs its recorded decision."""
-    now = now or datetime.now(UTC)
+    A decision that could not be recorded refuses: a launch needs its recorded decision.
+    ``now`` (the ages' reference): by default the ledger's clock."""
     try:
         ledger = ledger_factory()
     except Exception as exc:  # noqa: BLE001
         log.error("ledger unreadable: %s", exc)
         ledger = None
+    if now is None:  # without a ledger no record is aged (every pool's facts are unreadable)
+        now = ledger.clock.now() if ledger is not None else datetime.fromtimestamp(0, UTC)
     try:
         facts = gather_facts(catalog, ledger, cluster, pools)
         decision = decide(facts, nodes, now, max_age)

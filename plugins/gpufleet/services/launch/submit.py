@@ -23,6 +23,7 @@ from typing import Any
 
 from gpufleet.backends import ClusterBackend, cluster_backend
 from gpufleet.domain.fleet import Catalog, PoolRef
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.errors import GpufleetError
 from gpufleet.services.launch.confirm import LaunchConfirmation
 from gpufleet.services.launch.gate import RecordedDecision, check_gate
@@ -47,7 +48,7 @@ def unhealthy_free_nodes(ledger, ref: PoolRef, free: set[str]) -> dict[str, str]
     pool was never checked. An unreadable health row refuses (the gate refused it too)."""
     from gpufleet.domain.gate import FactError, PoolFacts, read_health, unhealthy_in_service
 
-    row = ledger.latest_validation(ref.cluster.name, ref.pool.name, "health")
+    row = ledger.latest_validation(ref.cluster.name, ref.pool.name, ValidationKind.HEALTH)
     try:
         health = read_health(row, f"{ref.key} health")
     except FactError as exc:

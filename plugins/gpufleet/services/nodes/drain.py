@@ -1,33 +1,8 @@
 """The one drain: cordon nodes and empty them through the Eviction API, for a pool's retirement
 (a transition: ``Drain.step``, in batches) and for a node's repair (``Drain.once``: one pass
-that never blocks). Both empty a node the same way (``empty_node``): DaemonSet pods stay (they
-go with the node; ``PodInfo.daemonset`` is the one check), a PodDisruptionBudget's refusal is
-retried later, and a training job's pods are waited for unless the timeout policy says
-``evict``.
+that never blocks).
 
-A pool drain is a loop of short steps (``Drain.step``), each called again after ``next_check_s``
-(an operator defers in between; the state lives in a plain dict the caller persists), so a
-drain survives restarts and never holds a worker slot:
-
-- every node of the pool is cordoned (idempotent);
-- nodes are taken ``batch_size`` at a time; a batch's pods are evicted through the Eviction API,
-  which respects PodDisruptionBudgets (a refusal is retried on the next step); DaemonSet pods
-  stay (they go with the node);
-- pods of training jobs are never evicted by default: the drain waits for the job to finish.
-  Once ``timeout_s`` has passed since the drain began, ``on_timeout`` decides: ``wait`` keeps
-  waiting and alerts again every ``realert_s``; ``fail`` stops the drain with an error naming
-  the jobs; ``evict`` evicts their pods (the job fails and its owner restarts it elsewhere);
-- a batch is done when its nodes hold nothing but DaemonSet pods; the next batch starts after
-  ``soak_s``.
-
-The never-blocking pass (``Drain.once``, the repair path) cordons the given nodes and evicts
-what it may right away: with ``on_timeout="wait"`` the training jobs found are handed back to be
-named in an alert (the caller looks again on its next pass, the next night); with ``evict``
-(``timeout_s=0``: the timeout is already over) their pods are evicted. A node is drained once
-nothing but DaemonSet pods was left to evict and nothing was refused.
-
-The soak and the timeout are measured on a ``Clock`` (``gpufleet.domain.clock``): the one given,
-else the backend's own (the simulated fleet's clock, which tests advance), else the system's.
+Design: docs/design/node-lifecycle.md.
 """
 
 from __future__ import annotations
@@ -41,6 +16,7 @@ from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 from gpufleet.domain.inputs import finite
 from gpufleet.domain.workloads import JOBSET_NAME_LABEL, WORKLOAD_LABEL
 from gpufleet.errors import GpufleetError
+from gpufleet.services.common.step_report import StepReport
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +55,13 @@ class DrainSettings:
 
 
 @dataclass
-class DrainProgress:
-    """One step's outcome. ``state`` is what the next step needs (persist it)."""
+class DrainProgress(StepReport):
+    """One drain step's report; besides: ``state``, what the next step needs (persist it), the
+    pods ``evicted`` and the training jobs waited for (``waiting_jobs``)."""
 
-    done: bool
-    state: dict[str, Any]
-    next_check_s: float = 0.0
+    state: dict[str, Any] = field(default_factory=dict)
     evicted: list[str] = field(default_factory=list)
     waiting_jobs: list[str] = field(default_factory=list)
-    alerts: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def _is_training(pod: PodInfo) -> bool:
@@ -176,7 +149,7 @@ class Drain:
         st.setdefault("batch", [])
         st.setdefault("batch_done_at", None)
         st.setdefault("last_alert_at", None)
-        progress = DrainProgress(done=False, state=st)
+        progress = DrainProgress("drain", done=False, state=st)
         nodes = self.backend.list_nodes(self.pool)
         for node in nodes:
             if not node.unschedulable:

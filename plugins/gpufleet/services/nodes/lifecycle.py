@@ -28,6 +28,7 @@ from gpufleet.domain.workloads import (
     QUARANTINE_LABEL,
 )
 from gpufleet.store import Ledger
+from gpufleet.store.nodes import NodeMove
 
 log = logging.getLogger(__name__)
 
@@ -61,41 +62,13 @@ class NodeLifecycle:
         cluster, pool = self._where
         return {r["node"]: r for r in self.ledger.node_states(cluster, pool, states)}
 
-    def move(
-        self,
-        node: str,
-        target: NodeState,
-        reason: str,
-        *,
-        evidence: dict[str, Any] | None = None,
-        by: str | None = None,
-        run_id: str | None = None,
-        retest_passed: bool | None = None,
-        job_running: bool = False,
-        failed_repairs: int | None = None,
-        replaced: bool = False,
-        stay: bool = False,
-    ) -> dict[str, Any]:
+    def move(self, node: str, move: NodeMove) -> dict[str, Any]:
         """The one way a node's state is written: the move is judged by the state machine
-        (``domain.nodes.check_move`` with these facts; a first move starts from ``released``)
-        in the ledger's transaction and recorded with its event. A move the machine forbids
-        raises ``NodeTransitionError`` and records nothing."""
+        (``domain.nodes.check_move`` with the move's facts; a first move starts from
+        ``released``) in the ledger's transaction and recorded with its event. A move the
+        machine forbids raises ``NodeTransitionError`` and records nothing."""
         cluster, pool = self._where
-        return self.ledger.move_node(
-            cluster,
-            pool,
-            node,
-            target.value,
-            reason=reason,
-            evidence=evidence,
-            by=by,
-            run_id=run_id,
-            failed_repairs=failed_repairs,
-            retest_passed=retest_passed,
-            job_running=job_running,
-            replaced=replaced,
-            stay=stay,
-        )
+        return self.ledger.move_node(cluster, pool, node, move)
 
     # --- retest -------------------------------------------------------------------------------
 
@@ -119,10 +92,12 @@ class NodeLifecycle:
             if came_from != NodeState.RETESTING.value:
                 self.move(
                     node.name,
-                    NodeState.RETESTING,
-                    f"retest against known-good partners (was {came_from})",
-                    evidence={"after_repair": came_from == NodeState.REPAIRING.value},
-                    run_id=run_id,
+                    NodeMove(
+                        NodeState.RETESTING,
+                        f"retest against known-good partners (was {came_from})",
+                        evidence={"after_repair": came_from == NodeState.REPAIRING.value},
+                        run_id=run_id,
+                    ),
                 )
             out.append(node.name)
         return sorted(out)
@@ -148,11 +123,13 @@ class NodeLifecycle:
             )
             self.move(
                 node,
-                NodeState.RETESTING,
-                f"retest inconclusive: {why}; retried next night",
-                evidence={**(row.get("evidence") or {}), **evidence},
-                run_id=run_id,
-                stay=True,
+                NodeMove(
+                    NodeState.RETESTING,
+                    f"retest inconclusive: {why}; retried next night",
+                    evidence={**(row.get("evidence") or {}), **evidence},
+                    run_id=run_id,
+                    stay=True,
+                ),
             )
             return NodeState.RETESTING
         passed = outcome == "passed"
@@ -178,12 +155,14 @@ class NodeLifecycle:
             reason = "failed its retest: to be drained and repaired"
         self.move(
             node,
-            target,
-            reason,
-            evidence=evidence,
-            run_id=run_id,
-            retest_passed=False,
-            failed_repairs=failed_repairs,
+            NodeMove(
+                target,
+                reason,
+                evidence=evidence,
+                run_id=run_id,
+                retest_passed=False,
+                failed_repairs=failed_repairs,
+            ),
         )
         return target
 
@@ -234,12 +213,14 @@ class NodeLifecycle:
         """Back in service: taint and label removed, the ledger row moved to ``released``."""
         self.move(
             node,
-            NodeState.RELEASED,
-            reason,
-            evidence=evidence,
-            by=by,
-            run_id=run_id,
-            retest_passed=True if by is None else None,
+            NodeMove(
+                NodeState.RELEASED,
+                reason,
+                evidence=evidence,
+                by=by,
+                run_id=run_id,
+                retest_passed=True if by is None else None,
+            ),
         )
         self.backend.remove_taint(node, QUARANTINE_KEY)
         self.backend.set_labels(node, {QUARANTINE_LABEL: None})
@@ -259,14 +240,17 @@ class NodeLifecycle:
         cluster, _ = self._where
         row = self.ledger.node_state(cluster, node)
         if row is None or row["state"] != NodeState.QUARANTINED.value:
-            self.move(node, NodeState.QUARANTINED, reason, evidence=evidence, by=by, run_id=run_id)
+            self.move(
+                node,
+                NodeMove(NodeState.QUARANTINED, reason, evidence=evidence, by=by, run_id=run_id),
+            )
         self.backend.add_taint(node, Taint(QUARANTINE_KEY, _label_value(reason), "NoSchedule"))
         self.backend.set_labels(node, {QUARANTINE_LABEL: "true"})
 
-    def suspect(self, node: str, reason: str, evidence: dict[str, Any], run_id: str) -> None:
+    def suspect(self, node: str, reason: str, evidence: dict[str, Any], run_id: str | None) -> None:
         """A node a running job found on the wrong transport: retested first next night."""
         cluster, _ = self._where
         row = self.ledger.node_state(cluster, node)
         if row is not None and row["state"] != NodeState.RELEASED.value:
             return  # already out of service or being handled
-        self.move(node, NodeState.SUSPECT, reason, evidence=evidence, run_id=run_id)
+        self.move(node, NodeMove(NodeState.SUSPECT, reason, evidence=evidence, run_id=run_id))

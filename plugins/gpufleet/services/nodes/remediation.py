@@ -24,9 +24,11 @@ from gpufleet.domain.health import repair_kind
 from gpufleet.domain.nodes import NodeState, may_start_repair
 from gpufleet.errors import GpufleetError
 from gpufleet.services.common.snapshots import snapshot_pool
+from gpufleet.services.common.step_report import StepReport
 from gpufleet.services.nodes.drain import Drain, DrainSettings, NodeEmptying, job_name, pods_to_move
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.store import Ledger
+from gpufleet.store.nodes import NodeMove
 
 DRAIN_POLICIES = ("wait", "evict")  # the drain's timeout policies that never block
 
@@ -43,14 +45,11 @@ class RemediationSettings:
 
 
 @dataclass
-class RemediationResult:
-    notes: list[str] = field(default_factory=list)
-    alerts: list[str] = field(default_factory=list)
-    pages: list[str] = field(default_factory=list)
-    repairs_started: list[str] = field(default_factory=list)
+class RemediationResult(StepReport):
+    """One pass's report (alerts: nodes waiting for their jobs; pages: nodes that need a
+    person); besides: the nodes whose repair it started."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    repairs_started: list[str] = field(default_factory=list)
 
 
 class NodeRemediation:
@@ -86,7 +85,7 @@ class NodeRemediation:
         return Drain(self.backend, self.ref.pool.name, settings)
 
     def step(self, run_id: str) -> RemediationResult:
-        result = RemediationResult()
+        result = RemediationResult("remediation")
         infos = {n.name: n for n in self.backend.list_nodes(self.ref.pool.name)}
         draining = {
             n: r for n, r in self.nodes.rows([NodeState.DRAINING.value]).items() if n in infos
@@ -99,12 +98,14 @@ class NodeRemediation:
                 # comes up tainted unvalidated and is validated as a new node
                 self.nodes.move(
                     node,
-                    NodeState.RELEASED,
-                    "replaced by the cloud: the machine is gone; its replacement is "
-                    "validated as a new node",
-                    evidence=row.get("evidence") or {},
-                    run_id=run_id,
-                    replaced=True,
+                    NodeMove(
+                        NodeState.RELEASED,
+                        "replaced by the cloud: the machine is gone; its replacement is "
+                        "validated as a new node",
+                        evidence=row.get("evidence") or {},
+                        run_id=run_id,
+                        replaced=True,
+                    ),
                 )
                 result.notes.append(f"{node}: replaced by the cloud")
         repairing = len(self.nodes.rows([NodeState.REPAIRING.value]))
@@ -118,7 +119,7 @@ class NodeRemediation:
             busy = pods_to_move(self.backend, node)
             if busy:
                 result.notes.append(f"{node}: pods came back on it; draining again")
-                self.nodes.move(node, NodeState.DRAINING, "pods came back", run_id=run_id)
+                self.nodes.move(node, NodeMove(NodeState.DRAINING, "pods came back", run_id=run_id))
                 continue
             health = (row.get("evidence") or {}).get("health")
             what = repair_kind(health)
@@ -126,10 +127,12 @@ class NodeRemediation:
             because = f": {health['action']} (GPU health: {health['reason']})" if health else ""
             self.nodes.move(
                 node,
-                NodeState.REPAIRING,
-                f"{what} requested from the cloud ({ensured.action}){because}",
-                evidence={"console_url": ensured.console_url, "kind": what, **ensured.detail},
-                run_id=run_id,
+                NodeMove(
+                    NodeState.REPAIRING,
+                    f"{what} requested from the cloud ({ensured.action}){because}",
+                    evidence={"console_url": ensured.console_url, "kind": what, **ensured.detail},
+                    run_id=run_id,
+                ),
             )
             repairing += 1
             result.repairs_started.append(node)
@@ -140,12 +143,14 @@ class NodeRemediation:
                 result.pages.append(text)
                 self.nodes.move(
                     node,
-                    NodeState.NEEDS_HUMAN,
-                    row["reason"],
-                    evidence={**(row.get("evidence") or {}), "paged": run_id},
-                    run_id=run_id,
-                    failed_repairs=row["failed_repairs"],
-                    stay=True,
+                    NodeMove(
+                        NodeState.NEEDS_HUMAN,
+                        row["reason"],
+                        evidence={**(row.get("evidence") or {}), "paged": run_id},
+                        run_id=run_id,
+                        failed_repairs=row["failed_repairs"],
+                        stay=True,
+                    ),
                 )
         snapshot_pool(self.ref, self.ledger, self.backend, source="remediation", run_id=run_id)
         return result
@@ -173,10 +178,12 @@ class NodeRemediation:
             return
         self.nodes.move(  # the GPU health check that sent it here decides its repair
             node,
-            NodeState.DRAINED,
-            "drained: nothing left on it but DaemonSets",
-            evidence={"health": health} if health else None,
-            run_id=run_id,
+            NodeMove(
+                NodeState.DRAINED,
+                "drained: nothing left on it but DaemonSets",
+                evidence={"health": health} if health else None,
+                run_id=run_id,
+            ),
         )
         result.notes.append(f"{node}: drained")
 

@@ -1,21 +1,6 @@
 """Judge drift after a nightly run: each pool that passed tonight, against its own history.
 
-For every pool whose fabric or storage validation passed in the run (its last verdict in the
-run), the pool's passing nights before it are read from the ledger (one query per pool and
-kind, on the validations index) and judged with ``gpufleet.domain.drift``: fabric on large-message
-bus bandwidth and small-message latency, storage on Lustre read and write throughput.
-
-- The findings (and the metrics not judged, with why) are merged into the validation row's
-  ``details`` (``drift``: the findings as dicts; ``drift_notes``: one line per metric not
-  judged), whether or not anything drifts, so each night says what was checked.
-- A pool with a finding becomes ``drifting``, with the figures as the state's reason, when it
-  stands ``validated``, ``ready`` or ``drifting`` (a failed or degraded pool keeps its worse
-  state). A ``drifting`` pool with no finding tonight goes back to ``validated``; the fabric
-  validation also sets ``validated`` on every passing night, so this runs after the
-  validations (the nightly's report step).
-
-Small-message latency per night: the validation row's ``details["small_latency_us"]`` when
-recorded, else the median of its passing first-pass pairs (one query for every night lacking it).
+Design: docs/design/workflows.md.
 """
 
 from __future__ import annotations
@@ -27,14 +12,15 @@ from typing import Any
 from gpufleet.domain.drift import NOISE_WINDOW, DriftError, DriftFinding, check_pool
 from gpufleet.domain.fleet import Catalog
 from gpufleet.domain.gate import PoolState
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.errors import GpufleetError
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
-METRICS_OF = {
-    "fabric": ("busbw_gbps", "small_latency_us"),
-    "storage": ("read_mb_s", "write_mb_s"),
+METRICS_OF: dict[str, tuple[str, ...]] = {  # looked up by the kind a ledger row holds (text)
+    ValidationKind.FABRIC: ("busbw_gbps", "small_latency_us"),
+    ValidationKind.STORAGE: ("read_mb_s", "write_mb_s"),
 }
 # a finding only replaces these states (a failed, degraded or retiring pool keeps its own)
 DRIFT_REPLACES = (PoolState.VALIDATED, PoolState.READY, PoolState.DRIFTING)
@@ -70,11 +56,11 @@ class PoolDrift:
 
 def _figures(ledger: Ledger, kind: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per row (oldest first), the figure of each metric of ``kind`` (None: not recorded)."""
-    latency = ledger.small_latencies(rows) if kind == "fabric" else {}
+    latency = ledger.small_latencies(rows) if kind == ValidationKind.FABRIC else {}
     out = []
     for r in rows:
         figures = {m: r.get(m) for m in METRICS_OF[kind] if m != "small_latency_us"}
-        if kind == "fabric":
+        if kind == ValidationKind.FABRIC:
             figures["small_latency_us"] = latency.get(r["id"])
         out.append(figures)
     return out
@@ -83,7 +69,7 @@ def _figures(ledger: Ledger, kind: str, rows: list[dict[str, Any]]) -> list[dict
 def _scope(row: dict[str, Any]) -> str | None:
     """A storage row's scope (``filesystem``: the full test, also a row from before pool
     checks; ``pool``); None for a fabric row."""
-    if row["kind"] != "storage":
+    if row["kind"] != ValidationKind.STORAGE:
         return None
     return (row.get("details") or {}).get("scope", "filesystem")
 

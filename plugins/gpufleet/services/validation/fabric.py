@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
@@ -55,7 +56,7 @@ COLLECTIVE = "all_reduce"
 class FabricValidation(FabricVerdict):
     """One pool's fabric validation as a sequence of rounds (pass 1, then pass-2 rounds)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  keyword-only settings of one validation
         self,
         ref: PoolRef,
         ledger: Ledger,
@@ -106,7 +107,7 @@ class FabricValidation(FabricVerdict):
             cluster=self.ref.cluster.name,
             pool=self.ref.pool.name,
             run_id=run_id,
-            started_at=datetime.now(UTC).isoformat(),
+            started_at=self.ledger.clock.now().isoformat(),
             pool_nodes=len(nodes),
             idle=idle,
             busy=busy,
@@ -186,7 +187,7 @@ class FabricValidation(FabricVerdict):
     def _submit(self, state: FabricState, pairs: list[tuple[str, str]]) -> Workload:
         from gpufleet.manifests.nccl_validation import render_nccl_validation
 
-        kwargs = {"namespace": self.namespace, "collective": COLLECTIVE}
+        kwargs: dict[str, Any] = {"namespace": self.namespace, "collective": COLLECTIVE}
         if self.image:
             kwargs["image"] = self.image
         # one JobSet per round: the round is part of the run id the name is derived from

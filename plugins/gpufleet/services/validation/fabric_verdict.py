@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 import statistics
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.backends import cloud_backend
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.verdicts import PairVerdict, judge_pool
 from gpufleet.services.common.collect import cost_details
 from gpufleet.services.common.snapshots import snapshot_pool
@@ -19,11 +20,33 @@ from gpufleet.services.validation.health import NodeHealth, health_reason, recor
 from gpufleet.services.validation.new_nodes import release_new_nodes
 from gpufleet.services.validation.topology import apply_scopes, provider_view, read_pass1
 
+if TYPE_CHECKING:
+    from gpufleet.backends.base import ClusterBackend
+    from gpufleet.domain.baselines import Baseline
+    from gpufleet.domain.fleet import PoolRef
+    from gpufleet.domain.pairing import Localizer
+    from gpufleet.services.nodes.lifecycle import NodeLifecycle
+    from gpufleet.store import Ledger
+
 log = logging.getLogger(__name__)
 
 
 class FabricVerdict:
     """The verdict half of ``FabricValidation``."""
+
+    # what it reads of the validation (set by ``FabricValidation.__init__``)
+    ref: PoolRef
+    ledger: Ledger
+    backend: ClusterBackend
+    lifecycle: NodeLifecycle
+    max_quarantine_share: float
+    max_repairs: int
+    tolerance: float
+    baseline: Baseline | None
+
+    if TYPE_CHECKING:
+
+        def _localizer(self, state: FabricState) -> Localizer: ...
 
     def finish(self, state: FabricState) -> FabricSummary:
         """Judge the pool, quarantine localized nodes, record everything, then the pool's node
@@ -102,7 +125,7 @@ class FabricVerdict:
             run_id=state.run_id,
             cluster=self.ref.cluster.name,
             pool=pool.name,
-            kind="fabric",
+            kind=ValidationKind.FABRIC,
             passed=verdict.passed,
             expected_transport=pool.transport,
             transport=worst,
@@ -176,7 +199,7 @@ class FabricVerdict:
             run_id=state.run_id,
             cluster=self.ref.cluster.name,
             pool=pool.name,
-            kind="fabric",
+            kind=ValidationKind.FABRIC,
             passed=False,
             expected_transport=pool.transport,
             nodes_tested=0,

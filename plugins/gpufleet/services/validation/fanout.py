@@ -32,19 +32,17 @@ SETTINGS = ("mode", "max_quarantine_share", "tolerance", "max_repairs", "repair_
 
 @dataclass(frozen=True)
 class ClusterRun:
-    """One run the planner starts: its run id, its cluster and pools (``cluster/pool`` keys),
-    and the sim faults (``cluster/pool=fault``) that fall on those pools."""
+    """One run the planner starts: its run id, its cluster and pools (``cluster/pool`` keys)."""
 
     run_id: str
     cluster: str
     pools: tuple[str, ...]
-    sim_faults: tuple[str, ...] = ()
 
     def trigger_kwargs(self, settings: dict[str, Any]) -> dict[str, Any]:
         """The mapping kwargs of the planner's ``TriggerDagRunOperator``: the run id, and the
-        conf (``settings`` plus this run's pools and faults)."""
+        conf (``settings`` plus this run's pools)."""
         conf = {k: settings[k] for k in SETTINGS if k in settings}
-        conf.update(pools=list(self.pools), sim_faults=list(self.sim_faults))
+        conf.update(pools=list(self.pools))
         return {"trigger_run_id": self.run_id, "conf": conf}
 
 
@@ -87,17 +85,12 @@ def plan_cluster_runs(
     pools: Iterable[str],
     parent_run_id: str,
     pools_per_run: int,
-    sim_faults: Iterable[tuple[str, str]] = (),
 ) -> list[ClusterRun]:
     """One run per cluster of ``pools`` (``cluster/pool`` keys, each once), a cluster with
-    more than ``pools_per_run`` split into near-equal parts; ``sim_faults`` (pool key, spec)
-    go to the run that validates their pool. Ordered by cluster, then part."""
+    more than ``pools_per_run`` split into near-equal parts. Ordered by cluster, then part."""
     by_cluster: dict[str, list[str]] = {}
     for key in dict.fromkeys(pools):
         by_cluster.setdefault(key.split("/", 1)[0], []).append(key)
-    faults: dict[str, list[str]] = {}
-    for key, spec in sim_faults:
-        faults.setdefault(key, []).append(spec)
     runs = []
     for cluster in sorted(by_cluster):
         keys = by_cluster[cluster]
@@ -110,7 +103,6 @@ def plan_cluster_runs(
                     run_id=child_run_id(parent_run_id, cluster, part + 1, parts),
                     cluster=cluster,
                     pools=chunk,
-                    sim_faults=tuple(s for k in chunk for s in faults.get(k, ())),
                 )
             )
     return runs

@@ -1,22 +1,6 @@
 """One pool's GPU health check: the round the nightly runs before its fabric pairs.
 
-A service: no Airflow imports. ``GpuHealthCheck.submit`` renders the check's JobSet
-(``manifests.gpu_health``: one pod per node, holding its GPUs, each at its own ``dcgmi diag``
-run level from ``domain.health.tiers``) and applies it; ``collect`` reads each pod's output
-(``parsing.health.parse_node_health``) and decides one action per node
-(``domain.health.decide_health``) and its verdict (pass, degraded, could_not_run, fail).
-Results are plain JSON (``NodeHealth.to_dict``), so they travel in the fabric validation's
-state between rounds; ``health_row`` is the pool's ledger row of kind ``health``.
-
-A node whose check could not run is ``could_not_run`` (health fails closed): its pod never ran
-(evicted, never placed), ran past its deadline, printed an output that is not a health check's,
-or its output says a tool did not run (a section missing or timed out, DCGM in use, every test
-skipped, DCGM's internal error). It is neither healthy nor failed: nothing is done to it on
-the check's account (never quarantined, drained or repaired as hardware), it is never a
-burn-in, the gate leaves it out of the pool's count until a check runs, and one that DCGM found
-in use is checked again within a bound (``domain.health.retry``). Ledger rows written before
-the ``could_not_run`` verdict existed hold ``action`` None for such a node: they read as
-*not checked*.
+Design: docs/design/gpu-health.md.
 """
 
 from __future__ import annotations
@@ -43,6 +27,7 @@ from gpufleet.domain.health.tiers import (
     diag_timeout,
     plan_diag,
 )
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.gpu_health import HEALTH_CONTAINER, job_deadline, render_gpu_health
@@ -143,7 +128,7 @@ def health_deadline(levels: Mapping[str, int], limits: DcgmLimits) -> int:
     )
 
 
-def burned_in(ledger: Any, cluster: str, pool: str, nights: int = 60) -> set[str]:
+def burned_in(ledger: Ledger, cluster: str, pool: str, nights: int = 60) -> set[str]:
     """The pool's nodes whose burn-in already ran and found them healthy: a level-4 check in
     one of the pool's last ``nights`` health rows whose verdict is ``pass`` and whose DCGM run
     shows the level-4 tests ran (``burn_in``, set by :func:`read_node`). A node that stays new
@@ -153,14 +138,13 @@ def burned_in(ledger: Any, cluster: str, pool: str, nights: int = 60) -> set[str
     before ``burn_in`` was recorded (it does not say whether the level-4 tests ran): the burn-in
     is owed."""
     out: set[str] = set()
-    for row in ledger.validation_history(cluster, pool, "health", limit=nights):
+    for row in ledger.validation_history(cluster, pool, ValidationKind.HEALTH, limit=nights):
         nodes = (row.get("details") or {}).get("nodes")
         for node, check in nodes.items() if isinstance(nodes, dict) else ():
             if not isinstance(check, dict):
                 continue
             level = check.get("level")
-            deep = isinstance(level, int) and not isinstance(level, bool)
-            deep = deep and level >= BURN_IN_LEVEL
+            deep = isinstance(level, int) and not isinstance(level, bool) and level >= BURN_IN_LEVEL
             passed = check.get("action") == "healthy" and check.get("verdict") == "pass"
             if deep and passed and check.get("burn_in") is True:
                 out.add(node)
@@ -316,7 +300,7 @@ def health_row(
     if not checked:
         reasons.append(f"none of the {len(checks)} node(s) could be checked")
     return {
-        "kind": "health",
+        "kind": ValidationKind.HEALTH,
         "passed": checked > 0 and not left & set(failed),
         "nodes_tested": checked,
         "reasons": reasons,

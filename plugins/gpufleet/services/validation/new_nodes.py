@@ -1,4 +1,4 @@
-"""New nodes come up tainted ``gpufleet.io/unvalidated`` (onboarding, transition, a repaired
+"""New nodes come up tainted ``gpufleet.io/validation-pending`` (onboarding, transition, a repaired
 node): the taint comes off only when the pool's whole verdict in one run passed — its fabric
 check and, when the pool has a filesystem, its storage check — and only from the nodes that
 passed the fabric check. While any check of that run fails or has not finished, every new node
@@ -10,7 +10,9 @@ import logging
 
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.domain.workloads import UNVALIDATED_KEY
+from gpufleet.domain.signals import newer_bad_signals
+from gpufleet.domain.validation_kinds import ValidationKind
+from gpufleet.domain.workloads import PENDING_KEYS
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -32,15 +34,25 @@ def release_new_nodes(
         for v in latest_per_check(ledger.validations_for_run(run_id))
         if (v["cluster"], v["pool"]) == where
     }
-    needed = ("fabric", "storage") if ref.filesystem else ("fabric",)
+    fabric, storage = ValidationKind.FABRIC, ValidationKind.STORAGE
+    needed = (fabric, storage) if ref.filesystem else (fabric,)
     if any((latest.get(kind) or {}).get("verdict") != "pass" for kind in needed):
         return []
-    passed = set((latest["fabric"].get("details") or {}).get("passed_nodes") or [])
+    passed = set((latest[fabric].get("details") or {}).get("passed_nodes") or [])
+    # a node with a bad signal newer than the check (the event path's) stays pending
+    bad = ledger.newest_bad_signals(ref.cluster.name, pool=ref.pool.name)
+    held = newer_bad_signals(latest[fabric].get("started_at"), bad)
     released = [
-        n.name for n in backend.list_nodes(ref.pool.name) if n.unvalidated and n.name in passed
+        n.name
+        for n in backend.list_nodes(ref.pool.name)
+        if n.unvalidated and n.name in passed and n.name not in held
     ]
+    for node, why in held.items():
+        if node in passed:
+            log.warning("%s: %s passed but stays pending: %s", ref.key, node, why)
     for node in released:
-        backend.remove_taint(node, UNVALIDATED_KEY)
+        for key in PENDING_KEYS:  # the old name too, on a node tainted before the rename
+            backend.remove_taint(node, key)
     if released:
         log.info(
             "%s: %d new node(s) passed validation: %s", ref.key, len(released), ", ".join(released)

@@ -1,18 +1,7 @@
 """Passive GPU health of busy nodes: what each node's dcgm-exporter serves, read while
 a job holds its GPUs, decided by the rules of the nightly's own check.
 
-A service: no Airflow imports. The nightly checks idle nodes with its own pods
-(``services.validation.health``); a node running a job is neither paired nor checked, but its
-dcgm-exporter (the GPU operator's DaemonSet) keeps serving the GPUs' last Xid, row remapper, ECC,
-NVLink and clock-event fields. :func:`passive_checks` reads them through the cluster backend
-(``ClusterBackend.gpu_metrics``: the API server's pod proxy on Kubernetes, the fault model on
-the sim), parses them (``parsing.health.parse_dcgm_exporter``) and decides one action per node
-(``domain.health.decide_passive``), as a :class:`~gpufleet.services.validation.health.NodeHealth`
-at level :data:`PASSIVE_LEVEL` (0: no ``dcgmi diag`` ran) that held no GPU (``gpu_seconds`` 0).
-
-A node without an exporter is not in the result. A node whose exporter could not be read, served
-something that is not its metrics, or serves none of the health fields is *not checked*
-(``action`` None, the reason says why): nothing is done to it on this check's account.
+Design: docs/design/gpu-health.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
-"""A run's simulated faults (the ``sim_faults`` Param of the nightly and of onboarding): kept
-inside the run's own scope, and alive no longer than the run.
+"""A run's simulated faults (the ``sim_faults`` Param of the ``sim_fault_drill`` DAG, the one
+form that has it): kept inside the run's own scope, and alive no longer than the run.
 
-- Scope: a run names faults only for pools it works on (``FaultScope``: the pools the nightly
-  run validates, the pools of the region being onboarded). ``check_run_faults`` reads every
+- Scope: a run names faults only for pools it works on (``FaultScope``: the pools the drill
+  run validates, ``nightly_fault_scope``). ``check_run_faults`` reads every
   spec with the fault grammar's one parser and refuses, before anything is injected, a
   non-sim cluster or a pool outside the scope, naming the pool and the scope.
 - Lifetime: faults are injected with the run's ``RunLease`` (its dag_id and run_id, and a
   lease: the sim never applies a fault past it), cleared by the run's teardown
-  (``clear_run_faults``), and swept by the next run's setup once their run is no longer alive
+  (``clear_run_faults``), and swept by the next drill's setup (or the nightly's and onboarding's
+  first task, the transition's lock, the launch's gate) once their run is no longer alive
   (``sweep_ended_runs``), so a killed run cannot leave one behind.
 """
 
@@ -31,7 +32,6 @@ __all__ = [
     "inject_run_faults",
     "nightly_fault_scope",
     "parse_fault_specs",
-    "region_fault_scope",
     "sweep_ended_runs",
 ]
 
@@ -41,7 +41,7 @@ _NAMED = 8  # pools of the scope a refusal names before "... and N more"
 @dataclass(frozen=True)
 class FaultScope:
     """The pools (``cluster/pool`` keys) a run may put faults on, and what they are (for
-    messages: ``region sim-europe-west4``)."""
+    messages: ``the pools this run validates``)."""
 
     name: str
     pools: frozenset[str]
@@ -52,12 +52,6 @@ class FaultScope:
         return ", ".join(keys[:_NAMED]) + more if keys else "no pools"
 
 
-def region_fault_scope(catalog: Catalog, region: str) -> FaultScope:
-    """The pools of ``region`` (an onboarding run's scope)."""
-    pools = frozenset(r.key for r in catalog.pools(regions=[region]))
-    return FaultScope(f"region {region}", pools)
-
-
 def nightly_fault_scope(
     catalog: Catalog,
     *,
@@ -66,7 +60,7 @@ def nightly_fault_scope(
     pools: list[str] | None = None,
     in_service: Collection[tuple[str, str]] = (),
 ) -> FaultScope:
-    """The pools a nightly run validates (its regions, clusters and pools Params; as
+    """The pools a drill run validates (the nightly's regions, clusters and pools Params; as
     ``services.validation.scope.plan_scope`` selects them)."""
     from gpufleet.services.validation.scope import plan_scope  # it imports nothing of this module
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import SATURATING_CLIENTS, PoolRef
 from gpufleet.domain.leases import Liveness, holder_text
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.verdicts import judge_storage
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
@@ -119,7 +120,7 @@ class StorageValidation:
             cluster=self.ref.cluster.name,
             pool=self.ref.pool.name,
             run_id=run_id,
-            started_at=datetime.now(UTC).isoformat(),
+            started_at=self.ledger.clock.now().isoformat(),
         )
         if fs is None:
             state.skipped = f"{self.ref.key} has no filesystem in the catalog"
@@ -204,7 +205,7 @@ class StorageValidation:
             run_id=state.run_id,
             cluster=state.cluster,
             pool=state.pool,
-            kind="storage",
+            kind=ValidationKind.STORAGE,
             passed=verdict.passed,
             read_mb_s=verdict.read_mb_s,
             write_mb_s=verdict.write_mb_s,
@@ -258,7 +259,7 @@ def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any
     if fs is None:
         return None
     pools = [p.name for p in ref.cluster.node_pools if p.filesystem == fs.name]
-    rows = ledger.latest_validations(ref.cluster.name, pools, ("storage",)).values()
+    rows = ledger.latest_validations(ref.cluster.name, pools, (ValidationKind.STORAGE,)).values()
     full = [
         r
         for r in rows
@@ -282,7 +283,8 @@ def claim_full_test(
     the filesystem's lock, released with its verdict), else why not, naming who did or does
     it."""
     fs = ref.filesystem
-    now = now or datetime.now(UTC)
+    assert fs is not None, f"{ref.key} mounts no filesystem"  # only a pool that mounts one asks
+    now = now or ledger.clock.now()
     done = last_full_test(ledger, ref, now)
     if done is not None:
         return (

@@ -2,20 +2,7 @@
 them (``domain.topology.plan_by_scope``), read by scope (``judge_scopes``), and a bad sub-block
 taken out of service as a unit.
 
-A service helper of ``fabric.FabricValidation``; no Airflow. What it keeps between rounds is in
-the ``FabricState``: ``places`` (every node's ``block/sub-block`` key, None without topology
-labels), ``units`` (nodes out of service for their sub-block, retested as a unit: they join
-pass 1's plan instead of being paired one by one against known-good partners).
-
-A sub-block whose uplink ``judge_scopes`` finds bad is the fault, not its nodes: every node of it
-is quarantined (taint value ``subblock-<sub-block>``, evidence ``{"subblock": key}``), as one unit
-past the per-node quarantine cap (a rack is one thing to fix), and the pool stays validated on
-its other nodes. Its nodes are retested together the next night, in the scope plan: released
-when the sub-block's crossings pass again, kept out (retesting, the reason saying why) while they
-fail; never drained or repaired for it (no node repair fixes an uplink). A slow block (every pair
-to other blocks failed) is reported and paged, not taken out: a block is too much capacity to
-take out on one night's evidence. Pairs a scope explains are not the nodes' to answer for: their
-nodes count as good for localization.
+Design: docs/design/topology.md.
 """
 
 from __future__ import annotations
@@ -23,15 +10,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufleet.backends.base import NodeInfo
+from gpufleet.backends.base import CloudBackend, NodeInfo
 from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.topology import Place, ScopedPlan, ScopeVerdict, judge_scopes, place_of
 from gpufleet.domain.topology import plan_by_scope as _plan
 from gpufleet.domain.verdicts import PoolFabricVerdict
 from gpufleet.errors import GpufleetError
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.store.nodes import NodeMove
+
+if TYPE_CHECKING:
+    from gpufleet.services.validation.fabric_state import FabricState
 
 SUBBLOCK_EVIDENCE = "subblock"
 OUT_FOR_A_UNIT = ["quarantined", "retesting"]  # the states a sub-block's nodes wait in
@@ -97,7 +88,11 @@ def read_pass1(
     )
     for scope in sorted(ran):
         counts[scope] = {"pairs": ran[scope], "failed": failed[scope]}
-    out = {node: key for node, key in places.items() if key in verdict.bad_subblocks}
+    out = {
+        node: key
+        for node, key in places.items()
+        if key is not None and key in verdict.bad_subblocks
+    }
     return ScopeOutcome(verdict, out, counts)
 
 
@@ -110,7 +105,7 @@ def unit_retests(rows: Mapping[str, Mapping[str, Any]], retest: list[str]) -> li
     return [n for n in retest if SUBBLOCK_EVIDENCE in ((rows.get(n) or {}).get("evidence") or {})]
 
 
-def provider_view(cloud: Any, pool: str) -> list[dict[str, Any]] | dict[str, str]:
+def provider_view(cloud: CloudBackend, pool: str) -> list[dict[str, Any]] | dict[str, str]:
     """The provider's health of the pool's sub-blocks (``CloudBackend.subblock_health``), as
     the fabric row records it beside our verdicts; what stopped the read, else."""
     try:
@@ -120,7 +115,7 @@ def provider_view(cloud: Any, pool: str) -> list[dict[str, Any]] | dict[str, str
 
 
 def report_subblock(
-    cloud: Any, pool: str, key: str, why: str, nodes: list[str], busy: Iterable[str]
+    cloud: CloudBackend, pool: str, key: str, why: str, nodes: list[str], busy: Iterable[str]
 ) -> str:
     """Report a bad sub-block to the provider (``report_faulty_subblock``: GKE's reportFaulty
     disrupts every VM of the sub-block at once, so only a rack no job runs on is reported; a
@@ -139,10 +134,10 @@ def report_subblock(
 
 def apply_scopes(
     lifecycle: NodeLifecycle,
-    state: Any,
+    state: FabricState,
     scope: ScopeOutcome,
     verdict: PoolFabricVerdict,
-    cloud: Any = None,
+    cloud: CloudBackend | None = None,
 ) -> PoolFabricVerdict:
     """Act on pass 1's scopes after the nodes' verdict: quarantine each bad sub-block's nodes
     as a unit (and report it through ``cloud``, a ``CloudBackend``, when given), release or keep
@@ -151,10 +146,11 @@ def apply_scopes(
     reasons, passed, page = list(verdict.reasons), verdict.passed, verdict.page
     pool_state = verdict.state
     bad = scope.verdict.bad_subblocks
+    key: str | None  # a bad sub-block's, then each unit's (None: its node has no place)
     for key, why in sorted(bad.items()):
         nodes = sorted(n for n, k in scope.out.items() if k == key and n not in state.units)
         for node in nodes:
-            evidence = {SUBBLOCK_EVIDENCE: key, "reason": why}
+            evidence: dict[str, Any] = {SUBBLOCK_EVIDENCE: key, "reason": why}
             lifecycle.quarantine(node, subblock_reason(key, why), evidence, run_id=state.run_id)
         if nodes:
             reasons.append(f"{subblock_reason(key, why)}: {', '.join(nodes)}")
@@ -171,14 +167,16 @@ def apply_scopes(
         ]
         evidence = {SUBBLOCK_EVIDENCE: key}
         if key in bad or not mine or not all(mine):
-            why = bad.get(key) or "its pairs did not pass"
+            why = (bad.get(key) if key is not None else None) or "its pairs did not pass"
             lifecycle.move(
                 node,
-                NodeState.RETESTING,
-                f"sub-block {key} retested with its rack: {why}; kept out, retested next night",
-                evidence=evidence,
-                run_id=state.run_id,
-                stay=True,
+                NodeMove(
+                    NodeState.RETESTING,
+                    f"sub-block {key} retested with its rack: {why}; kept out, retested next night",
+                    evidence=evidence,
+                    run_id=state.run_id,
+                    stay=True,
+                ),
             )
             reasons.append(f"{node} kept out with sub-block {key}: {why}")
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.leases import (
     LEASE_MINUTES,
@@ -29,6 +29,11 @@ from gpufleet.domain.leases import (
     last_heartbeat,
     lease_expired,
 )
+from gpufleet.domain.validation_kinds import ValidationKind
+
+if TYPE_CHECKING:
+    from gpufleet.domain.fleet import Catalog
+    from gpufleet.store import Ledger
 
 # How to clear a stuck holder: its run marked failed, after which the next run takes the lock
 MARK_FAILED_API = 'PATCH /api/v2/dags/{dag_id}/dagRuns/{run_id} with {{"state": "failed"}}'
@@ -56,6 +61,7 @@ class NotValidated:
 
     def clear_command(self) -> str:
         """How to free a stuck holder's lock: mark its run failed (the UI, or the REST API)."""
+        assert self.holder is not None, "only a held lock has a holder to clear"
         dag_id, run_id = self.holder["dag_id"], self.holder["run_id"]
         api = MARK_FAILED_API.format(dag_id=dag_id, run_id=run_id)
         return (
@@ -82,7 +88,7 @@ class NotValidated:
 
 
 def not_validated(
-    ledger: Any,
+    ledger: Ledger,
     planned: Iterable[tuple[str, str, str]],
     rows: Iterable[Mapping[str, Any]],
     own_runs: Iterable[str],
@@ -110,24 +116,26 @@ def not_validated(
     return out
 
 
-def planned_checks(catalog: Any, pool_keys: Iterable[str], mode: str) -> list[tuple[str, str, str]]:
+def planned_checks(
+    catalog: Catalog, pool_keys: Iterable[str], mode: str
+) -> list[tuple[str, str, str]]:
     """The checks a cluster run was planned to record for ``pool_keys`` (``cluster/pool``) in
     ``mode`` (``scope.plan_scope``'s rule: fabric for every pool, storage for a pool with a
     filesystem; a pool no longer in the catalog: fabric only)."""
     from gpufleet.errors import GpufleetError
 
-    out = []
+    out: list[tuple[str, str, str]] = []
     for key in pool_keys:
         cluster, pool = key.split("/", 1)
         if mode in ("both", "fabric"):
-            out.append((cluster, pool, "fabric"))
+            out.append((cluster, pool, ValidationKind.FABRIC))
         if mode in ("both", "storage"):
             try:
                 has_fs = bool(catalog.pool(cluster, pool).filesystem)
             except GpufleetError:
                 has_fs = False
             if has_fs:
-                out.append((cluster, pool, "storage"))
+                out.append((cluster, pool, ValidationKind.STORAGE))
     return out
 
 

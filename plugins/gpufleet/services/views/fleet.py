@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gpufleet.domain.gate import DEFAULT_MAX_AGE, pool_problems, problems_change_at
+from gpufleet.domain.gate import DEFAULT_MAX_AGE, PoolState, pool_problems, problems_change_at
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.services.views.cells import (
     age_text,
     fabric_text,
@@ -29,10 +30,11 @@ from gpufleet.services.views.fleet_cache import (
     FleetInputs,
     read_inputs,
 )
-from gpufleet.services.views.health import HEALTH, health_summary, health_text
+from gpufleet.services.views.health import health_summary, health_text
 
 if TYPE_CHECKING:  # kept out of import time: ``gpufleet status`` imports this module
-    from gpufleet.domain.fleet import Catalog
+    from gpufleet.domain.fleet import Catalog, PoolRef
+    from gpufleet.domain.gate import PoolFacts
     from gpufleet.store import Ledger
 
 # The DAG that records each kind of ledger row (links from the pages to its Airflow run).
@@ -69,8 +71,8 @@ class PoolVerdict(NamedTuple):
     problems (``ready`` when there are none), its state and the first reason it is not ready
     (``why``), its node snapshot (None: never seen) and nodes out of service by state."""
 
-    ref: Any
-    fact: Any
+    ref: PoolRef
+    fact: PoolFacts
     problems: list[str]
     state: str
     why: str
@@ -150,7 +152,7 @@ def _holds_until(verdicts: Iterable[PoolVerdict], now: datetime) -> datetime | N
     return min((m for m in moments if m is not None), default=None)
 
 
-def _judge_pool(inputs: FleetInputs, ref: Any, now: datetime) -> PoolVerdict:
+def _judge_pool(inputs: FleetInputs, ref: PoolRef, now: datetime) -> PoolVerdict:
     cluster, name = ref.cluster.name, ref.pool.name
     fact = inputs.facts[ref.key]
     seen = inputs.snapshots.get((cluster, name))
@@ -164,7 +166,7 @@ def _judge_pool(inputs: FleetInputs, ref: Any, now: datetime) -> PoolVerdict:
         problems.insert(0, f"region: onboarding {region_state}")
     elif region_state is None and seen is None and not _exists_unonboarded(ref):
         problems.insert(0, "region: not onboarded (run region_onboarding)")
-    state = str(fact.state.value if hasattr(fact.state, "value") else fact.state or "-")
+    state = str(fact.state.value if isinstance(fact.state, PoolState) else fact.state or "-")
     why = problems[0].split(": ", 1)[-1] if problems else ""
     if not why and state == DRIFTING:
         why = fact.state_reason or "drifting"
@@ -199,9 +201,9 @@ def pool_readiness(
         ready_nodes = total = quarantined = None
         if seen is not None:
             ready_nodes, total, quarantined = seen["ready"], seen["nodes"], seen["quarantined"]
-        fabric = latest.get((name, "fabric"))
-        storage = latest.get((name, "storage"))
-        checked = latest.get((name, HEALTH))
+        fabric = latest.get((name, ValidationKind.FABRIC))
+        storage = latest.get((name, ValidationKind.STORAGE))
+        checked = latest.get((name, ValidationKind.HEALTH))
         out.append(
             {
                 "region": ref.region.name,

@@ -2,17 +2,7 @@
 requests by a long-lived reader (``FleetCache``: the api-server's fleet page, ``/api/fleet``
 and ``/metrics``) so that a request re-reads only the clusters whose ledger changed.
 
-A cluster's inputs are its pools' gate facts (``services.launch.gate.gather_facts`` over the
-ledger's rows), their latest validations, pool states, node snapshots, nodes out of service
-and quarantined. Every write a fleet read depends on moves the cluster's version in the
-ledger (``gf_cluster_versions``, v17, kept by triggers in the writer's transaction); the
-regions move ``FLEET``. The cache reads the versions first and the rows after, so what it files
-under a version is never older than that version; a write it races is read again next time.
-Nothing here depends on the time: ``services.views.fleet.judge`` decides each request's
-verdicts (a validation's age) from these inputs and the request's ``now``, and keeps a
-cluster's in ``FleetInputs.judged`` while its version stands and the clock cannot change them.
-
-With ``gpufleet status`` (one read, then exit) there is nothing to keep: ``read_inputs``.
+Design: docs/design/fleet-cache.md.
 """
 
 from __future__ import annotations
@@ -23,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpufleet.domain.fleet import Catalog
+    from gpufleet.domain.fleet import Catalog, PoolRef
+    from gpufleet.domain.gate import PoolFacts
     from gpufleet.services.launch.gate import LedgerReads
     from gpufleet.store import Ledger
 
@@ -38,8 +29,8 @@ class FleetInputs:
     transition brought into service, and per (cluster, pool) its node snapshot, its nodes out
     of service by lifecycle state and its quarantined nodes."""
 
-    refs: list[Any]
-    facts: dict[str, Any]
+    refs: list[PoolRef]
+    facts: dict[str, PoolFacts]
     reads: LedgerReads
     region_states: dict[str, dict]
     transitioned: set[tuple[str, str]]
@@ -117,7 +108,7 @@ def read_inputs(catalog: Catalog, ledger: Ledger, regions: list[str] | None = No
 
 @dataclass
 class _Kept:
-    catalog: Any
+    catalog: Catalog
     versions: dict[str, int]  # cluster (and FLEET) -> the version its inputs were read at
     pools: dict[str, list[str]]  # cluster -> its catalog pools
     inputs: FleetInputs

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from gpufleet.domain.health import HealthAction
 from gpufleet.services.views.cells import age_text, gpu_minutes, verdict_text
@@ -23,7 +23,6 @@ from gpufleet.services.views.cells import age_text, gpu_minutes, verdict_text
 if TYPE_CHECKING:
     pass
 
-HEALTH = "health"  # the validation rows' kind
 NOT_CHECKED = "not checked"
 # every action but healthy, least severe first (HealthAction's order): what /metrics counts
 UNHEALTHY_ACTIONS = tuple(a.value for a in HealthAction if a is not HealthAction.HEALTHY)
@@ -31,7 +30,7 @@ _SEVERITY = {action.value: rank for rank, action in enumerate(HealthAction)}
 _HEALTHY = HealthAction.HEALTHY.value
 
 
-def _is_mapping(value: Any) -> bool:
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, the JSON's plain dict decided without the ABC (a fleet
     page asks it for every node of 2,000 pools)."""
     return type(value) is dict or isinstance(value, Mapping)
@@ -98,7 +97,8 @@ def health_summary(row: dict[str, Any] | None, now: datetime) -> dict[str, Any] 
     node), ``reasons``, the run and its age, and ``gpu_minutes_per_node``."""
     if row is None:
         return None
-    details = row.get("details") if _is_mapping(row.get("details")) else {}
+    raw = row.get("details")
+    details = raw if _is_mapping(raw) else {}
     nodes = unhealthy_nodes(details)
     actions: dict[str, int] = {}
     for n in nodes:

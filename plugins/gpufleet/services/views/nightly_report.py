@@ -14,6 +14,7 @@ from typing import Any
 
 from gpufleet.config.paths import state_dir
 from gpufleet.domain.fleet import Catalog
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.verdicts import latest_per_check
 from gpufleet.errors import GpufleetError
 from gpufleet.services.validation.drift import assess_drift
@@ -71,11 +72,11 @@ def render_report(
     md_text = markdown(run_id, rows, quarantined, warnings)
     histories, baselines = {}, {}
     for r in rows:
-        if r["kind"] != "fabric":
+        if r["kind"] != ValidationKind.FABRIC:
             continue
         key = f"{r['cluster']}/{r['pool']}"
         histories[key] = ledger.validation_history(
-            r["cluster"], r["pool"], "fabric", history_nights
+            r["cluster"], r["pool"], ValidationKind.FABRIC, history_nights
         )
         try:
             ref = catalog.pool(r["cluster"], r["pool"])

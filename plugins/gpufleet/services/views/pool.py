@@ -9,9 +9,10 @@ fleet-wide readiness table is ``services.views.fleet``.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.services.views.fleet import (
     LAUNCH_DAG,
     NIGHTLY_DAG,
@@ -19,7 +20,7 @@ from gpufleet.services.views.fleet import (
     pool_cost,
     verdict_text,
 )
-from gpufleet.services.views.health import HEALTH, health_summary
+from gpufleet.services.views.health import health_summary
 from gpufleet.services.views.racks import racks_view
 
 if TYPE_CHECKING:
@@ -65,10 +66,13 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
     for r in rows:  # newest first: the first row seen per (run, kind) is the last recorded
         runs.setdefault(r["run_id"], {}).setdefault(r["kind"], r)
     chosen = list(runs.items())[:limit]
-    latency = ledger.small_latencies(k["fabric"] for _, k in chosen if "fabric" in k)
+    fab_kind = ValidationKind.FABRIC
+    latency = ledger.small_latencies(k[fab_kind] for _, k in chosen if fab_kind in k)
     nights = []
     for run_id, kinds in reversed(chosen):
-        fab, sto, hea = kinds.get("fabric"), kinds.get("storage"), kinds.get(HEALTH)
+        fab = kinds.get(ValidationKind.FABRIC)
+        sto = kinds.get(ValidationKind.STORAGE)
+        hea = kinds.get(ValidationKind.HEALTH)
         first = fab or sto or hea or next(iter(kinds.values()))
         nights.append(
             {
@@ -140,9 +144,10 @@ def pool_view(
         "tolerance_gbps": tolerance * baseline if baseline is not None else None,
         "expected_mb_s": expected,
         "health": health_summary(
-            ledger.latest_validation(cluster, pool, HEALTH), now or datetime.now(UTC)
+            ledger.latest_validation(cluster, pool, ValidationKind.HEALTH),
+            now or ledger.clock.now(),
         ),
-        "racks": racks_view(ledger.latest_validation(cluster, pool, "fabric")),
+        "racks": racks_view(ledger.latest_validation(cluster, pool, ValidationKind.FABRIC)),
         "state": ledger.pool_state(cluster, pool),
         "quarantined": ledger.quarantined(cluster, pool),
         "nodes_out": ledger.node_states(cluster, pool),

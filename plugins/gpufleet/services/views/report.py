@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.services.views.health import (
-    HEALTH,
     actions_text,
     levels_of,
     levels_text,
@@ -137,7 +137,7 @@ def report_model(
             "reasons": "; ".join(r["reasons"]),
         }
         for r in rows
-        if r["kind"] == "fabric"
+        if r["kind"] == ValidationKind.FABRIC
     ]
     storage = [
         {
@@ -149,9 +149,9 @@ def report_model(
             "reasons": "; ".join(r["reasons"]),
         }
         for r in rows
-        if r["kind"] == "storage"
+        if r["kind"] == ValidationKind.STORAGE
     ]
-    health = [_health_entry(r) for r in rows if r["kind"] == HEALTH]
+    health = [_health_entry(r) for r in rows if r["kind"] == ValidationKind.HEALTH]
     cost = validation_cost(rows)
     return {
         "run_id": run_id,
@@ -184,7 +184,8 @@ def report_model(
 def _health_entry(r: dict[str, Any]) -> dict[str, str]:
     """One pool's GPU health row in the report: levels, nodes checked, unhealthy nodes and
     their actions (``details``, read defensively)."""
-    details = r.get("details") if isinstance(r.get("details"), dict) else {}
+    raw = r.get("details")
+    details = raw if isinstance(raw, dict) else {}
     nodes = unhealthy_nodes(details)
     actions: dict[str, int] = {}
     for n in nodes:
@@ -215,6 +216,7 @@ def markdown(
     """The run's report as Markdown. ``drift``: the drift findings' one-liners (default: those
     the rows record in ``details["drift"]``)."""
     m = report_model(run_id, rows, quarantined, drift)
+    keys: tuple[str, ...]  # each table's columns
     out = [f"# Nightly fabric validation: {_cell(run_id)}", "", f"**{m['summary']}**", ""]
     if m["drift"]:
         out += ["## Drift", "", DRIFT_NOTE, ""]
@@ -229,6 +231,7 @@ def markdown(
             "|---|---|---|---:|---:|---:|---|",
         ]
         keys = ("pool", "status", "transport", "busbw", "baseline", "nodes", "reasons")
+
         out += ["| " + " | ".join(_cell(f[k]) for k in keys) + " |" for f in m["fabric"]]
         out.append("")
     if m["storage"]:

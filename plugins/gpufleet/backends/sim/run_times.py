@@ -1,4 +1,5 @@
-"""The sim's modelled clock: how long each simulated pod's program would run on a real cluster.
+"""The sim's modelled run times: how long each simulated pod's program would run on a real
+cluster.
 
 The sim's wall clock is compressed (``programs``: ``START_DELAY_S``, ``NCCL_RUN_S`` ... x
 ``GPUFLEET_SIM_SPEED``), so a validation's pods finish in seconds. The container start/finish
@@ -69,12 +70,16 @@ def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None
         except ParseError:
             result = None
         rows = result.runs[-1].rows if result and result.runs else ()
-        timed = [r for r in rows if r.oop_time_us is not None and r.ip_time_us is not None]
+        timed = [  # (out-of-place, in-place) per size
+            (r.oop_time_us, r.ip_time_us)
+            for r in rows
+            if r.oop_time_us is not None and r.ip_time_us is not None
+        ]
         if not timed:
             return [setup if r.outcome == "Failed" else None for r in runs]
         per_size = 1 + program["iters"] + (1 if program["check"] else 0)
-        ops_us = program["warmup"] * (timed[-1].oop_time_us + timed[0].oop_time_us)
-        ops_us += sum(per_size * (r.oop_time_us + r.ip_time_us) for r in timed)
+        ops_us = program["warmup"] * (timed[-1][0] + timed[0][0])
+        ops_us += sum(per_size * (oop + ip) for oop, ip in timed)
         return [setup + ops_us / 1e6 for _ in runs]
     if program["kind"] == "gpu-health":
         return [HEALTH_TOOLS_S + DIAG_S[program["level"]] for _ in runs]
