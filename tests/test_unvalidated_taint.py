@@ -101,3 +101,53 @@ def test_a_later_run_whose_checks_all_pass_releases_them(fleet_state):
     assert _tainted(kube) == names
     _storage(ref, "night-3")
     assert _tainted(kube) == []
+
+
+def test_a_new_node_signalled_bad_during_its_check_stays_pending(fleet_state):
+    """A node whose bad signal (the event path's) is newer than the check's start keeps the
+    taint though its pair passed; the others are released."""
+    from gpufleet.domain.signals import Response, Signal, Source
+    from gpufleet.services.nodes.drain import backend_clock
+
+    ref, kube, names = _new_pool()
+    svc = FabricValidation(ref, Ledger())
+    state = svc.begin("onb-3")
+    clock = backend_clock(kube)
+    clock.advance(1)
+    Ledger().record_signals(
+        [
+            Signal(
+                CLUSTER,
+                names[1],
+                Source.XID,
+                "79",
+                Response.QUARANTINE,
+                "Xid 79",
+                clock.now(),
+                POOL,
+                version="1",
+            )
+        ]
+    )
+    while state.workload:
+        _wait(svc.backend, state.workload)
+        state = svc.collect(state)
+    svc.finish(state)
+    _storage(ref, "onb-3")
+    assert _tainted(kube) == [names[1]]
+
+
+def test_a_node_tainted_under_the_old_name_is_validated_and_released_the_same_way(fleet_state):
+    """``gpufleet.io/unvalidated`` (the taint's name before ``validation-pending``) is read,
+    tolerated by the validation pods and removed like the new one."""
+    from gpufleet.domain.workloads import LEGACY_UNVALIDATED_KEY, UNVALIDATED_KEY
+
+    ref, kube, names = _new_pool()
+    kube.remove_taint(names[0], UNVALIDATED_KEY)
+    kube.add_taint(names[0], Taint(LEGACY_UNVALIDATED_KEY, "true", "NoSchedule"))
+    assert names[0] in _tainted(kube)
+    _fabric(ref, "onb-4")
+    _storage(ref, "onb-4")
+    assert _tainted(kube) == []
+    keys = {t.key for n in kube.list_nodes(POOL) for t in n.taints}
+    assert not keys & {UNVALIDATED_KEY, LEGACY_UNVALIDATED_KEY}

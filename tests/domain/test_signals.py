@@ -165,3 +165,11 @@ def test_newer_bad_signal_than_validation_is_named():
     assert list(got) == ["n1"] and "Xid 79" in got["n1"]
     assert set(newer_bad_signals(None, bad)) == {"n1", "n2"}
     assert newer_bad_signals(T0, bad) == {}
+
+
+def test_both_spellings_of_the_prediction_label_are_read():
+    from gpufleet.domain.signals import PREDICTION_LABELS
+
+    for key in PREDICTION_LABELS:
+        [s] = label_signals("c", "n1", {}, {key: "false"}, T0)
+        assert s.response is Response.QUARANTINE and key in s.reason

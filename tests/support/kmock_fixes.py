@@ -1,4 +1,4 @@
-"""kmock 0.8, mended where the tests meet it; ``install()`` applies both fixes, once per
+"""kmock 0.8, mended where the tests meet it; ``install()`` applies the fixes, once per
 process (``KubeEmulator.start`` calls it).
 
 - **Namespace paths.** kmock fails to parse ``/api/v1/namespaces`` (500, "not enough values to
@@ -10,6 +10,10 @@ process (``KubeEmulator.start`` calls it).
   last: in an onboarding, most of the emulator's time. For a filter (or a priority) over the
   server itself, "holds the request" is "the server received it and the filter's criteria
   accept it", asked of the new request alone. Any other view answers as kmock does.
+- **Watch flags as the client sends them.** kmock takes a GET as a watch only for
+  ``watch=true``; the official Python client sends ``watch=True`` (and the API server, like
+  Go's ``strconv.ParseBool``, accepts ``true``, ``True``, ``TRUE``, ``1``, ``t``, ``T``), so
+  its watches were served as plain lists. The wrapper reads the flag as the API server does.
 """
 
 from __future__ import annotations
@@ -28,6 +32,24 @@ _NAMESPACE_PATH = re.compile(
 def install() -> None:
     _install_namespace_path_fix()
     _install_constant_time_matching()
+    _install_watch_flag_fix()
+
+
+TRUE_FLAGS = frozenset({"1", "t", "T", "TRUE", "true", "True"})  # Go's strconv.ParseBool
+
+
+def _install_watch_flag_fix() -> None:
+    original = _kmock_parsing.guess_k8s
+    if getattr(original, "_gpufleet_fix", False):
+        return
+
+    def guess_k8s(k8s: Any, method: Any, query: dict[str, str]) -> Any:
+        if query.get("watch") in TRUE_FLAGS:
+            query = {**query, "watch": "true"}
+        return original(k8s, method, query)
+
+    guess_k8s._gpufleet_fix = True  # type: ignore[attr-defined]
+    _kmock_parsing.guess_k8s = guess_k8s
 
 
 def _install_namespace_path_fix() -> None:

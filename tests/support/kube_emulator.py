@@ -28,7 +28,16 @@ Gaps of kmock 0.8 filled here (each checked against the released package):
   Not Found"): reactions provide them (kmock reads ``pods/exp-1:9400/proxy/metrics`` as pod
   ``exp-1:9400``, subresource ``proxy/metrics``);
 - a create answers 200, not 201 (the typed ``create_*_custom_object`` then returns ``None``);
-  nothing sets ``uid``, ``resourceVersion`` or ``status``.
+  nothing sets ``status``;
+- nothing sets ``uid``, ``creationTimestamp`` or ``resourceVersion``, lists carry no version and
+  a watch ignores ``resourceVersion``, ``allowWatchBookmarks`` and ``timeoutSeconds`` (it
+  replays every object as ADDED, then streams forever): ``GpufleetKubeEmulator`` numbers every
+  change (one counter, as etcd's revision), stamps the stored object, keeps the last ``keep``
+  changes (``compact`` drops more), answers lists with the newest version and serves a watch
+  as the API server does from its watch cache: the changes after ``resourceVersion`` (an
+  ``ERROR`` event with code 410 when that version was compacted), then a BOOKMARK when asked.
+  Unlike a real server it then ends the watch at once (a bounded read: a watch that waited
+  for ``timeoutSeconds`` would only slow the tests down).
 
 Usage (one emulator per test module)::
 
@@ -47,8 +56,10 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import aiohttp.web
@@ -186,12 +197,122 @@ class Fault:
         return aiohttp.web.json_response(status, status=self.status, headers=headers)
 
 
+DEFAULT_KEEP = 1000  # changes a watch can resume from (the API server's watch cache is bounded)
+
+
+class _VersioningBuses(dict):  # type: ignore[type-arg]
+    """kmock's per-resource change buses, each numbering what it is given (``_VersioningBus``)."""
+
+    def __init__(self, emulator: GpufleetKubeEmulator) -> None:
+        super().__init__()
+        self.emulator = emulator
+
+    def __missing__(self, resource: Any) -> _VersioningBus:
+        bus = self[resource] = _VersioningBus(self.emulator, resource)
+        return bus
+
+
+class _VersioningBus:
+    """Where kmock announces each change (ADDED/MODIFIED/DELETED, under its lock): the change
+    gets the next resource version, recorded for watches."""
+
+    def __init__(self, emulator: GpufleetKubeEmulator, resource: Any) -> None:
+        self.emulator = emulator
+        self.resource = resource
+
+    async def put(self, item: dict[str, Any]) -> None:
+        self.emulator.record_change(self.resource, item)
+
+    def __aiter__(self) -> AsyncIterator[Any]:  # pragma: no cover - _serve_watch is replaced
+        raise NotImplementedError("watches are served from the change log")
+
+
 class GpufleetKubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator plus label/field selectors on lists and fault injection."""
+    """kmock's emulator plus label/field selectors on lists, fault injection, and resource
+    versions with a change log that watches are served from."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self.faults: list[Fault] = []
+        self.version = 0  # the newest resource version handed out
+        self.compacted = 0  # the newest version dropped from the log (older ones are gone)
+        self.keep = DEFAULT_KEEP
+        self.changes: list[tuple[int, Any, dict[str, Any]]] = []  # (version, resource, event)
+        self._buses = _VersioningBuses(self)
+
+    def record_change(self, resource: Any, item: dict[str, Any]) -> None:
+        """Number one change, stamp it on the event and the stored object, log it."""
+        self.version += 1
+        raw = dict(item.get("object") or {})
+        meta = dict(raw.get("metadata") or {})
+        meta["resourceVersion"] = str(self.version)
+        if item.get("type") == "ADDED":
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        raw["metadata"] = meta
+        item["object"] = raw
+        key = (resource, meta.get("namespace"), meta.get("name"))
+        if item.get("type") != "DELETED" and key in self._objects:
+            stored = self._objects[key]
+            if not stored.deleted:
+                stored["metadata"] = meta
+        self.changes.append((self.version, resource, json.loads(json.dumps(item))))
+        self.compact(self.keep)
+
+    def compact(self, keep: int) -> None:
+        """Keep only the newest ``keep`` changes; a watch from before them gets 410."""
+        if len(self.changes) > keep:
+            dropped = self.changes[: len(self.changes) - keep]
+            self.changes = self.changes[len(self.changes) - keep :]
+            self.compacted = max(self.compacted, dropped[-1][0])
+
+    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
+        yield b""  # headers first, as kmock's own watch does
+        params = request.params
+        since = params.get("resourceVersion") or ""
+        labels = params.get("labelSelector") or ""
+        fields = params.get("fieldSelector") or ""
+
+        def selected(obj: dict[str, Any]) -> bool:
+            meta = obj.get("metadata") or {}
+            if request.namespace and meta.get("namespace") != request.namespace:
+                return False
+            return label_selector_matches(
+                labels, meta.get("labels") or {}
+            ) and field_selector_matches(fields, obj)
+
+        if since in ("", "0"):  # "start at the most recent": the current objects, as ADDED
+            result = await super()._serve_list(request)
+            events = [{"type": "ADDED", "object": o} for o in result["items"] if selected(o)]
+        elif not since.isdigit() or int(since) < self.compacted:
+            yield {
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": f"too old resource version: {since} ({self.compacted + 1})",
+                    "reason": "Expired",
+                    "code": 410,
+                },
+            }
+            return
+        else:
+            events = [
+                event
+                for version, resource, event in list(self.changes)
+                if version > int(since)
+                and resource == request.resource
+                and selected(event.get("object") or {})
+            ]
+        for event in events:
+            yield event
+        if params.get("allowWatchBookmarks") in kmock_fixes.TRUE_FLAGS:
+            yield {
+                "type": "BOOKMARK",
+                "object": {"metadata": {"resourceVersion": str(self.version)}},
+            }
 
     async def _handle(self, request: kmock.Request) -> Any:
         # Faults fire before kmock touches its stored objects (it applies creates, patches and
@@ -204,6 +325,10 @@ class GpufleetKubeEmulator(kmock.KubernetesEmulator):
 
     async def _serve_list(self, request: kmock.Request) -> Any:
         result = await super()._serve_list(request)
+        result["metadata"] = {
+            **(result.get("metadata") or {}),
+            "resourceVersion": str(self.version),
+        }
         labels = request.params.get("labelSelector") or ""
         fields = request.params.get("fieldSelector") or ""
         if not labels and not fields:
@@ -324,6 +449,10 @@ class KubeEmulator:
             assert self.handler is not None
             self.handler.objects.clear()
             self.handler.faults.clear()
+            # versions go on (as a cluster's do); a watch from before the reset gets 410
+            self.handler.changes.clear()
+            self.handler.compacted = self.handler.version
+            self.handler.keep = DEFAULT_KEEP
             self._forget_requests()
 
         self.logs.clear()
@@ -433,6 +562,28 @@ class KubeEmulator:
         }
         self.core.patch_node_status(name, {"status": status})
         return self.stored("v1/nodes", None, name) or {}
+
+    def seed_event(self, event: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
+        """Create an Event (a core/v1 ``Event`` manifest, e.g. one of tests/data/events/) as
+        the component that reports it would; the stored object."""
+        body = json.loads(json.dumps(event))
+        body["metadata"] = {**(body.get("metadata") or {}), "namespace": namespace}
+        body["metadata"].pop("resourceVersion", None)
+        body["metadata"].pop("uid", None)
+        self.core.create_namespaced_event(namespace, body)
+        return self.stored("v1/events", namespace, body["metadata"]["name"]) or {}
+
+    @property
+    def resource_version(self) -> str:
+        """The newest resource version the emulator handed out."""
+        assert self.handler is not None
+        return str(self.handler.version)
+
+    def compact(self, keep: int = 0) -> None:
+        """Drop all but the newest ``keep`` changes: a watch from before them gets 410."""
+        handler = self.handler
+        assert handler is not None
+        self.call(lambda: handler.compact(keep))
 
     def seed_pod(
         self,

@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from gpufleet.backends.ensured import Ensured
+from gpufleet.backends.ensured import EnsureAction as EnsureAction  # re-exported
+from gpufleet.backends.ensured import Ensured, ObjectChange, ResourceStatus
 from gpufleet.backends.topology_api import ProviderTopology
-from gpufleet.domain.workloads import GPU_TAINT_KEY, QUARANTINE_KEY, UNVALIDATED_KEY
+from gpufleet.domain.events import Change, NodeCondition, NodeEvent
+from gpufleet.domain.workloads import GPU_TAINT_KEY, PENDING_KEYS, QUARANTINE_KEY
+from gpufleet.errors import BackendError
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,18 @@ class NodeInfo:
     # The cloud's id of the machine (``spec.providerID``: ``gce://project/zone/instance``,
     # ``aws:///zone/i-...``): what a repair acts on.
     provider_id: str | None = None
+    # ``status.conditions`` (Ready, the Node Problem Detector's, the GPU health monitors'), the
+    # node object's ``metadata.uid`` (a node replaced under the same name has a new one),
+    # ``status.nodeInfo.bootID`` (a new one: the machine rebooted) and when the node object was
+    # created (``metadata.creationTimestamp``, UTC).
+    conditions: tuple[NodeCondition, ...] = ()
+    uid: str | None = None
+    boot_id: str | None = None
+    created_at: datetime | None = None
+
+    def condition(self, type_: str) -> NodeCondition | None:
+        """The node's condition of ``type_`` (``Ready``, ``AcceleratedHardwareReady``, ...)."""
+        return next((c for c in self.conditions if c.type == type_), None)
 
     @property
     def quarantined(self) -> bool:
@@ -50,8 +65,9 @@ class NodeInfo:
 
     @property
     def unvalidated(self) -> bool:
-        """Still carries the taint new nodes come up with (``gpufleet.io/unvalidated``)."""
-        return any(t.key == UNVALIDATED_KEY for t in self.taints)
+        """Awaiting validation: carries the taint new and returning nodes come up with
+        (``gpufleet.io/validation-pending``, or its old name ``gpufleet.io/unvalidated``)."""
+        return any(t.key in PENDING_KEYS for t in self.taints)
 
     def open_to(self, tolerated: tuple[str, ...]) -> bool:
         """Ready, not cordoned, and tainted NoSchedule/NoExecute only by the ``tolerated``
@@ -86,16 +102,14 @@ class NodeInfo:
         if self.free:
             return True
         return (
-            self.unvalidated
-            and not self.workloads
-            and self.open_to((GPU_TAINT_KEY, UNVALIDATED_KEY))
+            self.unvalidated and not self.workloads and self.open_to((GPU_TAINT_KEY, *PENDING_KEYS))
         )
 
     @property
     def retestable(self) -> bool:
         """A node out of service that its retest may run on: running nothing and blocked only
         by taints validation pods tolerate (GPU, unvalidated, quarantine)."""
-        return not self.workloads and self.open_to((GPU_TAINT_KEY, UNVALIDATED_KEY, QUARANTINE_KEY))
+        return not self.workloads and self.open_to((GPU_TAINT_KEY, *PENDING_KEYS, QUARANTINE_KEY))
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,24 @@ class WorkloadStatus:
         return self.phase in ("Succeeded", "Failed", "NotFound")
 
 
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change a node or node-event watch saw, at resource version ``version``: ``node``
+    for a Node change (DELETED carries the last state known), ``event`` for an Event change,
+    neither for a BOOKMARK (the watch has reached ``version``; resume from it)."""
+
+    change: Change
+    version: str
+    node: NodeInfo | None = None
+    event: NodeEvent | None = None
+
+
+class WatchExpired(BackendError):
+    """The resource version a watch (or list) asked for is older than the server keeps (HTTP
+    410 Gone, or a watch ``ERROR`` event with code 410): list again and watch from the list's
+    version."""
+
+
 @runtime_checkable
 class ClusterBackend(Protocol):
     """One Kubernetes cluster."""
@@ -158,7 +190,7 @@ class ClusterBackend(Protocol):
     def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create the object, or leave it as is if one of that kind/name exists (idempotent)."""
 
-    def ensure_object(self, manifest: dict[str, Any]) -> str:
+    def ensure_object(self, manifest: dict[str, Any]) -> ObjectChange:
         """Converge one add-on object: create it when absent (``created``), leave it when what
         is stored already carries every field of ``manifest`` (``unchanged``), else merge-patch
         the manifest onto it (``updated``). Read-compare-patch: a second call sends no write."""
@@ -201,25 +233,23 @@ class ClusterBackend(Protocol):
     def gpu_metrics(self, node: str) -> str | None:
         """dcgm-exporter's ``/metrics`` text from its pod on ``node``; None: no exporter there."""
 
+    # --- list-then-watch (docs/events.md): bounded reads a trigger loops over ---------------
 
-# A cloud resource's lifecycle, whatever the provider calls it (GKE RUNNING / PROVISIONING,
-# EKS ACTIVE / CREATING, FSx AVAILABLE, Lustre ACTIVE / CREATING ...): backends normalise to these.
-READY = "READY"
-CREATING = "CREATING"
-UPDATING = "UPDATING"
-DELETING = "DELETING"
-ERROR = "ERROR"
-ABSENT = "ABSENT"
-STATUSES = (READY, CREATING, UPDATING, DELETING, ERROR, ABSENT)
+    def list_nodes_versioned(self) -> tuple[list[NodeInfo], str]:
+        """Every node (``workloads`` not filled) and the list's resourceVersion: where a
+        ``watch_nodes`` starts."""
 
-# What an ``ensure_*`` call did: found it, created it (or started creating it), would create it
-# (``dry_run``).
-FOUND = "found"
-CREATED = "created"
-WOULD_CREATE = "would_create"
-# What ``ClusterBackend.ensure_object`` did: CREATED, or one of these.
-UNCHANGED = "unchanged"
-UPDATED = "updated"
+    def watch_nodes(self, since: str, timeout_s: float) -> list[WatchEvent]:
+        """The node changes after version ``since`` (waiting at most ``timeout_s`` for them),
+        in order, ending with a BOOKMARK at the newest version seen. ``WatchExpired`` when
+        ``since`` is older than the server keeps: list again."""
+
+    def list_node_events(self, since: str | None) -> tuple[list[NodeEvent], str]:
+        """The Events whose ``involvedObject.kind`` is Node (with ``since``: only those changed
+        after that version; ``WatchExpired`` when it is too old) and the list's version."""
+
+    def watch_node_events(self, since: str, timeout_s: float) -> list[WatchEvent]:
+        """As ``watch_nodes``, for the Events about nodes (``WatchEvent.event``)."""
 
 
 @dataclass(frozen=True)
@@ -229,7 +259,7 @@ class NodePoolInfo:
     machine_type: str
     node_count: int
     reservation: str | None
-    status: str  # one of STATUSES
+    status: ResourceStatus
     console_url: str | None = None
 
 
@@ -239,7 +269,7 @@ class PoolDeletion:
     wait on), ABSENT (gone) or ERROR (the cloud failed the delete: ``message``)."""
 
     pool: str
-    status: str  # DELETING | ABSENT | ERROR
+    status: ResourceStatus  # DELETING | ABSENT | ERROR
     operation: str | None = None
     requested: bool = False  # this call asked the cloud to delete it
     message: str | None = None
@@ -271,7 +301,7 @@ class FilesystemInfo:
     name: str
     capacity_tib: float
     throughput_mbps_per_tib: int
-    status: str  # one of STATUSES
+    status: ResourceStatus
     id: str | None = None  # the cloud's id (FSx ``fs-...``; Managed Lustre ``projects/P/...``)
     mount_name: str | None = None  # FSx mount name / Managed Lustre filesystem name
     endpoint: str | None = None  # the Lustre MGS address (``10.0.0.2@tcp``) or DNS name
@@ -286,7 +316,7 @@ class ClusterInfo:
     fabric needs (GKE: ``multi_networking``, ``dataplane_v2``, ``lustre_csi``)."""
 
     name: str
-    status: str  # one of STATUSES
+    status: ResourceStatus
     endpoint: str | None = None
     version: str | None = None
     features: dict[str, bool] = field(default_factory=dict)
@@ -349,7 +379,7 @@ class CloudBackend(ProviderTopology, Protocol):
         self, pool: str, dry_run: bool = False, taints: tuple[Taint, ...] = ()
     ) -> Ensured:
         """The pool on its reservation; ``taints`` are set on its nodes at creation (new pools
-        come up tainted ``gpufleet.io/unvalidated``); an existing pool keeps its taints."""
+        come up tainted ``gpufleet.io/validation-pending``); an existing pool keeps its taints."""
 
     def get_node_pool(self, pool: str) -> NodePoolInfo: ...
 

@@ -1,23 +1,6 @@
 """gpufleet's retry rule for backend calls, on tenacity.
 
-The rule, in one place:
-
-- **transient**: throttling (HTTP 429), server errors (5xx) and a connection that failed or
-  dropped. Backends raise :class:`~gpufleet.errors.TransientBackendError` for these
-  (``is_transient_status`` is the status half of the rule, for backends that map HTTP codes);
-  the call is retried with exponential backoff, ``attempts`` times in all, and the last error
-  surfaces if every attempt fails.
-- **Retry-After**: when the server sent one (``TransientBackendError.retry_after``), the wait
-  before the next attempt is at least that long, capped at ``max_retry_after``.
-- **a conflict (409) on create is not an error to retry**: an ensure (``ClusterBackend.apply``)
-  reads and returns the object that exists. The cncf provider's ``generic_api_retry`` counts
-  409 as transient, which suits its own calls but would make an ensure retry a create that can
-  only conflict again; so backends map 409 to a non-transient error and handle it themselves.
-- anything else surfaces at once.
-
-``RetryingClusterBackend`` and ``RetryingCloudBackend`` apply the rule to every method of the
-two protocols, written out one by one so the wrapper is typed like what it wraps; ``inner`` is
-the wrapped backend. Tests pass a ``RetryPolicy`` whose ``sleep`` records the waits.
+Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations
@@ -41,13 +24,16 @@ from gpufleet.backends.base import (
     FilesystemInfo,
     NodeInfo,
     NodePoolInfo,
+    ObjectChange,
     PodInfo,
     PoolDeletion,
     ReservationInfo,
     Taint,
+    WatchEvent,
     WorkloadStatus,
 )
 from gpufleet.backends.topology_api import ReservationHealth, SubBlockHealth
+from gpufleet.domain.events import NodeEvent
 from gpufleet.errors import TransientBackendError
 
 log = logging.getLogger(__name__)
@@ -157,7 +143,7 @@ class RetryingClusterBackend:
     def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return self._retry(self.inner.apply, manifest)
 
-    def ensure_object(self, manifest: dict[str, Any]) -> str:
+    def ensure_object(self, manifest: dict[str, Any]) -> ObjectChange:
         return self._retry(self.inner.ensure_object, manifest)
 
     def server_version(self) -> str:
@@ -198,6 +184,19 @@ class RetryingClusterBackend:
 
     def gpu_metrics(self, node: str) -> str | None:
         return self._retry(self.inner.gpu_metrics, node)
+
+    # a watch's WatchExpired (410) is not transient: it reaches the caller, which relists
+    def list_nodes_versioned(self) -> tuple[list[NodeInfo], str]:
+        return self._retry(self.inner.list_nodes_versioned)
+
+    def watch_nodes(self, since: str, timeout_s: float) -> list[WatchEvent]:
+        return self._retry(self.inner.watch_nodes, since, timeout_s)
+
+    def list_node_events(self, since: str | None) -> tuple[list[NodeEvent], str]:
+        return self._retry(self.inner.list_node_events, since)
+
+    def watch_node_events(self, since: str, timeout_s: float) -> list[WatchEvent]:
+        return self._retry(self.inner.watch_node_events, since, timeout_s)
 
 
 class RetryingCloudBackend:

@@ -1,4 +1,8 @@
-"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults.
+"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults;
+``gpufleet sim gpu-fault|reboot|replace|add-node|maintenance|predict|schedule|changes``: what
+happens to its nodes between nights, now or at a time of the simulated day (``--at HH:MM``, UTC
+on the sim's clock, or ``--in SECONDS``), and the change log a watch reads
+(``gpufleet.backends.sim.node_actions``, ``watch_log``).
 
 ``show`` first names the state folder it read (``gpufleet.cli.fleet_state``). Faults are read
 with the fault grammar's one parser (``gpufleet.domain.faults``) and reach the
@@ -8,6 +12,7 @@ fleet through ``gpufleet.backends.faults``; nothing here knows the sim backend's
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.faults import FAULT_KINDS, SYNTAX, parse_fault
@@ -44,6 +49,156 @@ def register(sub: argparse._SubParsersAction) -> None:
         "catalog, taints and faults gone)",
     )
     rst.set_defaults(func=reset_cmd)
+    register_node_events(s)
+
+
+def _when(parser: argparse.ArgumentParser) -> None:
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--at", metavar="HH:MM", help="at this time of the simulated day (UTC)")
+    when.add_argument("--in", dest="in_s", type=float, metavar="SECONDS", help="this much later")
+
+
+def register_node_events(s: argparse._SubParsersAction) -> None:
+    """The node-event verbs (see the module)."""
+    gf = s.add_parser(
+        "gpu-fault",
+        help="a GPU of a node logs an Xid (the cluster's health agent reports it)",
+        description="The driver logs Xid CODE on GPU N of the node; it is reported as the "
+        "cluster's shape does (EKS node monitoring agent, or NVSentinel on GKE), and the fault "
+        "xid:<node>:<code> is put in force for the node's health tools.",
+    )
+    gf.add_argument("--node", required=True)
+    gf.add_argument("--xid", type=int, default=79, help="the Xid code (default 79)")
+    gf.add_argument("--gpu", type=int, default=0, help="the GPU index (default 0)")
+    _when(gf)
+    gf.set_defaults(func=node_event_cmd, action="gpu-fault")
+    for verb, text in (
+        ("reboot", "the node's machine reboots (NotReady, then Ready with a new boot id)"),
+        ("replace", "the cloud's auto-repair replaces the node (a new node, a new name)"),
+    ):
+        p = s.add_parser(verb, help=text)
+        p.add_argument("--node", required=True)
+        _when(p)
+        p.set_defaults(func=node_event_cmd, action=verb)
+    add = s.add_parser("add-node", help="the autoscaler adds a node to a pool")
+    add.add_argument("--pool", required=True, help="pool as cluster/pool (or a unique pool name)")
+    _when(add)
+    add.set_defaults(func=node_event_cmd, action="add-node")
+    mnt = s.add_parser(
+        "maintenance",
+        help="host maintenance of a node is announced (GKE label, or EC2 scheduled event)",
+    )
+    mnt.add_argument("--node", required=True)
+    mnt.add_argument(
+        "--start", required=True, metavar="HH:MM", help="when the maintenance starts (UTC)"
+    )
+    mnt.add_argument("--code", default="system-maintenance", help="EC2 event code (EKS shape)")
+    _when(mnt)
+    mnt.set_defaults(func=node_event_cmd, action="maintenance")
+    pr = s.add_parser(
+        "predict",
+        help="GKE's node-health prediction label (recommended-to-run-large-training-workload)",
+    )
+    pr.add_argument("--node", required=True)
+    pr.add_argument("--recommended", required=True, choices=("true", "false"))
+    _when(pr)
+    pr.set_defaults(func=node_event_cmd, action="prediction")
+    sch = s.add_parser("schedule", help="print the node events scheduled on the simulated day")
+    sch.add_argument("--cluster", help="only this cluster")
+    sch.set_defaults(func=schedule_cmd)
+    ch = s.add_parser("changes", help="print the node changes and node Events a watch would see")
+    ch.add_argument("--cluster", required=True)
+    ch.add_argument("--since", default="0", help="resource version (default: all the log keeps)")
+    ch.set_defaults(func=changes_cmd)
+
+
+def _sim_backend(cluster):
+    from gpufleet.backends.sim.cluster import SimClusterBackend
+
+    return SimClusterBackend(cluster)
+
+
+def _node_cluster(catalog: Catalog, node: str):
+    """The sim cluster that has ``node``."""
+    clusters = _sim_clusters(catalog, None)
+    for cluster in clusters:
+        if any(n.name == node for n in _sim_backend(cluster).nodes()):
+            return cluster
+    raise GpufleetError(
+        f"no sim node named {node!r} (clusters: {', '.join(c.name for c in clusters)}); "
+        "gpufleet sim show lists them"
+    )
+
+
+def node_event_cmd(args) -> int:
+    from gpufleet.backends.sim.events_schedule import time_of_day
+
+    catalog = load_catalog()
+    if args.action == "add-node":
+        ref = resolve_pool(catalog, args.pool)
+        cluster, node = ref.cluster, None
+    else:
+        cluster, node = _node_cluster(catalog, args.node), args.node
+    backend = _sim_backend(cluster)
+    now = backend.state.clock.time()
+    at = None
+    if args.at is not None:
+        at = time_of_day(now, args.at)
+    elif args.in_s is not None:
+        if not args.in_s >= 0:
+            raise GpufleetError(f"--in must be a number of seconds >= 0, not {args.in_s}")
+        at = now + args.in_s
+    if args.action == "gpu-fault":
+        done = backend.gpu_fault(node, xid=args.xid, gpu=args.gpu, at=at)
+    elif args.action == "reboot":
+        done = backend.reboot(node, at=at)
+    elif args.action == "replace":
+        done = backend.replace(node, at=at)
+    elif args.action == "add-node":
+        done = backend.add_node(ref.pool.name, at=at)
+    elif args.action == "maintenance":
+        done = backend.maintenance(node, time_of_day(at or now, args.start), args.code, at=at)
+    else:
+        done = backend.prediction(node, args.recommended == "true", at=at)
+    if "scheduled" in done:
+        when = datetime.fromtimestamp(done["scheduled"], UTC).strftime("%Y-%m-%d %H:%M:%S")
+        print(f"scheduled: {args.action} {node or ''} on {cluster.name} at {when} UTC (sim)")
+    else:
+        extra = {k: v for k, v in done.items() if k not in ("action", "node")}
+        print(f"{args.action}: {node or ''} on {cluster.name} {extra}")
+    return 0
+
+
+def schedule_cmd(args) -> int:
+    catalog = load_catalog()
+    rows = []
+    for cluster in _sim_clusters(catalog, args.cluster):
+        rows += _sim_backend(cluster).schedule()
+    if not rows:
+        print("no node events scheduled")
+    for row in sorted(rows, key=lambda r: r.at):
+        when = datetime.fromtimestamp(row.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        state = "fired" if row.fired_at is not None else "pending"
+        print(f"  {when} {row.cluster} {row.action} {row.node or ''} {row.args or ''} ({state})")
+    return 0
+
+
+def changes_cmd(args) -> int:
+    catalog = load_catalog()
+    (cluster,) = _sim_clusters(catalog, args.cluster)
+    backend = _sim_backend(cluster)
+    for change in backend.watch_nodes(args.since, 0) + backend.watch_node_events(args.since, 0):
+        if change.node is not None:
+            n = change.node
+            bad = [f"{c.type}={c.status}" for c in n.conditions if c.type != "Ready"]
+            what = f"node {n.name} ready={n.ready} boot={(n.boot_id or '')[:8]} {' '.join(bad)}"
+        elif change.event is not None:
+            e = change.event
+            what = f"event {e.node} {e.reason} x{e.count}: {e.message.strip()}"
+        else:
+            what = "(newest version)"
+        print(f"  {change.version:>6} {change.change:<8} {what}")
+    return 0
 
 
 def resolve_pool(catalog: Catalog, text: str) -> PoolRef:

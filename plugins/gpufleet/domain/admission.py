@@ -17,7 +17,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-PENDING_KEY = "gpufleet.io/validation-pending"
+from gpufleet.domain.workloads import PENDING_KEYS, UNVALIDATED_KEY
+
+# the one taint of a node awaiting validation: new nodes come up with it, returning ones get it
+PENDING_KEY = UNVALIDATED_KEY
+__all__ = ["PENDING_KEY", "PENDING_KEYS"]
 DEFAULT_WINDOW_S = 300.0
 
 
@@ -38,10 +42,12 @@ class Session:
     # node -> when it joined (a bad signal after that keeps it out even if it passes)
     nodes: Mapping[str, datetime] = field(default_factory=dict)
     state: SessionState = SessionState.OPEN
+    seq: int = 0  # another session of the pool opened at the same instant (a frozen clock)
 
     @property
     def id(self) -> str:
-        return f"{self.cluster}/{self.pool}@{self.opened_at.isoformat()}"
+        at = f"{self.cluster}/{self.pool}@{self.opened_at.isoformat()}"
+        return f"{at}#{self.seq}" if self.seq else at
 
     @property
     def closes_at(self) -> datetime:

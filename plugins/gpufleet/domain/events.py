@@ -46,3 +46,15 @@ class Change(StrEnum):
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
     BOOKMARK = "BOOKMARK"  # no object change: the version the watch has reached
+
+
+def version_after(new: str, old: str | None) -> bool:
+    """Whether resource version ``new`` is after ``old``: Kubernetes' versions are opaque
+    strings, but etcd's (and the sim's) are integers, compared as such; opaque ones are taken
+    as they come (a watch only moves forward)."""
+    if old is None:
+        return True
+    try:
+        return int(new) > int(old)
+    except ValueError:
+        return new != old

@@ -1,36 +1,7 @@
 """Signals: what one change a cluster reported means for a node, by the same rules as the
-nightly's passive signals (docs/events.md).
-
-Pure: no I/O. A signal is one node's one fact (an Xid, a health condition, a provider's label,
-the node appearing, rebooting, being replaced or going away) with the :class:`Response` it asks
-for:
-
-- ``quarantine``: out of schedulable capacity at once (NoSchedule: a running job is not
-  killed), then the node lifecycle (retest, drain, repair) as for a nightly's finding;
-- ``admit``: a node that appeared or came back is held ``validation-pending`` until its
-  re-admission session passes (:mod:`gpufleet.domain.admission`);
-- ``forget``: the node is gone (deleted, or replaced under a new name);
-- ``note``: recorded, nothing done (a condition recovering, maintenance announced, an Xid
-  NVIDIA says needs no action on the node).
-
-Rules and sources:
-
-- **Xid** (a Kubernetes Event carrying the driver's ``NVRM: Xid`` line, parsed by the caller):
-  NVIDIA's Xid catalog through :func:`gpufleet.domain.health.decide.xid_finding`, as the
-  nightly reads the kernel log: an action beyond ``healthy`` quarantines.
-- **Node conditions** (:data:`PROBLEM_CONDITIONS`): a condition in its problem status
-  quarantines; the EKS node monitoring agent's ``*Ready`` conditions are problems when
-  ``False``, the Node Problem Detector's problem conditions when ``True``. Other condition
-  types are notes: an unknown condition is not evidence to take a node out. ``Ready`` itself is
-  Kubernetes' own (it taints a NotReady node); its return shows as a reboot.
-- **GKE's prediction label** (:data:`PREDICTION_LABEL`): ``false`` quarantines (GKE predicts
-  degradation within hours and advises against large training workloads there).
-- **Maintenance** (:data:`MAINTENANCE_LABEL`, epoch seconds): a note; the reboot after it
-  re-admits the node.
-- **Lifecycle**: a node first seen, or seen under a new uid or machine (replaced in place), or
-  with a new boot id (rebooted), is admitted; a node uncordoned by hand while gpufleet holds it
-  out of service is admitted too (a person's uncordon is not a validation); a node deleted is
-  forgotten.
+nightly's passive signals. Pure: no I/O. Each :class:`Signal` carries the :class:`Response` it
+asks for (quarantine, admit, forget, note). The sources, the rules and where each comes from:
+docs/events.md.
 """
 
 from __future__ import annotations
@@ -45,7 +16,13 @@ from gpufleet.domain.events import NodeCondition
 from gpufleet.domain.health.catalog import SEVERITY, A, HealthAction
 from gpufleet.domain.health.decide import xid_finding
 
-PREDICTION_LABEL = "cloud.google.com/recommended-to-run-large-training-workload"
+# GKE's node-health prediction: the key Google's page documents (gke.google.com/), and the
+# cloud.google.com/ spelling some of Google's pages use
+PREDICTION_LABELS = (
+    "gke.google.com/recommended-to-run-large-training-workload",
+    "cloud.google.com/recommended-to-run-large-training-workload",
+)
+PREDICTION_LABEL = PREDICTION_LABELS[0]
 MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
 
 # Condition type -> the status that means a problem. EKS node monitoring agent (its "*Ready"
@@ -62,6 +39,8 @@ PROBLEM_CONDITIONS: dict[str, str] = {
     "FrequentKubeletRestart": "True",
     "FrequentContainerdRestart": "True",
     "GpuUnhealthy": "True",
+    # NVSentinel's health monitors through its platform connector (a fatal Xid)
+    "SysLogsXIDError": "True",
 }
 
 
@@ -211,40 +190,62 @@ def label_signals(
     """The signals of the provider's labels changing: GKE's health prediction and its
     scheduled maintenance."""
     out: list[Signal] = []
-    old, new = before.get(PREDICTION_LABEL), after.get(PREDICTION_LABEL)
-    if new != old and new is not None:
-        if new.lower() == "false":
-            said = (
-                f"GKE predicts degradation ({PREDICTION_LABEL}=false): not for large training "
-                "workloads"
-            )
-            out.append(
-                Signal(
-                    cluster,
-                    node,
-                    Source.PREDICTION,
-                    "degradation",
-                    Response.QUARANTINE,
-                    said,
-                    at,
-                    pool,
-                    action=A.REPAIR,
-                )
-            )
-        elif old is not None and old.lower() == "false":
-            said = f"GKE's prediction cleared ({PREDICTION_LABEL}={new})"
-            out.append(
-                Signal(
-                    cluster, node, Source.PREDICTION, "degradation", Response.NOTE, said, at, pool
-                )
-            )
+    for key in PREDICTION_LABELS:
+        found = _prediction(cluster, node, key, before.get(key), after.get(key), at, pool)
+        out += [found] if found is not None else []
     when = after.get(MAINTENANCE_LABEL)
     if when and when != before.get(MAINTENANCE_LABEL):
-        said = f"host maintenance scheduled at {when} (epoch s): re-admitted after it"
-        out.append(
-            Signal(cluster, node, Source.MAINTENANCE, "scheduled", Response.NOTE, said, at, pool)
-        )
+        out.append(maintenance_signal(cluster, node, f"starts at {when} (epoch s)", at, pool))
     return out
+
+
+def _prediction(
+    cluster: str,
+    node: str,
+    key: str,
+    old: str | None,
+    new: str | None,
+    at: datetime,
+    pool: str | None,
+) -> Signal | None:
+    if new == old or new is None:
+        return None
+    if new.lower() == "false":
+        said = f"GKE predicts degradation ({key}=false): not for large training workloads"
+        return Signal(
+            cluster,
+            node,
+            Source.PREDICTION,
+            "degradation",
+            Response.QUARANTINE,
+            said,
+            at,
+            pool,
+            action=A.REPAIR,
+        )
+    if old is not None and old.lower() == "false":
+        said = f"GKE's prediction cleared ({key}={new})"
+        return Signal(
+            cluster, node, Source.PREDICTION, "degradation", Response.NOTE, said, at, pool
+        )
+    return None
+
+
+def maintenance_signal(
+    cluster: str, node: str, said: str, at: datetime, pool: str | None = None
+) -> Signal:
+    """Host maintenance announced (an EC2 scheduled event, GKE's label): a note; the reboot
+    after it re-admits the node."""
+    return Signal(
+        cluster,
+        node,
+        Source.MAINTENANCE,
+        "scheduled",
+        Response.NOTE,
+        f"host maintenance announced: {said}; re-admitted after it",
+        at,
+        pool,
+    )
 
 
 def lifecycle_signal(

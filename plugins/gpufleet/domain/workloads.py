@@ -16,7 +16,11 @@ POOL_LABEL = "gpufleet.io/pool"
 QUARANTINE_KEY = "gpufleet.io/quarantine"
 QUARANTINE_LABEL = "gpufleet.io/quarantined"
 # New nodes come up with this NoSchedule taint and lose it only after they passed validation.
-UNVALIDATED_KEY = "gpufleet.io/unvalidated"
+# a node awaiting validation: new, or back in service (docs/events.md); nodes tainted before the
+# key was renamed carry the old one, read, tolerated and removed the same way
+UNVALIDATED_KEY = "gpufleet.io/validation-pending"
+LEGACY_UNVALIDATED_KEY = "gpufleet.io/unvalidated"
+PENDING_KEYS = (UNVALIDATED_KEY, LEGACY_UNVALIDATED_KEY)
 WORKLOAD_LABEL = "gpufleet.io/workload"  # validation | training
 GKE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 EKS_POOL_LABEL = "eks.amazonaws.com/nodegroup"

@@ -16,6 +16,7 @@ import jinja2
 import yaml
 
 from gpufleet.config.paths import include_dir
+from gpufleet.domain.workloads import PENDING_KEYS
 
 try:  # libyaml's loader is several times faster on large JobSets
     _YamlLoader: Any = yaml.CSafeLoader
@@ -33,6 +34,9 @@ def _environment(directory: str) -> jinja2.Environment:
     )
     # JSON is YAML: any value emitted through `j` is one well-formed scalar/flow node
     env.filters["j"] = _json
+    # the taints a node awaiting validation carries (validation pods and device plugins
+    # tolerate them): one home, ``domain.workloads.PENDING_KEYS``
+    env.globals["pending_taints"] = list(PENDING_KEYS)
     return env
 
 

@@ -1,22 +1,6 @@
 """The connection to one cluster and the plumbing of every call: ``KubeApi``.
 
-The cncf provider's ``KubernetesHook`` is the adapter, whichever way the cluster is named: an
-Airflow connection (extras ``kube_config``, ``kube_config_path``, ``in_cluster``,
-``namespace``), or a kube config dict the cloud backend made for a cluster it just created
-(``ClusterCredentials.kube_config``: server, CA, bearer token), which the hook loads through its
-``config_dict`` argument into a ``Configuration`` of this client's own (never the process-wide
-default, so two clusters never share credentials). Either way the hook builds the official
-client's ``ApiClient`` (with its request timeouts), and urllib3's own retries are turned off
-(``KubeApi.api_client``); this package holds no HTTP of its own.
-
-Calls are made with ``_preload_content=False`` and the JSON body is decoded here, so every
-method sees exactly what the API server stored (unknown fields included, no client-side model
-validation) and object-returning methods give plain manifest dicts. Calls on an object of any
-kind go to its REST path (``kinds.KindInfo.path``) through ``ApiClient.call_api`` with the
-``BearerToken`` auth setting the typed APIs use; node and pod calls use ``CoreV1Api``. This
-also sidesteps two client behaviours: custom-object creates answered with an unexpected 2xx
-code deserialize to ``None``, and pod logs that happen to parse as JSON get mangled by the model
-layer. Every failure goes through ``kube/errors.py``.
+Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations

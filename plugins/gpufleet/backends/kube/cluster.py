@@ -26,6 +26,7 @@ from gpufleet.backends.kube.gpu_metrics import KubeGpuMetrics
 from gpufleet.backends.kube.kinds import KINDS, KindInfo, kind_info
 from gpufleet.backends.kube.nodes import KubeNodes
 from gpufleet.backends.kube.objects import KubeObjects
+from gpufleet.backends.kube.watch import KubeWatch
 from gpufleet.backends.kube.workloads import KubeWorkloads
 from gpufleet.domain.workloads import POOL_LABEL
 
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-class KubeClusterBackend(KubeObjects, KubeNodes, KubeWorkloads, KubeGpuMetrics):
+class KubeClusterBackend(KubeObjects, KubeWatch, KubeNodes, KubeWorkloads, KubeGpuMetrics):
     """One Kubernetes cluster, reached through the Airflow connection ``conn_id`` or, given
     ``kube_config``, through that kube config dict (``from_kube_config``); a node's pool is the
     value of the first of ``pool_label_keys`` it carries."""

@@ -1,18 +1,6 @@
 """Read-compare-patch, the pure half: does a stored object already carry a manifest?
 
-``ensure_object`` (``objects.py``) reads the object and asks :func:`differences` which of the
-manifest's fields the stored object lacks or holds another value for. What is compared is what
-the manifest declares: ``metadata.labels`` and ``metadata.annotations`` and every other
-top-level section (``spec``, ``data``, ``rules``, ``roleRef``, ``subjects``, ``webhooks``, ...)
-but ``status`` and the rest of ``metadata``, which the server owns. What the server adds is not
-a difference: a field the manifest does not name (defaults such as ``imagePullPolicy``, a
-webhook's injected ``caBundle``), nor a missing or null field where the manifest has an empty
-list or map (the server drops those). Lists are compared item by item at the same position,
-since a merge patch replaces a list whole. A null in the manifest means "absent", as in a merge
-patch. A Secret's ``stringData`` is write-only (the server stores it base64-encoded in
-``data``), so it is compared as ``data``.
-
-:func:`patch_body` is the JSON merge patch that makes the stored object carry the manifest.
+Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations

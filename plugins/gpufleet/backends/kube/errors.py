@@ -1,25 +1,6 @@
 """What a failed Kubernetes API call becomes: the one place its HTTP status is classified.
 
-Every ``ApiException`` becomes a :class:`KubeApiError` saying which call on which object failed,
-with the HTTP status, reason and the server's message. The class tells the cases apart, so
-callers catch a type instead of comparing status codes:
-
-==========  ==========================  ===================================================
-status      class                       what the backend does with it
-==========  ==========================  ===================================================
-404         ``KubeNotFound``            delete: nothing to delete; status: NotFound; ...
-409         ``KubeConflict``            create: the object exists ("found", an ensure
-                                        converges); taint patch: re-read and patch again.
-                                        Never retried by the retry rule.
-429         ``KubeTooManyRequests``     transient (retried); an eviction's 429 is a
-                                        PodDisruptionBudget saying "not now".
-5xx         ``TransientKubeApiError``   transient (retried)
-other       ``KubeApiError``            surfaces at once
-==========  ==========================  ===================================================
-
-Transient means ``gpufleet.backends.retry.is_transient_status``; a transient error carries the
-server's Retry-After in ``retry_after``. A connection that fails or drops (urllib3, OSError)
-becomes a plain ``TransientBackendError`` (``connection_error``).
+Design: docs/design/cloud-backends.md.
 """
 
 from __future__ import annotations
@@ -27,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpufleet.backends.base import WatchExpired
 from gpufleet.backends.retry import is_transient_status, parse_retry_after
 from gpufleet.errors import BackendError, TransientBackendError
 
@@ -46,6 +28,10 @@ class KubeNotFound(KubeApiError):
 
 class KubeConflict(KubeApiError):
     """409: the object already exists (on create) or changed since it was read (on update)."""
+
+
+class KubeGone(KubeApiError, WatchExpired):
+    """410 Gone: the resourceVersion asked for is too old (compacted): list again."""
 
 
 class TransientKubeApiError(KubeApiError, TransientBackendError):
@@ -101,6 +87,8 @@ def api_error(what: str, exc: Any, source: str) -> KubeApiError:
         return KubeNotFound(text, status=status, reason=reason)
     if status == 409:
         return KubeConflict(text, status=status, reason=reason)
+    if status == 410:
+        return KubeGone(text, status=status, reason=reason)
     return KubeApiError(text, status=status, reason=reason)
 
 

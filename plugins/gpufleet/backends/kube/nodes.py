@@ -12,6 +12,7 @@ import tenacity
 from gpufleet.backends.base import NodeInfo, Taint
 from gpufleet.backends.kube.client import KubeApi
 from gpufleet.backends.kube.errors import KubeConflict
+from gpufleet.backends.kube.node_objects import node_info
 from gpufleet.domain.workloads import (
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
@@ -69,29 +70,9 @@ class KubeNodes(KubeApi):
         ]
 
     def _node_info(self, item: dict[str, Any]) -> NodeInfo:
-        metadata = item.get("metadata") or {}
-        labels = dict(metadata.get("labels") or {})
-        spec = item.get("spec") or {}
-        status = item.get("status") or {}
-        pool = next((labels[k] for k in self.pool_label_keys if labels.get(k)), None)
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or ()
-        )
-        taints = tuple(
-            Taint(key=t["key"], value=t.get("value"), effect=t.get("effect", "NoSchedule"))
-            for t in spec.get("taints") or ()
-            if t.get("key")
-        )
-        return NodeInfo(
-            name=metadata["name"],
-            pool=pool,
-            labels=labels,
-            taints=taints,
-            unschedulable=bool(spec.get("unschedulable")),
-            ready=ready,
-            provider_id=spec.get("providerID"),
-        )
+        """A Node object read (``node_objects.node_info``): labels, taints, cordon,
+        conditions, uid, boot id, creation time."""
+        return node_info(item, self.pool_label_keys)
 
     def _workloads_by_node(self) -> dict[str, set[str]]:
         """Node name -> names of non-validation Jobs/JobSets with a pod bound there that has not

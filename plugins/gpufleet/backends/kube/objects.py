@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gpufleet.backends.base import CREATED, UNCHANGED, UPDATED
+from gpufleet.backends.base import ObjectChange
 from gpufleet.backends.kube.client import KubeApi, ref
 from gpufleet.backends.kube.converge import differences, patch_body
 from gpufleet.backends.kube.errors import KubeApiError, KubeConflict, KubeNotFound
@@ -15,9 +15,6 @@ from gpufleet.domain.kueue import refused_change
 from gpufleet.errors import BackendError, TransientBackendError
 
 log = logging.getLogger(__name__)
-
-# What ``ensure_object`` did (``created`` is ``base.CREATED``).
-
 
 _FOREGROUND_KINDS = frozenset({"Job", "JobSet"})
 
@@ -45,7 +42,7 @@ class KubeObjects(KubeApi):
         log.info("created %s %s", info.kind, ref(name, namespace))
         return created
 
-    def ensure_object(self, manifest: dict[str, Any]) -> str:
+    def ensure_object(self, manifest: dict[str, Any]) -> ObjectChange:
         """Converge one object on ``manifest``: ``created``, ``unchanged`` or ``updated``.
 
         Reads it first. Absent: created (a 409, someone created it meanwhile, reads it again and
@@ -69,7 +66,7 @@ class KubeObjects(KubeApi):
                 stored = self._read_existing(info, name, namespace, exc)
             else:
                 log.info("created %s", where)
-                return CREATED
+                return ObjectChange.CREATED
         else:
             if (stored.get("metadata") or {}).get("deletionTimestamp"):
                 raise TransientBackendError(
@@ -81,7 +78,7 @@ class KubeObjects(KubeApi):
         changed = differences(stored, body)
         if not changed:
             log.info("%s unchanged", where)
-            return UNCHANGED
+            return ObjectChange.UNCHANGED
         try:
             self._merge_patch(info, name, namespace, patch_body(body))
         except KubeNotFound as exc:
@@ -99,7 +96,7 @@ class KubeObjects(KubeApi):
                 reason=exc.reason,
             ) from exc
         log.info("updated %s: %s", where, ", ".join(changed))
-        return UPDATED
+        return ObjectChange.UPDATED
 
     def _addressed(
         self, manifest: dict[str, Any]

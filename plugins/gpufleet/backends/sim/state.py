@@ -1,32 +1,18 @@
 """The simulated fleet's state: one SQLite file shared by every Airflow task process.
 
-Tables: nodes, faults (injected, with their scope and time), objects (applied manifests), pods
-(with each container's log), pod_runs (each pod's run time on the modelled clock), cloud
-resources, nights (each pool's fabric validation runs, which
-``drift:<percent>`` counts). Writes take an immediate transaction so concurrent
-task processes serialise cleanly. Faults are stored as written and read back through the one
-parser, ``gpufleet.domain.faults.parse_fault``.
-
-A run's faults (a ``RunLease``) record the run (dag_id, run_id) and when their lease ends
-(``expires_at``): a fault past its lease is never in force, whoever reads the state and
-whether or not Airflow is there to ask; ``sweep`` removes those and the faults of runs that
-are no longer alive.
-
-Time is the sim's clock (``SimClock``, ``SimState.clock``): the system clock plus an offset
-kept in the ``meta`` table (or, once a test froze it, a fixed time there), so every task
-process reading the file sees the same simulated time, and a test moves it with
-``SimState().clock.advance(seconds)`` instead of sleeping. Fault times and leases, pods'
-starts and ends, cloud creates and repairs are all on it.
+Design: docs/design/simulated-fleet.md.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from gpufleet.backends.sim import events_schedule, watch_log
 from gpufleet.backends.sim.sim_clock import CLOCK_KEY, FROZEN_KEY, SimClock
 from gpufleet.backends.sim.topology import topology_labels
 from gpufleet.config.paths import state_dir
@@ -95,6 +81,8 @@ class SimState:
             for column, kind in _FAULT_COLUMNS.items():
                 if column not in have:
                     conn.execute(f"ALTER TABLE faults ADD COLUMN {column} {kind}")
+            watch_log.install(conn)  # node columns a watch reports, the change log, its triggers
+            conn.executescript(events_schedule.SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
@@ -165,14 +153,30 @@ class SimState:
     ) -> list[str]:
         """Register ``count`` nodes of a pool (GPU-tainted, plus ``taints``); ``ready=False``
         for a pool still coming up (``settle_nodes`` makes them Ready)."""
-        pool = cluster.pool(pool_name)
-        native = pool_label_key(cluster)
         all_taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
         all_taints += [t for t in taints if t["key"] != "nvidia.com/gpu"]
-        names = []
-        for i in range(count):
-            name = self.node_name(cluster.name, pool_name, i)
-            labels = {
+        names = [self.node_name(cluster.name, pool_name, i) for i in range(count)]
+        self.insert_nodes(conn, cluster, pool_name, names, taints=tuple(all_taints), ready=ready)
+        return names
+
+    def insert_nodes(
+        self,
+        conn: sqlite3.Connection,
+        cluster: Cluster,
+        pool_name: str,
+        names: list[str],
+        *,
+        taints: tuple[dict, ...],
+        ready: bool,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        """Register nodes of a pool under ``names`` with exactly ``taints`` (a name already
+        registered is left alone): each gets a uid, a boot id and its creation time."""
+        pool = cluster.pool(pool_name)
+        native = pool_label_key(cluster)
+        now = self.clock.time(conn)
+        for name in names:
+            node_labels = {
                 POOL_LABEL: pool_name,
                 native: pool_name,
                 HOSTNAME_LABEL: name,
@@ -180,20 +184,25 @@ class SimState:
                 "nvidia.com/gpu.product": pool.gpu.model,
                 "nvidia.com/gpu.count": str(pool.gpu.count),
                 **topology_labels(pool, name),
+                **(labels or {}),
             }
             conn.execute(
-                "INSERT OR IGNORE INTO nodes VALUES (?, ?, ?, ?, ?, 0, ?)",
+                "INSERT OR IGNORE INTO nodes (cluster, name, pool, labels, taints, "
+                "unschedulable, ready, uid, boot_id, created_at, conditions, ready_since) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, '[]', ?)",
                 (
                     cluster.name,
                     name,
                     pool_name,
-                    json.dumps(labels),
-                    json.dumps(all_taints),
+                    json.dumps(node_labels),
+                    json.dumps(list(taints)),
                     int(ready),
+                    str(uuid.uuid4()),
+                    str(uuid.uuid4()),
+                    now,
+                    now,
                 ),
             )
-            names.append(name)
-        return names
 
     def count_call(self, cluster: str) -> int:
         """Count one API call on ``cluster`` (for ``api-errors:...:after=N``); the new total."""
@@ -331,9 +340,16 @@ class SimState:
         the sim's time never goes back."""
         with self.tx() as conn:
             conn.execute("DELETE FROM meta WHERE key NOT IN (?, ?)", (CLOCK_KEY, FROZEN_KEY))
-            tables = ("nodes", "faults", "objects", "pods", "pod_runs", "cloud", "nights")
+            tables: tuple[str, ...] = ("nodes", "faults", "objects", "pods", "pod_runs", "cloud")
+            tables += ("nights",)
+            tables += ("node_changes", "node_events", events_schedule.TABLE)
             for table in tables:
                 conn.execute(f"DELETE FROM {table}")
+            # versions go on, and a watch from before the reset is told to relist (410)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (watch_log.FLOOR_KEY, str(watch_log.newest_version(conn))),
+            )
 
 
 def _active(row: sqlite3.Row) -> ActiveFault:

@@ -1,15 +1,15 @@
 """EKS node add-ons: the NVIDIA device plugin (``nvidia.com/gpu``), the EFA device plugin
 (``vpc.amazonaws.com/efa``) and the FSx for Lustre CSI driver, from their upstream manifests
 (``include/manifests/{nvidia,efa}-device-plugin.yaml.j2``, ``fsx-csi-driver.yaml.j2``), images
-pinned. They tolerate the ``gpufleet.io/unvalidated`` taint: a new node must advertise its GPUs
-and EFA devices before validation can run on it."""
+pinned. They tolerate the ``gpufleet.io/validation-pending`` taint: a new node must advertise
+its GPUs and EFA devices before validation can run on it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gpufleet.domain.fleet import Cluster
-from gpufleet.domain.workloads import UNVALIDATED_KEY, pool_label_key
+from gpufleet.domain.workloads import pool_label_key
 from gpufleet.manifests.addons.networks import cluster_labels
 from gpufleet.manifests.templates import render_template, render_template_all
 
@@ -44,7 +44,6 @@ def render_nvidia_device_plugin(cluster: Cluster) -> list[dict[str, Any]]:
             labels=cluster_labels(cluster),
             pool_label=pool_label_key(cluster),
             pools=[p.name for p in cluster.node_pools],
-            unvalidated_taint=UNVALIDATED_KEY,
             image=NVIDIA_DEVICE_PLUGIN_IMAGE,
         )
     ]
@@ -62,7 +61,6 @@ def render_efa_device_plugin(cluster: Cluster) -> list[dict[str, Any]]:
             "efa-device-plugin.yaml.j2",
             labels=cluster_labels(cluster),
             instance_types=types,
-            unvalidated_taint=UNVALIDATED_KEY,
             image=EFA_DEVICE_PLUGIN_IMAGE,
         )
     ]

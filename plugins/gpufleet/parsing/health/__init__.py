@@ -20,6 +20,7 @@ from gpufleet.parsing.health.dcgm_exporter import (
 from gpufleet.parsing.health.dcgm_json import parse_dcgm_diag_json
 from gpufleet.parsing.health.dcgm_nvlink import parse_dcgmi_nvlink
 from gpufleet.parsing.health.dcgm_text import parse_dcgm_diag_text
+from gpufleet.parsing.health.node_events import announces_maintenance, xid_codes
 from gpufleet.parsing.health.nvidia_smi import (
     GpuMemoryHealth,
     NvidiaSmiMemoryReport,
@@ -59,4 +60,6 @@ __all__ = [
     "parse_node_health",
     "parse_nvlink_errors",
     "parse_xid_lines",
+    "xid_codes",
+    "announces_maintenance",
 ]

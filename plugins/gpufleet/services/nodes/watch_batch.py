@@ -1,0 +1,158 @@
+"""What a cluster's watcher hands the response: a batch of node changes and node events, as
+JSON-able values (an asset event's ``extra``), coalesced per node (design: docs/events.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.backends.base import NodeInfo, WatchEvent
+from gpufleet.domain.events import Change, NodeEvent, version_after
+from gpufleet.domain.signals import MAINTENANCE_LABEL, PREDICTION_LABELS
+
+# the labels the response reads (the rest of a node's labels never leave the watcher)
+WATCHED_LABELS = (*PREDICTION_LABELS, MAINTENANCE_LABEL)
+MAX_EVENTS = 500  # per batch: a storm's further events of a node are counted, not listed
+
+
+def node_fields(node: NodeInfo, version: str) -> dict[str, Any]:
+    """A node as the response reads it (what ``gf_watched_nodes`` keeps)."""
+    return {
+        "pool": node.pool,
+        "uid": node.uid,
+        "boot_id": node.boot_id,
+        "provider_id": node.provider_id,
+        "unschedulable": node.unschedulable,
+        "ready": node.ready,
+        "conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+            for c in node.conditions
+        ],
+        "labels": {k: node.labels[k] for k in WATCHED_LABELS if k in node.labels},
+        "version": version,
+    }
+
+
+def event_fields(event: NodeEvent, version: str) -> dict[str, Any]:
+    return {
+        "uid": event.uid,
+        "node": event.node,
+        "reason": event.reason,
+        "message": event.message,
+        "type": event.type,
+        "source": event.source,
+        "count": event.count,
+        "last_seen": event.last_seen.isoformat() if event.last_seen else None,
+        "version": version,
+    }
+
+
+@dataclass
+class Batch:
+    """One cluster's changes since the last batch: ``nodes`` the latest state of each node that
+    changed (None: deleted), ``events`` the node events (one per event uid, the latest count),
+    ``relist``: ``nodes`` is the whole cluster (a first list, or a relist after 410 Gone):
+    a node the ledger knows that is not in it is gone. ``nodes_version``/``events_version``:
+    where each stream stands once this batch is handled (what the response acknowledges)."""
+
+    cluster: str
+    nodes: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relist: bool = False
+    nodes_version: str | None = None
+    events_version: str | None = None
+    dropped_events: int = 0  # past MAX_EVENTS: counted, not kept
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.events or self.relist)
+
+    # --- building (the watcher) ----------------------------------------------------------------
+
+    def listed(self, nodes: Iterable[NodeInfo], version: str) -> None:
+        """A full list: the batch becomes a relist at ``version``."""
+        self.nodes = {n.name: node_fields(n, version) for n in nodes}
+        self.relist = True
+        self.nodes_version = version
+
+    def add(self, change: WatchEvent) -> None:
+        """One watch event: a node's latest state replaces the earlier ones of this batch
+        (a burst of changes is one), an event is kept by uid (its latest count)."""
+        if change.node is not None:
+            name = change.node.name
+            self.nodes[name] = (
+                None
+                if change.change is Change.DELETED
+                else node_fields(change.node, change.version)
+            )
+            self.nodes_version = _later(self.nodes_version, change.version)
+        elif change.event is not None:
+            ev = change.event
+            if ev.uid not in self.events and len(self.events) >= MAX_EVENTS:
+                self.dropped_events += 1
+            else:
+                self.events[ev.uid] = event_fields(ev, change.version)
+            self.events_version = _later(self.events_version, change.version)
+        elif change.change is Change.BOOKMARK:
+            pass  # the caller knows which stream it watched: ``reached``
+
+    def reached(self, stream: str, version: str) -> None:
+        """A bookmark: ``stream`` (nodes | events) has reached ``version``."""
+        if stream == "nodes":
+            self.nodes_version = _later(self.nodes_version, version)
+        else:
+            self.events_version = _later(self.events_version, version)
+
+    def merge(self, later: Batch) -> Batch:
+        """This batch followed by ``later`` (several asset events handled by one run)."""
+        nodes = dict(later.nodes) if later.relist else {**self.nodes, **later.nodes}
+        return Batch(
+            cluster=self.cluster,
+            nodes=nodes,
+            events={**self.events, **later.events},
+            relist=self.relist or later.relist,
+            nodes_version=_later(self.nodes_version, later.nodes_version),
+            events_version=_later(self.events_version, later.events_version),
+            dropped_events=self.dropped_events + later.dropped_events,
+        )
+
+    # --- the wire ------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "nodes": self.nodes,
+            "events": self.events,
+            "relist": self.relist,
+            "nodes_version": self.nodes_version,
+            "events_version": self.events_version,
+            "dropped_events": self.dropped_events,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Batch:
+        """A batch from the wire; refuses what is not one (a person's hand-made conf)."""
+        if not isinstance(data, dict) or not isinstance(data.get("cluster"), str):
+            raise ValueError("a node event batch needs a 'cluster' name")
+        nodes = data.get("nodes") or {}
+        events = data.get("events") or {}
+        if not isinstance(nodes, dict) or not isinstance(events, dict):
+            raise ValueError("a node event batch's 'nodes' and 'events' are objects")
+        for name, fields in nodes.items():
+            if fields is not None and not isinstance(fields.get("version"), str):
+                raise ValueError(f"node {name!r} in the batch has no 'version'")
+        return cls(
+            cluster=data["cluster"],
+            nodes=dict(nodes),
+            events=dict(events),
+            relist=bool(data.get("relist")),
+            nodes_version=data.get("nodes_version"),
+            events_version=data.get("events_version"),
+            dropped_events=int(data.get("dropped_events") or 0),
+        )
+
+
+def _later(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return a or b
+    return b if version_after(b, a) else a
