@@ -265,3 +265,40 @@ def test_the_gate_reads_signals_newer_than_the_pools_validation(fleet):
         )
     [facts] = gather_facts(catalog, ledger, CLUSTER, [POOL])
     assert list(facts.signalled) == [node] and "Xid 79" in facts.signalled[node]
+
+
+def test_a_batch_after_a_gap_is_handled_but_not_acknowledged(fleet):
+    """Batch N's run failed for good; batch N+1 begins after what was acknowledged: its changes
+    are handled, but the cursor stays, so the watcher hands N's changes over again."""
+    catalog, backend, ledger = fleet
+    _baseline(catalog, backend, ledger)  # nodes acknowledged at 100
+    node = f"{CLUSTER}-{POOL}-2"
+    later = Batch(
+        CLUSTER,
+        events={"e2": _event(node, XID_79, uid="e2")},
+        events_version="30",
+        events_from="20",  # began at 20: 10..20 (batch N) was never handled
+    )
+    ledger.ack_watch(CLUSTER, "events", "10")
+    report = EventResponse(ledger, catalog).respond(later, "r2")
+    assert list(report.quarantined) == [node]
+    assert ledger.watch_cursor(CLUSTER, "events") == "10"
+    assert any("not acknowledged" in n for n in report.notes)
+    follows = Batch(CLUSTER, events={}, events_version="30", events_from="10")
+    EventResponse(ledger, catalog).respond(follows, "r3")
+    assert ledger.watch_cursor(CLUSTER, "events") == "30"
+
+
+def test_a_session_whose_run_died_is_taken_over_only_when_stale(fleet):
+    from gpufleet.services.nodes.admission import STALE_S, orphaned_sessions
+    from gpufleet.services.nodes.drain import backend_clock
+
+    catalog, backend, ledger = fleet
+    new, sid, sessions, summary, row = _judged(catalog, backend, ledger, passed=True)
+    clock = backend_clock(backend)
+    assert sessions.claim(sid, "adm-2") is None  # adm-1 validates it, not stale yet
+    clock.advance(300 + STALE_S + 1)
+    assert [s.id for s in orphaned_sessions(ledger, CLUSTER, clock.now())] == [sid]
+    assert sessions.claim(sid, "adm-2") is not None
+    assert ledger.session_row(sid)["run_id"] == "adm-2"
+    assert list(sessions.judge(sid, "adm-2", summary, row).released) == [new]

@@ -34,6 +34,10 @@ from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
 
+# a session validating this long after its window closed is taken over: longer than any
+# validation round takes, a level-4 burn-in included (docs/health.md: up to 9,000 s)
+STALE_S = 4 * 3600.0
+
 
 class AdmissionSessions:
     """The re-admission sessions of one pool."""
@@ -57,9 +61,27 @@ class AdmissionSessions:
         )
 
     def claim(self, session_id: str, run_id: str, stale_run: str | None = None) -> Session | None:
-        """The session, claimed for ``run_id`` (None: another run has it, or it is done)."""
-        if not self.ledger.claim_session(session_id, run_id, stale_run=stale_run):
+        """The session, claimed for ``run_id`` (None: another run has it, or it is done). A
+        session another run has been validating for longer than :data:`STALE_S` after its
+        window closed (that run died, or failed for good) is taken over."""
+        if self.ledger.claim_session(session_id, run_id, stale_run=stale_run):
+            return self.session(session_id)
+        row = self.ledger.session_row(session_id)
+        if row is None or row["state"] != "validating" or row["run_id"] == run_id:
             return None
+        session = self.session(session_id)
+        now = backend_clock(self.backend).now()
+        if session is None or (now - session.closes_at).total_seconds() < STALE_S:
+            return None
+        if not self.ledger.claim_session(session_id, run_id, stale_run=row["run_id"]):
+            return None
+        log.warning(
+            "%s: session %s taken over from run %s (validating past %.0f s)",
+            self.ref.key,
+            session_id,
+            row["run_id"],
+            STALE_S,
+        )
         return self.session(session_id)
 
     def judge(
@@ -137,10 +159,12 @@ def join_session(
 def orphaned_sessions(
     ledger: Ledger, cluster: str, now: datetime, grace_s: float = 60.0
 ) -> list[Session]:
-    """Open sessions past their window by more than ``grace_s`` that no run claimed (their
-    opener died, or they were carried): a response run takes them on."""
-    return [
-        s
-        for s in ledger.sessions(cluster, states=("open",))
-        if (now - s.closes_at).total_seconds() > grace_s
-    ]
+    """Sessions no live run looks after: open ones past their window by more than ``grace_s``
+    (their opener died, or they were carried), and validating ones past it by :data:`STALE_S`
+    (their run died): a response run takes them on."""
+    out = []
+    for s in ledger.sessions(cluster, states=("open", "validating")):
+        late = (now - s.closes_at).total_seconds()
+        if late > (grace_s if s.state.value == "open" else STALE_S):
+            out.append(s)
+    return out

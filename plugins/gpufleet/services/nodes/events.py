@@ -157,8 +157,16 @@ class EventResponse:
         self._act(cluster, backend, new, run_id, now, report)
         self.ledger.see_nodes(cluster.name, keep)
         for stream, version in (("nodes", batch.nodes_version), ("events", batch.events_version)):
-            if version is not None:
+            if version is None:
+                continue
+            acked = self.ledger.watch_cursor(cluster.name, stream)
+            if batch.follows(stream, acked):
                 self.ledger.ack_watch(cluster.name, stream, version, run_id)
+            else:  # a batch before this one was not handled: the watcher hands it over again
+                report.notes.append(
+                    f"{stream}: this batch begins after {acked}, the version acknowledged: "
+                    "not acknowledged, so the watcher hands the changes between over again"
+                )
         if batch.dropped_events:
             report.notes.append(
                 f"{batch.dropped_events} further node event(s) in the storm were counted, not read"

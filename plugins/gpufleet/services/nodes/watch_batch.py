@@ -63,6 +63,18 @@ class Batch:
     nodes_version: str | None = None
     events_version: str | None = None
     dropped_events: int = 0  # past MAX_EVENTS: counted, not kept
+    # where each stream stood when the batch began (the watcher's position): the response
+    # acknowledges a stream only when this follows on from what it acknowledged before, so a
+    # batch whose run failed for good is handed over again (None: no gap possible, a list)
+    nodes_from: str | None = None
+    events_from: str | None = None
+
+    def follows(self, stream: str, acked: str | None) -> bool:
+        """Whether this batch follows on from ``acked`` (the stream's acknowledged version):
+        it began at or before it, or it is a list (``*_from`` None), or nothing was
+        acknowledged yet."""
+        began = self.nodes_from if stream == "nodes" else self.events_from
+        return began is None or acked is None or not version_after(began, acked)
 
     def __bool__(self) -> bool:
         return bool(self.nodes or self.events or self.relist)
@@ -74,6 +86,7 @@ class Batch:
         self.nodes = {n.name: node_fields(n, version) for n in nodes}
         self.relist = True
         self.nodes_version = version
+        self.nodes_from = None  # the whole cluster: nothing before it is needed
 
     def add(self, change: WatchEvent) -> None:
         """One watch event: a node's latest state replaces the earlier ones of this batch
@@ -114,6 +127,8 @@ class Batch:
             nodes_version=_later(self.nodes_version, later.nodes_version),
             events_version=_later(self.events_version, later.events_version),
             dropped_events=self.dropped_events + later.dropped_events,
+            nodes_from=None if later.relist else self.nodes_from,
+            events_from=self.events_from,
         )
 
     # --- the wire ------------------------------------------------------------------------------
@@ -127,6 +142,8 @@ class Batch:
             "nodes_version": self.nodes_version,
             "events_version": self.events_version,
             "dropped_events": self.dropped_events,
+            "nodes_from": self.nodes_from,
+            "events_from": self.events_from,
         }
 
     @classmethod
@@ -149,6 +166,8 @@ class Batch:
             nodes_version=data.get("nodes_version"),
             events_version=data.get("events_version"),
             dropped_events=int(data.get("dropped_events") or 0),
+            nodes_from=data.get("nodes_from"),
+            events_from=data.get("events_from"),
         )
 
 
