@@ -73,13 +73,19 @@ def check_tests() -> list[str]:
     return variable("CHECK_TESTS").split()
 
 
+def check_skip() -> list[str]:
+    return variable("CHECK_SKIP").split()
+
+
 def check_files() -> list[Path]:
-    """The Python files of CHECK_TESTS, but this one (which names the slow signs)."""
+    """The Python files of CHECK_TESTS but CHECK_SKIP's, and but this one (which names the slow
+    signs)."""
     files = []
     for name in check_tests():
         path = ROOT / name
         files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    return [path for path in files if path.resolve() != Path(__file__).resolve()]
+    skipped = {(ROOT / name).resolve() for name in check_skip()} | {Path(__file__).resolve()}
+    return [path for path in files if path.resolve() not in skipped]
 
 
 def test_make_check_runs_the_linters_then_the_fast_tests():
@@ -108,6 +114,22 @@ def test_check_tests_exist_and_cover_the_pure_tiers():
         assert tier in names, f"CHECK_TESTS lost {tier}"
 
 
+def test_check_skip_names_test_files_of_check_tests_folders_and_make_check_ignores_them():
+    """CHECK_SKIP leaves the long files of a CHECK_TESTS folder to ``make test``: each is a test
+    file in one of those folders (a skip of anything else skips nothing), and the check recipe
+    hands each to pytest as ``--ignore``."""
+    folders = [ROOT / name for name in check_tests() if (ROOT / name).is_dir()]
+    for name in check_skip():
+        path = ROOT / name
+        assert path.is_file() and path.name.startswith("test_"), f"CHECK_SKIP: {name} is no test"
+        assert any(folder in path.parents for folder in folders), (
+            f"CHECK_SKIP: {name} is in no folder of CHECK_TESTS"
+        )
+    _, body = recipe("check")
+    (line,) = [line for line in body if "pytest" in line]
+    assert "$(addprefix --ignore=,$(CHECK_SKIP))" in line, line
+
+
 def slow_signs(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     return [
@@ -128,7 +150,7 @@ def test_no_check_test_sets_up_anything_slow():
 def test_the_slow_signs_are_seen():
     """The scan above finds a slow test where there is one (else it could never fail)."""
     assert slow_signs(ROOT / "tests" / "test_nightly_dag.py")
-    assert slow_signs(ROOT / "tests" / "test_ledger.py")
+    assert slow_signs(ROOT / "tests" / "store" / "test_ledger.py")
 
 
 # --- CONTRIBUTING.md --------------------------------------------------------------------------
@@ -219,3 +241,14 @@ def test_the_type_checker_runs_in_make_lint_and_as_a_hook_on_its_config():
     assert sorted(config["files"]) == ["dags", "plugins/gpufleet"], config
     assert config["mypy_path"] == "plugins" and config["python_version"] == "3.11", config
     assert not config.get("ignore_missing_imports"), "missing types are ignored module by module"
+
+
+def test_warnings_are_errors_and_each_ignore_is_named():
+    """Airflow's next deprecations must not arrive silently: every warning is an error but the
+    upstream ones ignored by message, category and module (pyproject.toml says why each)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    filters = config["tool"]["pytest"]["ini_options"]["filterwarnings"]
+    assert filters[0] == "error"
+    for rule in filters[1:]:
+        action, message, category, module = rule.split(":", 3)
+        assert action == "ignore" and message and category and module, rule
