@@ -128,7 +128,8 @@ def test_cli_refuses_bad_input(case, primed_state, tmp_path, capsys, monkeypatch
     if not {"GPUFLEET_LEDGER_URL", "AIRFLOW_CONN_GPUFLEET_LEDGER"} & (spec.get("env") or {}).keys():
         # the state folder's ledger named directly, the one Airflow's lookup finds here: that
         # lookup starts an `airflow` process per command (seconds) and is proven in
-        # tests/test_ledger_resolution.py and test_gate_and_status_name_the_fleet_state_they_read;
+        # tests/store/test_ledger_resolution.py and
+        # test_gate_and_status_name_the_fleet_state_they_read;
         # the cases about the ledger's location name it themselves, as they did
         monkeypatch.setenv("GPUFLEET_LEDGER_URL", default_ledger_url())
     for key, value in (spec.get("env") or {}).items():  # {tmp}: the scratch folder; {state}

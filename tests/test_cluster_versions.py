@@ -10,8 +10,8 @@ from sqlalchemy import text
 
 from gpufleet.store import Ledger
 from gpufleet.store.schema_versions import FLEET
+from tests.store.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.support.ledger_helpers import quarantine, start_transition
-from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 
 NOW = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
 COUNTS = {"nodes": 2, "ready": 2, "free": 2, "quarantined": 0, "busy": 0}

@@ -18,11 +18,11 @@ from gpufleet.errors import LedgerError
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
 from gpufleet.store.database import engine_for
-from tests.support.ledger_helpers import hold_region_lock, start_transition
-from tests.test_ledger import (
+from tests.store.test_ledger import (
     LAUNCH,
     ledger_url,  # noqa: F401  (fixture: SQLite and PostgreSQL)
 )
+from tests.support.ledger_helpers import hold_region_lock, start_transition
 
 NOW = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 EARLIER = range(1, s.SCHEMA_VERSION)  # every version a ledger can be upgraded from
@@ -155,7 +155,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0018"
+        assert migrations.current_revision(conn) == migrations.head() == "0019"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -242,7 +242,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 18
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 19
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)

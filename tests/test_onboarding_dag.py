@@ -51,6 +51,14 @@ def onboard(**conf):
     return dr, task_states(dr)
 
 
+def sim(*args: str) -> None:
+    """``gpufleet sim ...`` on the region's pool: onboarding's form takes no faults (only the
+    sim drill's does), so a rehearsal puts them in with the CLI and clears them after."""
+    from gpufleet.cli import main
+
+    assert main(["sim", *args, "--pool", f"{CLUSTER}/{POOL}"]) == 0
+
+
 def ledger():
     from gpufleet.store import Ledger
 
@@ -89,8 +97,8 @@ def link_xcoms(dagrun) -> dict[str, str]:
 
 
 def test_a_deferred_steps_console_link_survives_and_the_run_releases_the_lock(onboarded):
-    """(The region lock's other tests: tests/test_onboarding_locks.py.) Reads the shared first
-    onboarding only, so it runs before the happy path's rerun."""
+    """(The region lock's other tests: tests/services/infrastructure/test_onboarding_locks.py.)
+    Reads the shared first onboarding only, so it runs before the happy path's rerun."""
     dr, states = onboarded
     assert str(dr.state) == "success", states
     links = link_xcoms(dr)
@@ -142,7 +150,8 @@ def test_dry_run_prints_the_plan_and_creates_nothing(fleet):
 
 
 def test_capacity_short_is_refused_at_preflight_with_the_figures(fleet):
-    dr, states = onboard(sim_faults=[f"{CLUSTER}/{POOL}=capacity-short:2"])
+    sim("inject", "--fault", "capacity-short:2")
+    dr, states = onboard()
     assert str(dr.state) == "failed"
     assert states["preflight"] == "failed" and states["network"] == "upstream_failed"
     refused = [a for a in actions(dr.run_id) if a["action"] == "refused"]
@@ -157,7 +166,8 @@ def test_capacity_short_is_refused_at_preflight_with_the_figures(fleet):
 
 def test_api_errors_midway_fail_the_step_and_a_rerun_completes_without_duplicates(fleet):
     # the first 4 calls (3 preflight reads, the network) go through, then every call fails
-    dr, states = onboard(sim_faults=[f"{CLUSTER}/{POOL}=api-errors:1:after=4"])
+    sim("inject", "--fault", "api-errors:1:after=4")
+    dr, states = onboard()
     assert str(dr.state) == "failed"
     assert states["preflight"] == "success" and states["network"] == "success"
     assert states["cluster"] == "failed"
@@ -166,7 +176,8 @@ def test_api_errors_midway_fail_the_step_and_a_rerun_completes_without_duplicate
     network_rows = sorted(cloud_rows())
     assert ("network", "a3u-euw4-rdma") in network_rows and ("cluster", CLUSTER) not in network_rows
 
-    again, states = onboard()  # the run's faults were cleared by its teardown task
+    sim("clear")
+    again, states = onboard()
     assert str(again.state) == "success", states
     rerun = {(a["kind"], a["name"]): a["action"] for a in actions(again.run_id)}
     assert rerun[("network", "a3u-euw4-rdma")] == "found"  # not recreated
@@ -187,9 +198,8 @@ def test_validate_false_leaves_the_taints_and_the_region_not_ready(fleet):
 
 def test_a_node_that_never_becomes_ready_stays_tainted_and_is_named(fleet):
     stuck = f"{CLUSTER}-{POOL}-2"
-    dr, states = onboard(
-        sim_faults=[f"{CLUSTER}/{POOL}=not-ready:{stuck}"], nodes_ready_timeout_minutes=0.05
-    )
+    sim("inject", "--fault", f"not-ready:{stuck}")
+    dr, states = onboard(nodes_ready_timeout_minutes=0.05)
     assert str(dr.state) == "failed"
     assert states["nodes_ready"] == "success" and states["validate_fabric[0]"] == "success"
     assert states["release"] == "failed"
@@ -202,17 +212,13 @@ def test_a_node_that_never_becomes_ready_stays_tainted_and_is_named(fleet):
     )
 
 
-def test_sim_faults_on_another_regions_pool_are_refused_before_anything(fleet):
-    # a3u-sim/h200-a is in service in sim-us-central1: an onboarding of sim-europe-west4 may
-    # not touch it
-    dr, states = onboard(sim_faults=["a3u-sim/h200-a=fabric-down"])
-    assert str(dr.state) == "failed", states
-    assert states["inject_faults"] == "failed" and states["preflight"] == "upstream_failed"
-    assert SimState().faults() == []
-    assert cloud_rows() == []  # nothing was created
-    assert actions(dr.run_id) == []
-    from gpufleet.store import Ledger
+def test_the_faults_of_a_killed_drill_are_swept_before_the_preflight(fleet):
+    """A ``sim_fault_drill`` run killed with ``kill -9`` never ran its teardown: its fault on
+    the region's pool must not refuse the onboarding (the sweep is onboarding's first task)."""
+    from gpufleet.domain.faults import RunLease
 
-    ledger = Ledger()
-    assert ledger.region_state(REGION) is None  # bad input changes nothing, the ledger included
-    assert ledger.region_lock(REGION) is None
+    drill = RunLease("sim_fault_drill", "manual__2026-01-01T00:00:00+00:00")
+    SimState().inject(CLUSTER, POOL, "capacity-short:2", lease=drill)
+    dr, states = onboard(dry_run=True)
+    assert states["sweep_faults"] == "success" and states["preflight"] == "success", states
+    assert SimState().faults() == []

@@ -19,7 +19,7 @@ import pytest
 from tests.support import postgres
 
 ROOT = Path(__file__).resolve().parents[1]
-PG_FILES = ["tests/test_ledger.py", "tests/test_secrets.py"]
+PG_FILES = ["tests/store/test_ledger.py", "tests/test_secrets.py"]
 
 
 def closed_port() -> int:

@@ -28,7 +28,7 @@ def test_no_chromium_skips_only_the_browser_tests_and_says_why_at_the_end(tmp_pa
             "-n",  # with workers, as `make test` runs: the message comes from the reports
             "2",
             "tests/browser/test_fleet_ui.py",
-            "tests/test_paths.py",
+            "tests/config/test_paths.py",
         ],
         cwd=ROOT,
         env={**os.environ, "GPUFLEET_CHROMIUM": str(missing)},

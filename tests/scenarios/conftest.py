@@ -2,7 +2,7 @@
 ``onboarding_cloud`` and ``transition_cloud`` are parametrized over GKE (the strict GCP fake)
 and EKS (moto behind the AWS fake), each with kmock as the cluster. The simulated fleet's
 stories stay with the sim end-to-end tests (``tests/test_onboarding_dag.py``,
-``tests/test_transition_dag.py``, ``tests/test_transition_resume.py``)."""
+``tests/test_transition_dag.py``, ``tests/services/infrastructure/test_transition_resume.py``)."""
 
 from __future__ import annotations
 

@@ -205,7 +205,7 @@ def named_ledger_env() -> dict[str, str]:
     """Environment for a ``gpufleet`` CLI subprocess that names this test's ledger directly
     (``GPUFLEET_LEDGER_URL``: the state folder's default file, created here). Without it each
     command asks Airflow for the ``gpufleet_ledger`` connection, about 4 s a command; that
-    lookup is proven once, in tests/test_ledger_resolution.py. A test about which ledger the
+    lookup is proven once, in tests/store/test_ledger_resolution.py. A test about which ledger the
     CLI finds passes ``GPUFLEET_LEDGER_URL=""`` to go through the lookup."""
     from gpufleet.store import Ledger
 

@@ -3,9 +3,10 @@ cluster: a catalog with a planned pool on a second reservation, the old pool bro
 the real cloud backend, steps driven to completion, a validation the test plays, and reads of
 what kmock stored.
 
-The transition service is driven directly (as ``tests/test_transition_resume.py`` does on the
-sim): the DAG's tasks are thin wrappers around these calls, and ``dag.test()`` on the sim covers
-the wiring. Here the point is the cloud calls: what the fakes RECEIVED and what kmock STORED.
+The transition service is driven directly (as
+``tests/services/infrastructure/test_transition_resume.py`` does on the sim): the DAG's tasks
+are thin wrappers around these calls, and ``dag.test()`` on the sim covers the wiring. Here the
+point is the cloud calls: what the fakes RECEIVED and what kmock STORED.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Prometheus text exposition format, written as ``prometheus_client.generate_latest``
 writes it (HELP and TYPE lines, labels sorted by name and escaped, numbers as Go prints them;
-``tests/test_metrics.py`` holds the two byte for byte), without building a sample object per
-value: ``/metrics`` over 2,000 pools writes some 30,000 samples (``metrics.py``)."""
+``tests/services/views/test_metrics.py`` holds the two byte for byte), without building a sample
+object per value: ``/metrics`` over 2,000 pools writes some 30,000 samples (``metrics.py``)."""
 
 from __future__ import annotations
 

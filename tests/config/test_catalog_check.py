@@ -13,9 +13,9 @@ import yaml
 from gpufleet.cli import main
 from gpufleet.config.catalog import check_catalog_files, load_catalog, parse_catalog_file
 from gpufleet.errors import CatalogError
-from tests.test_catalog import VALID
+from tests.config.test_catalog import VALID
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write(path: Path, data) -> Path:

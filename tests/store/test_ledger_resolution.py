@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from gpufleet.errors import LedgerError
 from gpufleet.store import LEDGER_CONN_ID, Ledger
-from tests.test_ledger import ledger_url  # noqa: F401 - fixture (SQLite and PostgreSQL)
+from tests.store.test_ledger import ledger_url  # noqa: F401 - fixture (SQLite and PostgreSQL)
 
 PASSWORD = "pw-s3cret"
 

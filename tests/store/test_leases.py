@@ -12,7 +12,7 @@ import pytest
 from gpufleet.domain.leases import LEASE_RENEW, LEASE_TTL, holder_dead
 from gpufleet.services.common.leases import hold_lease
 from gpufleet.store import Ledger
-from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
+from tests.store.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 ROW = {"dag_id": "d", "run_id": "r", "taken_at": T0 - timedelta(hours=1), "heartbeat_at": T0}

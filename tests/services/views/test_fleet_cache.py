@@ -14,8 +14,8 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.services.views.fleet import judge
 from gpufleet.services.views.fleet_cache import FleetCache, pools_by_cluster, read_inputs
 from gpufleet.store import Ledger
+from tests.services.views.test_fleet_reads import night  # noqa: F401 - fixture: several clusters' night
 from tests.support.ledger_helpers import quarantine, release
-from tests.test_fleet_reads import night  # noqa: F401 - fixture: several clusters' night
 
 COUNTS = {"nodes": 4, "ready": 4, "free": 3, "quarantined": 1, "busy": 0}
 

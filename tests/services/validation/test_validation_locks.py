@@ -15,8 +15,8 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 from gpufleet.airflow.operators import FabricValidationOperator
 from gpufleet.services.validation import validation_lock
 from gpufleet.store import Ledger
+from tests.store.test_ledger import ledger_url  # noqa: F401 - fixture (SQLite and PostgreSQL)
 from tests.support.race import race
-from tests.test_ledger import ledger_url  # noqa: F401 - fixture (SQLite and PostgreSQL)
 
 CLUSTER, POOL, DAG = "a3u-sim", "h200-a", "nightly_fabric_validation"
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

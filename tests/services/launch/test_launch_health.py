@@ -13,8 +13,8 @@ from gpufleet.domain.gate import LEFT_IN_SERVICE
 from gpufleet.domain.workloads import avoided_nodes, workload_pod_templates
 from gpufleet.services.launch.submit import LaunchRefused
 from gpufleet.store import Ledger
+from tests.services.launch.test_placement_by_topology import CLUSTER, _launch
 from tests.support.fleet import frozen_sim_clock, validate
-from tests.test_placement_by_topology import CLUSTER, _launch
 
 POOL = "h200-a"
 NODES = [f"{CLUSTER}-{POOL}-{i}" for i in range(6)]
@@ -59,7 +59,7 @@ def test_a_health_row_unreadable_at_submit_refuses_and_submits_nothing():
     """The gate let the job through; a health row the reader refuses lands before the submit
     (tonight's check): the submit refuses naming it, and no JobSet is applied."""
     from gpufleet.services.launch.submit import TrainingLaunch
-    from tests.test_placement_by_topology import load_catalog
+    from tests.services.launch.test_placement_by_topology import load_catalog
 
     validate(CLUSTER, POOL)
     params = {

@@ -323,8 +323,8 @@ def test_the_refusal_docs_ci_trigger_shows_is_the_one_given(catalog):
 
     from gpufleet.services.launch.request import LaunchRequest
 
-    text = (Path(__file__).parents[1] / "docs" / "ci-trigger.md").read_text()
-    shown_there = text.split("`tests/test_launch_inputs.py` checks it:\n\n```\n", 1)[1]
+    text = (Path(__file__).parents[2] / "docs" / "ci-trigger.md").read_text()
+    shown_there = text.split("`tests/domain/test_launch_inputs.py` checks it:\n\n```\n", 1)[1]
     shown_there = " ".join(shown_there.split("\n```", 1)[0].split())
     with pytest.raises(InvalidLaunchRequest) as err:
         LaunchRequest.from_params(

@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from gpufleet.store import Ledger
+from tests.services.views.test_metrics import samples
 from tests.support.cluster_calls import ClusterCalled, cluster_calls_refused
 from tests.support.fleet import validate
-from tests.test_metrics import samples
 from tests.test_ui import auth, auth_manager, rows, token  # noqa: F401 - fixtures
 
 CLUSTER, POOL = "a3u-sim", "h200-a"

@@ -24,10 +24,10 @@ from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.services.infrastructure.onboarding import OnboardingRefused, RegionOnboarding
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
+from tests.services.infrastructure.test_transition_locks import SdkTaskInstance
+from tests.store.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.support.ledger_helpers import heartbeat_region_lock, take_over_region_lock
 from tests.support.race import race
-from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
-from tests.test_transition_locks import SdkTaskInstance
 
 REGION = "sim-europe-west4"
 DAG = "region_onboarding"

@@ -14,7 +14,7 @@ import pytest
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.health.tiers import DEFAULT_DIAG_TIMEOUT_S, diag_timeout
 from gpufleet.errors import CatalogError
-from tests.test_catalog import ROOT, VALID, load_error, write
+from tests.config.test_catalog import ROOT, VALID, load_error, write
 
 
 def test_the_shipped_catalogs_set_their_models():

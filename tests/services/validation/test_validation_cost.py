@@ -113,7 +113,8 @@ def test_a_fabric_validation_costs_what_its_pairs_ran_in_every_round(fleet_state
     """With a bad node the validation runs pass 1 and localization rounds: each round's pods
     are counted, from their own container times."""
     SimState().inject(CLUSTER, POOL, f"bad-node:{CLUSTER}-{POOL}-3")
-    # the GPU health check's cost is its own row's (tests/test_gpu_health_nightly.py)
+    # the GPU health check's cost is its own row's
+    # (tests/services/validation/test_gpu_health_nightly.py)
     svc = FabricValidation(load_catalog().pool(CLUSTER, POOL), Ledger(), gpu_health=False)
     state = svc.begin("night-cost")
     expected, rounds = 0.0, 0

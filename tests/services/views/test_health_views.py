@@ -11,8 +11,8 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
+from tests.services.views.test_metrics import at, samples
 from tests.support.ledger_builder import LedgerBuilder
-from tests.test_metrics import at, samples
 from tests.test_ui import auth, auth_manager, rows, token  # noqa: F401 - fixtures
 
 CLUSTER, SICK, UNCHECKED = "a3u-sim", "h200-a", "h200-b"

@@ -198,7 +198,7 @@ def test_a_drifting_pool_launches_with_its_figures_unless_the_catalog_blocks_it(
         in (ledger.gate_decision(decision.decision_id)["reasons"])
     )
 
-    root = Path(__file__).resolve().parents[1] / "include" / "fleet"
+    root = Path(__file__).resolve().parents[3] / "include" / "fleet"
     for path in root.glob("*.yaml"):
         data = yaml.safe_load(path.read_text())
         for region in data.get("regions", []):

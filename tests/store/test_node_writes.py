@@ -15,8 +15,8 @@ from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.nodes.remediation import NodeRemediation
 from gpufleet.store import Ledger
 from gpufleet.store.nodes import NodeMove
+from tests.services.nodes.test_drain import CLUSTER, POOL, Cloud, pool_of, walk
 from tests.support.ledger_helpers import quarantine, release
-from tests.test_drain import CLUSTER, POOL, Cloud, pool_of, walk
 
 
 @pytest.fixture

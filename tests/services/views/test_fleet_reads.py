@@ -18,8 +18,8 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from gpufleet.store import schema as s
 from gpufleet.store.rows import select_dicts
+from tests.store.test_ledger import ledger_url  # noqa: F401 - fixture: SQLite and PostgreSQL
 from tests.support.ledger_helpers import quarantine, start_transition
-from tests.test_ledger import ledger_url  # noqa: F401 - fixture: SQLite and PostgreSQL
 from tests.test_ui import auth, auth_manager, token  # noqa: F401 - fixtures
 
 NOW = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
@@ -29,8 +29,8 @@ NOW = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 def night(airflow_db, fleet_state) -> Ledger:
     """Fabric, Lustre and GPU health rows over several clusters, pool states and a transition
     in flight (the other tests' nights)."""
-    from tests.test_health_views import record_night as health_night
-    from tests.test_metrics import record_night as metrics_night
+    from tests.services.views.test_health_views import record_night as health_night
+    from tests.services.views.test_metrics import record_night as metrics_night
 
     ledger = Ledger()
     metrics_night(ledger)
@@ -203,7 +203,7 @@ def test_the_fleet_page_and_metrics_read_with_the_collector_paused(
 
     from gpufleet.airflow.ui.app import create_app
     from gpufleet.services.views import fleet
-    from tests.test_metrics import TOKEN, configure
+    from tests.services.views.test_metrics import TOKEN, configure
 
     configure(monkeypatch)
     seen = []

@@ -13,7 +13,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.config.catalog_index import build_index, catalog_index
 from gpufleet.errors import CatalogError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 VALID = {
     "regions": [

@@ -103,7 +103,7 @@ def test_outside_the_checkout_without_airflow_home_status_says_it_read_the_defau
 def test_inside_the_checkout_without_airflow_home_the_checkout_state_is_named(monkeypatch):
     from gpufleet.cli.fleet_state import describe
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".airflow").is_dir():
         pytest.skip("the checkout has no .airflow/ (make has not set it up)")
     monkeypatch.delenv("AIRFLOW_HOME")

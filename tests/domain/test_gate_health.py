@@ -170,7 +170,7 @@ def test_the_gate_reads_the_latest_health_row_and_leaves_failed_nodes_in_service
     from gpufleet.domain.workloads import QUARANTINE_KEY
     from gpufleet.services.validation.health import NodeHealth, health_row
     from gpufleet.store import Ledger
-    from tests.test_gate_hostile import gate, sound
+    from tests.services.launch.test_gate_hostile import gate, sound
 
     ledger = Ledger()
     sound(ledger, POOL)

@@ -15,7 +15,7 @@ from gpufleet.domain.gate import PoolState, TransitionState
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.store import Ledger
 from gpufleet.store import schema as s
-from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
+from tests.store.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.test_ledger_migrations import build
 
 # (the enum, the table and column it constrains, the CHECK's name)

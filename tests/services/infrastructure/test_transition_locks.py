@@ -22,10 +22,10 @@ from gpufleet.domain.leases import LEASE_TTL
 from gpufleet.domain.transition import FORWARD
 from gpufleet.services.infrastructure.transition import ReservationTransition, TransitionRefused
 from gpufleet.store import Ledger
+from tests.services.infrastructure.test_transition_resume import FAST, NEW, OLD, do, queues, run
+from tests.store.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from tests.support.ledger_helpers import start_transition
 from tests.support.race import race
-from tests.test_ledger import ledger_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
-from tests.test_transition_resume import FAST, NEW, OLD, do, queues, run
 
 CLUSTER = "a3u-sim"
 
