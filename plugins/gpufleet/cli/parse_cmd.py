@@ -25,6 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, func, help_text in (
         ("nccl-tests", run_nccl_tests, "nccl-tests output (text table or -J JSON)"),
         ("nccl-log", run_nccl_log, "NCCL_DEBUG=INFO log: which transport NCCL used"),
+        (
+            "nccl-init",
+            run_nccl_init,
+            "NCCL_DEBUG=INFO log: communicator init timings per phase, and their alarms",
+        ),
         ("fio", run_fio, "fio JSON output (--output-format=json)"),
         ("ior", run_ior, "IOR text output"),
         ("dcgm", run_dcgm, "dcgmi diag output (-j JSON of DCGM 3.x/4.x, or the text table)"),
@@ -155,6 +160,39 @@ def run_nccl_log(args: argparse.Namespace) -> int:
             "failures": list(info.failures),
         }
     )
+
+
+def _init_timings(text: str) -> Any:
+    from gpufleet.parsing.nccl_log.init_timings import read_init_timings
+
+    init = read_init_timings(text.splitlines())
+    if not (init.timings or init.completes or init.problems):
+        raise ParseError("no NCCL 'Init timings' or 'Init COMPLETE' line (NCCL_DEBUG=INFO)")
+    return init
+
+
+def run_nccl_init(args: argparse.Namespace) -> int:
+    from gpufleet.domain.nccl_init import init_alarms
+
+    init = _parsed(args, _init_timings)
+    payload = init.as_dict()
+    summary = init.summary()
+    alarms = init_alarms(
+        {p: (f.max, f.where) for p, f in summary.items()},
+        {p: f.median for p, f in summary.items()},
+    )
+    payload["alarms"] = [
+        {
+            "name": a.name,
+            "phase": a.phase,
+            "seconds": a.seconds,
+            "limit_s": a.limit_s,
+            "where": a.where,
+            "note": a.note,
+        }
+        for a in alarms
+    ]
+    return _emit(payload)
 
 
 def _storage(args: argparse.Namespace, parse: Callable[[str], Any]) -> int:

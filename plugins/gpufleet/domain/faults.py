@@ -23,6 +23,7 @@ FAULT_KINDS = (
     "drift",
     "subblock-down",
     "block-slow",
+    "nccl-slow-init",
     "xid",
     "row-remap-pending",
     "row-remap-failed",
@@ -51,11 +52,14 @@ REBOOT_CLEARS = frozenset({"xid", "row-remap-pending"})
 # the faults whose one argument is a node name (``kind:<node>``)
 _NODE_KINDS = ("not-ready", *GPU_FAULT_KINDS[1:], *DCGM_FAULT_KINDS)
 _PLACE_KINDS = ("subblock-down", "block-slow")  # ``kind:<id>``: a sub-block's or block's id
+# nccl-slow-init:<phase>: the NCCL init phases the sim can make slow (domain.nccl_init's alarms)
+SLOW_INIT_PHASES = ("kernels", "bootstrap")
 MAX_XID = 999  # as the kernel-log parser reads Xid codes (gpufleet.parsing.health.xid)
 SYNTAX = (
     "fabric-down[:busbw=GBPS], bad-node:<node>[:nic], lustre-slow[:FACTOR], "
     "capacity-short[:N], api-errors:RATE[:after=N], not-ready:<node>, drift:<PERCENT>, "
-    "subblock-down:<sub-block>, block-slow:<block>, xid:<node>:<CODE>, "
+    "subblock-down:<sub-block>, block-slow:<block>, nccl-slow-init:kernels|bootstrap, "
+    "xid:<node>:<CODE>, "
     "row-remap-pending:<node>, row-remap-failed:<node>, ecc-dbe:<node>, "
     "nvlink-down:<node>, thermal-throttle:<node>, dcgm-internal-error:<node>, "
     "dcgm-skip-all:<node>, dcgm-fail-all:<node>, dcgm-in-use:<node>, dcgm-truncated:<node>, "
@@ -65,7 +69,7 @@ _INTEGER = re.compile(r"^[0-9]+$")
 _NUMBER = r"[0-9]+(\.[0-9]+)?"
 _FRACTION = r"(0?\.[0-9]+|0)"
 _NODE = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
-# ``cluster/pool=fault`` for a JSON-schema ``pattern`` (the nightly DAG's ``sim_faults`` Param),
+# ``cluster/pool=fault`` for a JSON-schema ``pattern`` (the sim drill DAG's ``sim_faults`` Param),
 # so Airflow's own form validation refuses what the grammar cannot read: unknown kinds, words,
 # signs, nan and inf. Bounds it cannot express (a zero rate, count or Xid) are refused by
 # ``parse_fault`` when the run starts.
@@ -79,6 +83,7 @@ PARAM_PATTERN = (
     r"|(" + "|".join(_NODE_KINDS) + "):" + _NODE + r"|xid:" + _NODE + r":[0-9]{1,3}"
     r"|(subblock-down|block-slow):"
     + DNS1123_LABEL_BODY
+    + r"|nccl-slow-init:(kernels|bootstrap)"
     + r"|drift:"
     + _NUMBER
     + r")$(?![\s\S])"  # whole string, in Python too (names.whole)
@@ -104,6 +109,7 @@ class Fault:
     percent: float | None = None  # drift: bus bandwidth lost per night, in percent
     xid: int | None = None  # xid: the Xid code the node's GPU logs
     place: str | None = None  # subblock-down: the sub-block; block-slow: the block
+    phase: str | None = None  # nccl-slow-init: the NCCL init phase made slow
 
     @property
     def text(self) -> str:
@@ -126,6 +132,8 @@ class Fault:
             return f"drift:{self.percent:g}"
         if self.kind in _PLACE_KINDS:
             return f"{self.kind}:{self.place}"
+        if self.kind == "nccl-slow-init":
+            return f"nccl-slow-init:{self.phase}"
         return self.kind
 
 
@@ -254,6 +262,13 @@ def parse_fault(text: str) -> Fault:  # noqa: C901  one branch per fault kind of
         if not DNS1123_LABEL.match(arg):
             raise FaultError(f"fault {spec!r}: {kind} needs a {what} id: {kind}:<{what}>")
         return Fault(kind, place=arg)
+    if kind == "nccl-slow-init":
+        if arg not in SLOW_INIT_PHASES:
+            raise FaultError(
+                f"fault {spec!r}: nccl-slow-init names the phase: nccl-slow-init:kernels "
+                "or nccl-slow-init:bootstrap"
+            )
+        return Fault(kind, phase=arg)
     if kind == "drift":
         if not arg:
             raise FaultError(f"fault {spec!r}: drift needs a percent per night: drift:1")
@@ -301,7 +316,7 @@ _POOL_FAULT = re.compile(
 
 
 def parse_pool_fault(text: str) -> tuple[str, str, Fault]:
-    """``cluster/pool=fault`` (the nightly DAG's ``sim_faults`` Param) -> (cluster, pool, fault)."""
+    """``cluster/pool=fault`` (the sim drill's ``sim_faults`` Param) -> (cluster, pool, fault)."""
     m = _POOL_FAULT.match(text.strip()) if isinstance(text, str) else None
     if not m:
         raise FaultError(f"fault {text!r} is not of the form cluster/pool=fault")

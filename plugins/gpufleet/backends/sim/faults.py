@@ -65,9 +65,10 @@ class PoolFaults:
     in_use_until: tuple[tuple[str, float], ...] = ()
     down_subblocks: frozenset[str] = frozenset()  # subblock-down (backends.sim.topology)
     slow_blocks: frozenset[str] = frozenset()  # block-slow
+    slow_init: str | None = None  # nccl-slow-init: the NCCL init phase every rank is slow in
 
     @classmethod
-    def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:
+    def of(cls, faults: Iterable[ActiveFault], pool: str | None) -> PoolFaults:  # noqa: C901  one branch per fault kind
         """Fold the faults of ``pool`` (every pool of the list when ``pool`` is None)."""
         fabric_down, busbw = False, None
         degraded: set[str] = set()
@@ -79,6 +80,7 @@ class PoolFaults:
         in_use: dict[str, float] = {}
         down: set[str] = set()
         slow: set[str] = set()
+        slow_init: str | None = None
         for active in faults:
             if pool is not None and active.pool != pool:
                 continue
@@ -103,6 +105,8 @@ class PoolFaults:
                 down.add(f.place or "")
             elif f.kind == "block-slow":
                 slow.add(f.place or "")
+            elif f.kind == "nccl-slow-init":
+                slow_init = f.phase
             if f.kind in GPU_FAULT_KINDS or f.kind in DCGM_FAULT_KINDS:
                 gpu.append(f)
             if f.kind == "dcgm-in-use":
@@ -125,6 +129,7 @@ class PoolFaults:
             in_use_until=tuple(sorted(in_use.items())),
             down_subblocks=frozenset(down),
             slow_blocks=frozenset(slow),
+            slow_init=slow_init,
         )
 
     def gpu_faults_of(self, node: str, at: float | None = None) -> tuple[Fault, ...]:

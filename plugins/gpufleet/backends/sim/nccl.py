@@ -104,8 +104,10 @@ def debug_lines(
     gpus_per_node: int,
     nranks: int,
     seed: int,
+    slow_init: str | None = None,
 ) -> str:
-    """The NCCL debug output of the ranks on ``host`` at ``NCCL_DEBUG=level``."""
+    """The NCCL debug output of the ranks on ``host`` at ``NCCL_DEBUG=level`` (``slow_init``:
+    the init phase an ``nccl-slow-init`` fault makes slow)."""
     if level not in ("VERSION", "WARN", "INFO", "TRACE"):
         return ""
     text = nccl_info_log(
@@ -119,6 +121,7 @@ def debug_lines(
         gdrdma=outcome.gdrdma,
         failure=outcome.failure,
         seed=seed,
+        slow_init=slow_init,
     )
     if level in ("INFO", "TRACE"):
         return text

@@ -3,7 +3,8 @@
 - nccl-tests text output as current nccl-tests prints it (``size count type redop root time
   algbw busbw #wrong`` for out-of-place and in-place, the footer).
 - NCCL_DEBUG=INFO lines per rank: version, the bootstrap socket line (which is not the data
-  path), ``Using network <name>``, NET/IB or NET/OFI device lines, channel lines with /GDRDMA.
+  path), ``Using network <name>``, NET/IB or NET/OFI device lines, channel lines with /GDRDMA,
+  ``Init COMPLETE`` and the ``Init timings`` of each rank (NCCL 2.23+).
 - fio ``--output-format=json``.
 """
 
@@ -145,11 +146,14 @@ def nccl_info_log(  # noqa: PLR0913  keyword-only facts of one NCCL log, as the 
     gdrdma: bool = True,
     failure: str | None = None,
     seed: int = 0,
+    slow_init: str | None = None,
 ) -> str:
     """NCCL_DEBUG=INFO (INIT,NET) lines for the ranks on one host.
 
     ``network`` is the network NCCL picked (``gIB``, ``IB``, ``Libfabric``, ``Socket``).
     ``failure`` writes the warning NCCL prints when a pinned NCCL_NET is unavailable.
+    ``slow_init`` (``kernels`` or ``bootstrap``) makes that phase of each rank's
+    ``Init timings`` line as slow as the faults it stands for (:func:`init_timings_line`).
     """
     rng = random.Random(seed)
     ip = f"10.{rng.randrange(1, 250)}.{rng.randrange(250)}.{rng.randrange(1, 250)}"
@@ -198,7 +202,40 @@ def nccl_info_log(  # noqa: PLR0913  keyword-only facts of one NCCL log, as the 
             f"cudaDev {local} nvmlDev {local} busId {BUS_IDS[local % 8][2:]}000 "
             "commId 0x5e1f - Init COMPLETE"
         )
+        lines.append(f"{tag} NCCL INFO {init_timings_line(rank, nranks, rng, slow_init)}")
     return "\n".join(lines) + "\n"
+
+
+# One rank's NCCL 2.23+ communicator init, in seconds per phase: the medians of a public
+# 2-node x 8 x H100 all_reduce_perf log (NVIDIA/nccl-tests#319: total 1.99-2.01 s, mostly alloc;
+# healthy public runs total 1.0-2.2 s at 2 x 8 GPUs).
+INIT_PHASES_S = {
+    "kernels": 0.33,
+    "alloc": 1.23,
+    "bootstrap": 0.11,
+    "allgathers": 0.03,
+    "topo": 0.07,
+    "graphs": 0.01,
+    "connections": 0.20,
+}
+# What the ``nccl-slow-init`` faults make of one phase: a build that JIT-compiles its kernels
+# (52.33-52.94 s on DGX B200, NVIDIA/nccl#1646), or ranks started far apart by the launcher
+# (beyond the 30 s the bootstrap alarm allows; an EFA run's 8.1 s is the largest public one).
+SLOW_INIT_S = {"kernels": 52.45, "bootstrap": 41.0}
+
+
+def init_timings_line(rank: int, nranks: int, rng: random.Random, slow: str | None) -> str:
+    """``Init timings - ncclCommInitRank: ...`` as NCCL 2.23+ prints it (``src/init.cc``)."""
+    phases = {p: max(0.0, s + rng.uniform(-0.02, 0.02)) for p, s in INIT_PHASES_S.items()}
+    if slow is not None:
+        phases[slow] = SLOW_INIT_S[slow] + rng.uniform(-0.5, 0.5)
+    phases = {p: round(s, 2) for p, s in phases.items()}
+    total = sum(phases.values())
+    figures = ", ".join(f"{p} {s:.2f}" for p, s in phases.items())
+    return (
+        f"Init timings - ncclCommInitRank: rank {rank} nranks {nranks} total {total:.2f} "
+        f"({figures}, rest 0.00)"
+    )
 
 
 def fio_json(*, host: str, write_mib_s: float, read_mib_s: float) -> str:

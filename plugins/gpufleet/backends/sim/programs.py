@@ -195,6 +195,7 @@ class GroupRun:
                 gpus_per_node=gpn,
                 nranks=len(self.nodes) * gpn,
                 seed=seed(self.workload, node, self.now),
+                slow_init=self.faults.slow_init,
             )
             for i, node in enumerate(self.nodes)
         ]

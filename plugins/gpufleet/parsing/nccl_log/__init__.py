@@ -6,7 +6,9 @@
 - ``scanner``: where each line is searched for, streaming and in constant memory;
 - ``answer``: from the facts to :class:`NcclLogInfo` (transport, GPUDirect RDMA, ranks, version);
 - ``reader``: the entry points, :func:`classify_nccl_log` over lines handed in and
-  :func:`classify_nccl_log_file`, the only function here that opens a file.
+  :func:`classify_nccl_log_file`, the only function here that opens a file;
+- ``init_timings``: how long each rank's communicator init took, per phase (``Init timings``),
+  and which ranks finished it (``Init COMPLETE``), from the lines handed in.
 
 No Airflow, no clients, nothing of ours but ``gpufleet.errors`` and these modules.
 """

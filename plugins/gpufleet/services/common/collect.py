@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpufleet.backends.base import ClusterBackend, PodInfo
+from gpufleet.domain.nccl_init import init_alarms
 from gpufleet.domain.workloads import (
     COMPLETION_INDEX_LABEL,
     JOBSET_NAME_LABEL,
@@ -19,6 +20,7 @@ from gpufleet.domain.workloads import (
 from gpufleet.errors import ParseError
 from gpufleet.manifests.nccl_validation import NCCL_JSON_MARKER
 from gpufleet.parsing import classify_nccl_log, parse_nccl_tests_any
+from gpufleet.parsing.nccl_log.init_timings import InitTimings, read_init_timings
 
 
 @dataclass
@@ -101,10 +103,18 @@ def read_nccl_pair(
     backend: ClusterBackend, wl: Workload, index: int, log_container: str
 ) -> tuple[Any | None, Any | None, str | None]:
     """(parsed nccl-tests run, classified NCCL log, failure in words) for pair ``index``."""
+    run, info, _, failure = read_nccl_pair_init(backend, wl, index, log_container)
+    return run, info, failure
+
+
+def read_nccl_pair_init(
+    backend: ClusterBackend, wl: Workload, index: int, log_container: str
+) -> tuple[Any | None, Any | None, InitTimings, str | None]:
+    """:func:`read_nccl_pair` and the ranks' NCCL init timings, read from the same logs."""
     selector = f"{JOBSET_NAME_LABEL}={wl.name},{REPLICATED_JOB_LABEL}=pair-{index}"
     pods = sorted(backend.list_pods(wl.namespace, selector), key=pod_index)
     if not pods:
-        return None, None, "the pair's pods were never created"
+        return None, None, InitTimings(), "the pair's pods were never created"
     failure = None
     failed = [p for p in pods if p.phase == "Failed"]
     if failed:
@@ -118,9 +128,16 @@ def read_nccl_pair(
             run = parse_results(backend.pod_logs(launcher.name, wl.namespace))
         except ParseError as exc:
             failure = failure or str(exc)
-    logs = rank_logs(backend, pods, wl.namespace, log_container)
+    lines = "\n".join(rank_logs(backend, pods, wl.namespace, log_container)).splitlines()
     try:
-        info = classify_nccl_log("\n".join(logs).splitlines())
+        info = classify_nccl_log(lines)
     except ParseError:  # no NCCL output at all: the verdict says the transport is unknown
         info = None
-    return run, info, failure
+    return run, info, read_init_timings(lines), failure
+
+
+def init_alarm_notes(init: InitTimings) -> list[str]:
+    """The alarms (``domain.nccl_init``) the slowest ranks' init phases raise, as notes."""
+    summary = init.summary()
+    slowest = {phase: (f.max, f.where) for phase, f in summary.items()}
+    return [a.note for a in init_alarms(slowest, {p: f.median for p, f in summary.items()})]

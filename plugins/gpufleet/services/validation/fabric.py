@@ -11,6 +11,7 @@ handed to the trigger and back between rounds as ``to_dict()`` (plain JSON); its
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +25,12 @@ from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.verdicts import PairVerdict, judge_pair
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
-from gpufleet.services.common.collect import Workload, gpu_seconds, read_nccl_pair
+from gpufleet.services.common.collect import (
+    Workload,
+    gpu_seconds,
+    init_alarm_notes,
+    read_nccl_pair_init,
+)
 from gpufleet.services.nodes.drain import backend_clock
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.validation.fabric_state import FabricState, FabricSummary
@@ -290,8 +296,8 @@ class FabricValidation(FabricVerdict):
         return self._start_pass1(state)
 
     def _judge(self, wl: Workload, index: int, nodes: tuple[str, str]) -> PairVerdict:
-        run, info, failure = read_nccl_pair(self.backend, wl, index, NCCL_LOG_CONTAINER)
-        return judge_pair(
+        run, info, init, failure = read_nccl_pair_init(self.backend, wl, index, NCCL_LOG_CONTAINER)
+        verdict = judge_pair(
             nodes,
             run=run,
             log=info,
@@ -301,6 +307,9 @@ class FabricValidation(FabricVerdict):
             tolerance=self.tolerance,
             failure=failure,
         )
+        # NCCL init alarms are notes after the verdict's reasons: they never fail the pair
+        notes = tuple(init_alarm_notes(init))
+        return replace(verdict, reasons=verdict.reasons + notes) if notes else verdict
 
     def _localizer(self, state: FabricState) -> Localizer:
         """Rebuild the localizer from the recorded rows (the state stays plain JSON). Nodes of

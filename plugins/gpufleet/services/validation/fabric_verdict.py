@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.backends import cloud_backend
+from gpufleet.domain.nccl_init import pair_alarms
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.verdicts import PairVerdict, judge_pool
 from gpufleet.services.common.collect import cost_details
@@ -104,6 +105,7 @@ class FabricVerdict:
         placed = any(state.places.values())  # the provider's view: pools with topology labels
         cloud = cloud_backend(self.ref.cluster) if placed else None
         verdict = apply_scopes(self.lifecycle, state, scope, verdict, cloud)
+        verdict.reasons = [*verdict.reasons, *pair_alarms(rows)]  # NCCL init: notes
         left = set(unhealthy) - set(verdict.quarantine) - set(state.retest)  # past the cap
         record_health(self.ledger, self.ref, state.run_id, started, health, left)
         # new nodes that passed take work once the pool's whole verdict passes (release_new_nodes)
