@@ -1,10 +1,13 @@
-"""``gpufleet node show|release|quarantine``: a node's lifecycle history, and a person's moves.
+"""``gpufleet node show|release|quarantine``: a node's lifecycle history, and a person's moves;
+``gpufleet node breaker-reset SCOPE KEY``: a person resets a tripped blast-radius breaker.
 
 ``show`` prints where the node stands and every move it made (when, from what to what, why,
 by whom, with the evidence's gist). ``release`` and ``quarantine`` are a person's decision: the
 reason is required, who acted is ``--by`` or the OS user, and both are recorded in the ledger;
 the cluster is reached through the catalog (its connection, or the cloud's credentials). Only
-a person takes a node out of ``needs_human``.
+a person takes a node out of ``needs_human``. ``breaker-reset`` records who reset which
+breaker (``pool CLUSTER/POOL``, ``cluster CLUSTER`` or ``fleet fleet``), when and why; the
+breaker's scope then counts only what happens after the reset (docs/remediation.md).
 """
 
 from __future__ import annotations
@@ -52,6 +55,51 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--reason", required=True, type=_reason, help="why (recorded)")
             a.add_argument("--by", type=_reason, help="who acts (default: the OS user)")
         a.set_defaults(func=run, action=action)
+    b = s.add_parser(
+        "breaker-reset",
+        help="reset a tripped blast-radius breaker (a person's decision, recorded)",
+        description="A tripped breaker holds every automated action in its scope until a "
+        "person resets it; `gpufleet status` lists the tripped ones.",
+    )
+    b.add_argument("scope", choices=("pool", "cluster", "fleet"), help="the breaker's scope")
+    b.add_argument(
+        "key", type=_breaker_key, help="CLUSTER/POOL, CLUSTER, or fleet (as gpufleet status shows)"
+    )
+    b.add_argument("--reason", required=True, type=_reason, help="why (recorded)")
+    b.add_argument("--by", type=_reason, help="who resets it (default: the OS user)")
+    b.set_defaults(func=run_breaker_reset, action="breaker-reset")
+
+
+_BREAKER_KEY = "CLUSTER/POOL, CLUSTER or fleet (DNS-1123 labels)"
+
+
+def _breaker_key(text: str) -> str:
+    parts = text.split("/")
+    check = name(DNS1123_LABEL, 63, _BREAKER_KEY)
+    if len(parts) > 2:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not {_BREAKER_KEY}")
+    return "/".join(check(p) for p in parts)
+
+
+def run_breaker_reset(args) -> int:
+    from gpufleet.cli.fleet_state import open_ledger
+
+    if (args.scope == "pool") != ("/" in args.key) or (
+        args.scope == "fleet" and args.key != "fleet"
+    ):
+        raise GpufleetError(
+            f"a {args.scope} breaker's key is "
+            + {"pool": "CLUSTER/POOL", "cluster": "CLUSTER", "fleet": "fleet"}[args.scope]
+            + f", not {args.key!r}"
+        )
+    by = args.by or getpass.getuser()
+    row = open_ledger().reset_breaker(args.scope, args.key, by, args.reason)
+    print(
+        f"{args.scope} breaker {args.key}: reset by {row['reset_by']} at "
+        f"{row['reset_at']:%Y-%m-%d %H:%M:%S} UTC: {args.reason} (tripped "
+        f"{row['tripped_at']:%Y-%m-%d %H:%M:%S} UTC: {row['reason']})"
+    )
+    return 0
 
 
 def _age(then: datetime | None) -> str:

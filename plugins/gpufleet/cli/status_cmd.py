@@ -3,6 +3,8 @@
 The rows come from ``gpufleet.services.views.fleet``, which the UI's fleet page reads too.
 
 Its first line names the fleet state and the ledger it read (``gpufleet.cli.fleet_state``).
+Tripped blast-radius breakers (docs/remediation.md), read from the ledger, follow the table:
+each holds every automated action in its scope until a person resets it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import UTC, datetime
 from gpufleet.cli.args import bounded_int
 from gpufleet.services.views.fleet import age_text, readiness_rows
 
-__all__ = ["format_table", "launch_row", "readiness_rows", "register", "run"]
+__all__ = ["breaker_row", "format_table", "launch_row", "readiness_rows", "register", "run"]
 
 MAX_LAUNCHES = 1000
 
@@ -59,11 +61,24 @@ def run(args) -> int:
         f"{ready} of {in_service} pools ready for training"
         + (f" ({retired} retired: remove from the catalog)" if retired else "")
     )
+    tripped = ledger.tripped_breakers()
+    if tripped:
+        print("\ntripped breakers (no automated action in their scope until a person resets):")
+        print(format_table([breaker_row(row, now) for row in tripped]))
     launches = ledger.launches(limit=args.launches) if args.launches else []
     if launches:
         print("\nrecent training launches:")
         print(format_table([launch_row(row, now) for row in launches]))
     return 0
+
+
+def breaker_row(row: dict, now: datetime) -> dict[str, str]:
+    return {
+        "BREAKER": f"{row['scope']} {row['key']}",
+        "TRIPPED": age_text(now, row["tripped_at"]),
+        "WHY": row["reason"],
+        "RESET": f"gpufleet node breaker-reset {row['scope']} {row['key']} --reason ...",
+    }
 
 
 def launch_row(row: dict, now: datetime) -> dict[str, str]:

@@ -293,14 +293,14 @@ from gpufleet.store.schema_events import (  # noqa: E402, F401
     watched_nodes,
 )
 from gpufleet.store.schema_latest import latest_validations  # noqa: E402, F401
-from gpufleet.store.schema_remediation import (  # noqa: E402, F401
-    breakers,
-    remediation_holds,
-)
 from gpufleet.store.schema_regions import (  # noqa: E402, F401
     onboarding_actions,
     region_locks,
     regions,
+)
+from gpufleet.store.schema_remediation import (  # noqa: E402, F401
+    breakers,
+    remediation_holds,
 )
 from gpufleet.store.schema_snapshots import (  # noqa: E402, F401
     node_snapshots,

@@ -11,6 +11,10 @@ and every move with its evidence).
   and repaired through the cloud, within the pool's repair budget; the next nightly retests it.
 - **By hand** (``mark``: ``gpufleet node quarantine|release``): a person's move, with their name
   and reason, the only way out of ``needs_human``.
+- **Held back** (``services.nodes.safety``, docs/remediation.md): in a pool whose behaviour
+  profile is ``observe``, or under the fleet's dry run, the machine's quarantine and suspect
+  marks are recorded as "would have" and change nothing; a failed retest climbs the
+  remediation ladder, and a node with no rung left goes to ``needs_human`` with NVIDIA's words.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend, NodeInfo, Taint
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.nodes import NodeState, after_retest
+from gpufleet.domain.remediation import Rung
 from gpufleet.domain.workloads import (
     QUARANTINE_KEY,
     QUARANTINE_LABEL,
 )
+from gpufleet.services.nodes.safety import RemediationGuard
 from gpufleet.store import Ledger
 from gpufleet.store.nodes import NodeMove
 
@@ -49,10 +55,18 @@ def _label_value(text: str) -> str:
 class NodeLifecycle:
     """The lifecycle moves of one pool's nodes, recorded in the ledger."""
 
-    def __init__(self, ref: PoolRef, ledger: Ledger, backend: ClusterBackend | None = None):
+    def __init__(
+        self,
+        ref: PoolRef,
+        ledger: Ledger,
+        backend: ClusterBackend | None = None,
+        *,
+        guard: RemediationGuard | None = None,
+    ):
         self.ref = ref
         self.ledger = ledger
         self.backend = backend or cluster_backend(ref.cluster)
+        self.guard = guard or RemediationGuard(ref, ledger)
 
     @property
     def _where(self) -> tuple[str, str]:
@@ -145,8 +159,14 @@ class NodeLifecycle:
                 node, "passed its retest against known-good partners", evidence, run_id=run_id
             )
             return target
+        ladder = self.guard.rung(node, health)  # the rung it would be given next
+        if target is NodeState.DRAINING and ladder.rung is Rung.NEEDS_HUMAN:
+            target = NodeState.NEEDS_HUMAN
+            evidence = {**evidence, "ladder": ladder.reason}
         if needs_person:
             reason = f"failed its retest: {evidence.get('reason')}: a person must look at it"
+        elif "ladder" in evidence and target is NodeState.NEEDS_HUMAN:
+            reason = f"failed its retest; the remediation ladder is climbed: {ladder.reason}"
         elif target is NodeState.NEEDS_HUMAN:
             reason = f"failed its retest after {failed_repairs} repair(s): a person must look at it"
         elif health.get("action") in ("reset_gpu", "reboot"):
@@ -236,9 +256,16 @@ class NodeLifecycle:
         by: str | None = None,
         run_id: str | None = None,
     ) -> None:
-        """Out of service: tainted NoSchedule, labelled, recorded (idempotent)."""
+        """Out of service: tainted NoSchedule, labelled, recorded (idempotent). The machine's
+        quarantine (no ``by``) in an ``observe`` pool or under the dry run is recorded as "would
+        have" and changes nothing."""
         cluster, _ = self._where
         row = self.ledger.node_state(cluster, node)
+        if by is None and (row is None or row["state"] == NodeState.RELEASED.value):
+            held = self.guard.held_back(node, "quarantine", run_id, detail=reason)
+            if not held.proceed:
+                log.info("%s: %s: %s", self.ref.key, node, held.reason)
+                return
         if row is None or row["state"] != NodeState.QUARANTINED.value:
             self.move(
                 node,
@@ -253,4 +280,6 @@ class NodeLifecycle:
         row = self.ledger.node_state(cluster, node)
         if row is not None and row["state"] != NodeState.RELEASED.value:
             return  # already out of service or being handled
+        if not self.guard.held_back(node, "suspect", run_id, detail=reason).proceed:
+            return
         self.move(node, NodeMove(NodeState.SUSPECT, reason, evidence=evidence, run_id=run_id))

@@ -10,6 +10,12 @@ reservation), or rebooted (``CloudBackend.reboot_node``) when the GPU health che
 its retest asks for a GPU reset or a reboot (``domain.health.repair_kind``), at most
 ``repair_budget(pool nodes)`` at a time; the next nightly retests it.
 A node handed to a person (``needs_human``) is paged once.
+
+Before each drain and each rung it asks ``services.nodes.safety`` (docs/remediation.md): the
+rung is the remediation ladder's (a GPU reset, done as a reboot of the drained node; a reboot,
+at most ``max_reboots`` in the window; the provider's repair); the pool's behaviour profile and
+the fleet's dry run hold an action back as "would have"; a tripped blast-radius breaker holds
+it until a person resets the breaker. Nothing held back changes the cluster.
 """
 
 from __future__ import annotations
@@ -19,14 +25,15 @@ from typing import Any
 
 from gpufleet.backends import cloud_backend, cluster_backend
 from gpufleet.backends.base import CloudBackend, ClusterBackend
-from gpufleet.domain.fleet import PoolRef
-from gpufleet.domain.health import repair_kind
+from gpufleet.domain.fleet import Catalog, PoolRef
 from gpufleet.domain.nodes import NodeState, may_start_repair
+from gpufleet.domain.remediation import REBOOTS, Rung
 from gpufleet.errors import GpufleetError
 from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.common.step_report import StepReport
 from gpufleet.services.nodes.drain import Drain, DrainSettings, NodeEmptying, job_name, pods_to_move
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.services.nodes.safety import RemediationGuard
 from gpufleet.store import Ledger
 from gpufleet.store.nodes import NodeMove
 
@@ -47,9 +54,11 @@ class RemediationSettings:
 @dataclass
 class RemediationResult(StepReport):
     """One pass's report (alerts: nodes waiting for their jobs; pages: nodes that need a
-    person); besides: the nodes whose repair it started."""
+    person); besides: the nodes whose repair it started, and the actions held back (node ->
+    why: a behaviour profile, the dry run or a tripped breaker)."""
 
     repairs_started: list[str] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)
 
 
 class NodeRemediation:
@@ -63,13 +72,15 @@ class NodeRemediation:
         *,
         backend: ClusterBackend | None = None,
         cloud: CloudBackend | None = None,
+        catalog: Catalog | None = None,
     ):
         self.ref = ref
         self.ledger = ledger
         self.settings = settings or RemediationSettings()
         self.backend = backend or cluster_backend(ref.cluster)
         self._cloud = cloud
-        self.nodes = NodeLifecycle(ref, ledger, self.backend)
+        self.guard = RemediationGuard(ref, ledger, catalog)
+        self.nodes = NodeLifecycle(ref, ledger, self.backend, guard=self.guard)
 
     @property
     def cloud(self) -> CloudBackend:
@@ -88,7 +99,9 @@ class NodeRemediation:
         result = RemediationResult("remediation")
         infos = {n.name: n for n in self.backend.list_nodes(self.ref.pool.name)}
         draining = {
-            n: r for n, r in self.nodes.rows([NodeState.DRAINING.value]).items() if n in infos
+            n: r
+            for n, r in self.nodes.rows([NodeState.DRAINING.value]).items()
+            if n in infos and self._may(n, "drain", r, run_id, result)
         }
         for emptying in self.drain.once(list(draining)).values():
             health = (draining[emptying.node].get("evidence") or {}).get("health")
@@ -122,15 +135,29 @@ class NodeRemediation:
                 self.nodes.move(node, NodeMove(NodeState.DRAINING, "pods came back", run_id=run_id))
                 continue
             health = (row.get("evidence") or {}).get("health")
-            what = repair_kind(health)
+            step = self.guard.rung(node, health)
+            if step.rung is Rung.NEEDS_HUMAN:  # the window moved since its retest: a person
+                result.alerts.append(f"{self.ref.key}: {node} needs a person: {step.reason}")
+                continue
+            if not self._may(node, step.rung.value, row, run_id, result):
+                continue
+            # gpufleet resets a GPU by rebooting its drained node: the reset rung is a reboot
+            what = "reboot" if step.rung in REBOOTS else "repair"
             ensured = (self.cloud.reboot_node if what == "reboot" else self.cloud.repair_node)(info)
             because = f": {health['action']} (GPU health: {health['reason']})" if health else ""
+            rung = "" if step.rung.value == what else f" as the ladder's {step.rung} rung"
             self.nodes.move(
                 node,
                 NodeMove(
                     NodeState.REPAIRING,
-                    f"{what} requested from the cloud ({ensured.action}){because}",
-                    evidence={"console_url": ensured.console_url, "kind": what, **ensured.detail},
+                    f"{what} requested from the cloud ({ensured.action}){rung}{because}",
+                    evidence={
+                        "console_url": ensured.console_url,
+                        "kind": what,
+                        "rung": step.rung.value,
+                        "ladder": step.reason,
+                        **ensured.detail,
+                    },
                     run_id=run_id,
                 ),
             )
@@ -154,6 +181,28 @@ class NodeRemediation:
                 )
         snapshot_pool(self.ref, self.ledger, self.backend, source="remediation", run_id=run_id)
         return result
+
+    def _may(
+        self,
+        node: str,
+        action: str,
+        row: dict[str, Any],
+        run_id: str,
+        result: RemediationResult,
+    ) -> bool:
+        """Whether ``action`` on ``node`` may run now: not when the pool's profile or the dry
+        run holds it back ("would have", recorded once per node state), nor past a tripped
+        breaker (held, alerted)."""
+        decision = self.guard.held_back(node, action, run_id, once_since=row.get("since"))
+        if decision.proceed:
+            decision = self.guard.breakers(node, action, run_id)
+            if not decision.proceed:
+                result.alerts.append(f"{self.ref.key}: {node}: {action} held: {decision.reason}")
+        if decision.proceed:
+            return True
+        result.held[node] = decision.reason or ""
+        result.notes.append(f"{node}: {decision.reason}")
+        return False
 
     def _drained(
         self,
