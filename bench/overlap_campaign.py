@@ -1,7 +1,8 @@
-"""The overlap and crash campaign: the four long DAGs, run as production runs them, many at once.
+"""The overlap and crash campaign: the long DAGs, run as production runs them, many at once.
 
 For each DAG (``region_onboarding``, ``reservation_transition``, ``nightly_fabric_validation``,
-``gated_training_launch``) and each ledger (SQLite, PostgreSQL), over seeds:
+``gated_training_launch``, and ``sim_fault_drill``, the nightly's validation with a fault
+injected for its run) and each ledger (SQLite, PostgreSQL), over seeds:
 
 - **overlap**: two runs of the same conf started together, each a real ``dag.test()`` in its
   own process over one Airflow metadata database (one deployment), one gpufleet ledger and one
@@ -55,7 +56,8 @@ TRANSITION = {"cluster": "a3u-sim", "old_pool": "h200-b", "new_pool": "h200-c"}
 CONF = {
     "reservation_transition": {**TRANSITION, "soak_minutes": 0.01},
     "region_onboarding": {"region": "sim-europe-west4"},
-    "nightly_fabric_validation": {
+    "nightly_fabric_validation": {"pools": ["a3u-sim/h200-a"]},
+    "sim_fault_drill": {
         "pools": ["a3u-sim/h200-a"],
         "sim_faults": ["a3u-sim/h200-a=bad-node:a3u-sim-h200-a-1"],
     },
@@ -74,6 +76,7 @@ KILL_WINDOW = {  # seconds after the run was created
     "reservation_transition": (0.5, 25.0),
     "region_onboarding": (0.5, 25.0),
     "nightly_fabric_validation": (0.5, 20.0),
+    "sim_fault_drill": (0.5, 20.0),
     "gated_training_launch": (0.5, 15.0),
 }
 DAGS = tuple(CONF)

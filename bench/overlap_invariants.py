@@ -207,6 +207,7 @@ CHECKS = {
     "reservation_transition": transition,
     "region_onboarding": onboarding,
     "nightly_fabric_validation": nightly,
+    "sim_fault_drill": nightly,  # the nightly's validation, its bad-node faults named in conf
     "gated_training_launch": launch,
 }
 

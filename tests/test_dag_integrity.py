@@ -181,6 +181,13 @@ def test_the_sim_drill_exists_only_where_the_sim_is_a_backend(sim, tmp_path, mon
 
         drill, every = clusters(DRILL), clusters("nightly_fabric_validation")
         assert drill and drill < every  # the gke example's clusters are left out
+        # and a run that names no cluster validates the sim ones, never all
+        dag = bag.dags[DRILL]
+        for task_id in ("inject_faults", "fabric_targets", "storage_targets"):
+            task = dag.task_dict[task_id]
+            jinja = dag.get_template_env()  # native: the rendered value is a list
+            empty = jinja.from_string(task.clusters).render(params={"clusters": []})
+            assert set(empty) == drill, task_id
 
 
 def test_every_param_is_declared_one_way(dagbag):

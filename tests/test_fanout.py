@@ -72,28 +72,16 @@ def test_2000_pools_stay_far_below_airflows_map_limit():
     assert len(runs) == 20 and max(len(r.pools) for r in runs) == 100  # each map 100 wide
 
 
-def test_faults_go_to_the_run_that_validates_their_pool():
-    runs = plan_cluster_runs(
-        ["a/x", "a/y", "b/z"],
-        "manual__1",
-        1,
-        [("a/y", "a/y=fabric-down"), ("b/z", "b/z=lustre-slow:0.5"), ("a/y", "a/y=drift:5")],
-    )
-    faults = {r.pools: r.sim_faults for r in runs}
-    assert faults == {
-        ("a/x",): (),
-        ("a/y",): ("a/y=fabric-down", "a/y=drift:5"),
-        ("b/z",): ("b/z=lustre-slow:0.5",),
-    }
-    kwargs = runs[1].trigger_kwargs({"mode": "fabric", "max_repairs": 3, "other": 1})
+def test_a_cluster_runs_conf_is_the_nightlys_settings_and_its_pools_never_faults():
+    """Faults are the sim drill's alone: a planned run's conf carries the nightly's settings
+    and its pools, and nothing else handed to the planner (a ``sim_faults`` among them)."""
+    runs = plan_cluster_runs(["a/x", "a/y", "b/z"], "manual__1", 1)
+    assert [r.pools for r in runs] == [("a/x",), ("a/y",), ("b/z",)]
+    settings = {"mode": "fabric", "max_repairs": 3, "other": 1, "sim_faults": ["a/y=drift:5"]}
+    kwargs = runs[1].trigger_kwargs(settings)
     assert kwargs == {
         "trigger_run_id": "manual__1--a-2of2",
-        "conf": {
-            "mode": "fabric",
-            "max_repairs": 3,
-            "pools": ["a/y"],
-            "sim_faults": ["a/y=fabric-down", "a/y=drift:5"],
-        },
+        "conf": {"mode": "fabric", "max_repairs": 3, "pools": ["a/y"]},
     }
 
 
@@ -181,8 +169,9 @@ def test_one_run_past_pools_per_run_fails_before_anything_runs(fleet, monkeypatc
 
 @pytest.mark.slow
 def test_the_planner_plans_one_run_per_cluster_with_its_settings(fleet, monkeypatch):
-    """The plan task alone (starting the runs needs a scheduler): the runs, their confs, and a
-    fault outside the scope refused before any run is planned."""
+    """The plan task alone (starting the runs needs a scheduler): the runs and their confs,
+    which carry no faults even when the planner's conf names some (only the sim drill takes
+    them)."""
     from tests.support.fleet import run_dag, task_states, xcom_value
 
     conf = {"mode": "fabric", "max_repairs": 4, "sim_faults": ["a3u-sim/h200-b=fabric-down"]}
@@ -195,38 +184,23 @@ def test_the_planner_plans_one_run_per_cluster_with_its_settings(fleet, monkeypa
     ]
     first = plan[0]["conf"]
     assert first["mode"] == "fabric" and first["max_repairs"] == 4
-    assert (
-        first["sim_faults"] == ["a3u-sim/h200-b=fabric-down"]
-        and plan[1]["conf"]["sim_faults"] == []
-    )
+    assert not any("sim_faults" in p["conf"] for p in plan)
     assert first["max_quarantine_share"] == 0.2 and first["repair_drain"] == "wait"
-
-    outside = run_dag(
-        PLANNER,
-        {"clusters": ["p5-sim"], "sim_faults": ["a3u-sim/h200-b=fabric-down"]},
-        mark_success="validate_clusters|report",
-    )
-    assert task_states(outside)["plan_clusters"] == "failed"
 
 
 @pytest.mark.slow
 def test_the_planners_report_covers_every_cluster_run_and_fails_with_any(fleet):
     """Two cluster runs (run here one after the other, as the planner's runs would be); the
     report over both names the failing pool, and passes over the healthy run alone."""
+    from gpufleet.backends.sim.state import SimState
     from gpufleet.config.catalog import load_catalog
     from gpufleet.services.views.nightly_report import nightly_report
     from gpufleet.store import Ledger
     from tests.support.fleet import run_dag
 
     healthy = run_dag(CHILD, {"pools": ["p5-sim/h100-a"], "mode": "fabric"})
-    broken = run_dag(
-        CHILD,
-        {
-            "pools": ["a3u-sim/h200-b"],
-            "mode": "fabric",
-            "sim_faults": ["a3u-sim/h200-b=fabric-down"],
-        },
-    )
+    SimState().inject("a3u-sim", "h200-b", "fabric-down")  # as `gpufleet sim inject` does
+    broken = run_dag(CHILD, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
     assert (str(healthy.state), str(broken.state)) == ("success", "failed")
     ledger, catalog = Ledger(), load_catalog()
     both = nightly_report(ledger, catalog, "planner-1", runs=[healthy.run_id, broken.run_id])

@@ -17,6 +17,7 @@ from tests.support.fleet import asset_events, run_dag, task_states
 pytestmark = [pytest.mark.slow]
 
 DAG = "nightly_fabric_validation"
+DRILL = "sim_fault_drill"
 
 
 @pytest.fixture
@@ -84,14 +85,8 @@ def test_healthy_fleet_passes_and_records_per_pair_figures(fleet):
 
 
 def test_fabric_down_falls_back_to_sockets_and_fails_loudly(fleet):
-    dr = run_dag(
-        DAG,
-        {
-            "pools": ["a3u-sim/h200-b"],
-            "mode": "fabric",
-            "sim_faults": ["a3u-sim/h200-b=fabric-down"],
-        },
-    )
+    SimState().inject("a3u-sim", "h200-b", "fabric-down")  # as `gpufleet sim inject` does
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
     states = task_states(dr)
     assert str(dr.state) == "failed"
     assert states["validate_fabric[0]"] == "failed" and states["report"] == "failed"
@@ -103,18 +98,11 @@ def test_fabric_down_falls_back_to_sockets_and_fails_loudly(fleet):
     assert ledger.pool_state("a3u-sim", "h200-b")["state"] == "degraded"
     assert ledger.quarantined() == []  # a fabric problem: nobody is blamed
     assert asset_events("x-gpufleet://fleet/pool-validated", dr.run_id) == []
-    assert SimState().faults() == []  # run-scoped faults are cleared afterwards
 
 
 def test_socket_fallback_fails_even_when_bandwidth_alone_would_pass(fleet):
-    dr = run_dag(
-        DAG,
-        {
-            "pools": ["a3u-sim/h200-b"],
-            "mode": "fabric",
-            "sim_faults": ["a3u-sim/h200-b=fabric-down:busbw=345"],
-        },
-    )
+    SimState().inject("a3u-sim", "h200-b", "fabric-down:busbw=345")
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
     assert str(dr.state) == "failed"
     ledger = Ledger()
     row = fabric_row(ledger, dr.run_id, "h200-b")
@@ -162,14 +150,8 @@ def test_too_many_bad_nodes_quarantines_nothing_and_pages(fleet):
 
 
 def test_lustre_slow_fails_storage_with_measured_and_expected(fleet):
-    dr = run_dag(
-        DAG,
-        {
-            "pools": ["p5-sim/h100-a"],
-            "mode": "storage",
-            "sim_faults": ["p5-sim/h100-a=lustre-slow"],
-        },
-    )
+    SimState().inject("p5-sim", "h100-a", "lustre-slow")
+    dr = run_dag(DAG, {"pools": ["p5-sim/h100-a"], "mode": "storage"})
     states = task_states(dr)
     assert str(dr.state) == "failed" and states["validate_storage[0]"] == "failed"
     assert "validate_fabric" not in " ".join(k for k, v in states.items() if v == "failed")
@@ -186,7 +168,6 @@ def test_bad_params_are_refused_before_a_run(fleet):
         {"pools": ["not a pool"]},
         {"clusters": ["no-such-cluster"]},
         {"mode": "everything"},
-        {"sim_faults": ["a3u-sim/h200-a=meteor"]},
         {"max_quarantine_share": 1.5},
     ):
         with pytest.raises(ParamValidationError):
@@ -234,14 +215,8 @@ def test_flaky_cluster_api_is_retried_and_the_run_passes(fleet):
     import random
 
     random.seed(11)
-    dr = run_dag(
-        DAG,
-        {
-            "pools": ["a3u-sim/h200-b"],
-            "mode": "fabric",
-            "sim_faults": ["a3u-sim/h200-b=api-errors:0.1"],
-        },
-    )
+    SimState().inject("a3u-sim", "h200-b", "api-errors:0.1")
+    dr = run_dag(DAG, {"pools": ["a3u-sim/h200-b"], "mode": "fabric"})
     # one call in ten fails with a 503; the backend retries, so no task fails or retries
     assert str(dr.state) == "success", task_states(dr)
     assert {
@@ -282,40 +257,24 @@ def test_validation_that_cannot_finish_records_an_error_and_the_gate_refuses(fle
     assert any("JSONDecodeError" in r for r in decision.reasons), decision.reasons
 
 
-# --- run-scoped faults stay inside their run (issue 16, finding 4) ------------------------------
+# --- a drill's run-scoped faults stay inside their run (issue 16, finding 4) --------------------
 
 
 @pytest.mark.parametrize("killed", ["absent", "failed"])
-def test_faults_of_a_killed_run_do_not_reach_the_next_nightly(fleet, killed):
-    # a run that was kill -9'd after its setup injected faults: its teardown never ran, and
-    # Airflow either recorded it failed or no longer knows it
+def test_faults_of_a_killed_drill_do_not_reach_the_next_nightly(fleet, killed):
+    # a sim_fault_drill run that was kill -9'd after its setup injected faults: its teardown
+    # never ran, and Airflow either recorded it failed or no longer knows it
     if killed == "failed":
-        run_id = run_dag(DAG, {"pools": ["a3u-sim/nope"]}).run_id
+        run_id = run_dag(DRILL, {"pools": ["a3u-sim/nope"]}).run_id
     else:
         run_id = "manual__2026-01-01T00:00:00+00:00"
-    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DAG, run_id))
+    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, run_id))
     dr = run_dag(DAG, {"pools": ["a3u-sim/h200-a"], "mode": "fabric"})
     states = task_states(dr)
     assert str(dr.state) == "success", states
-    assert states["inject_faults"] == "success" and states["clear_faults"] == "success"
+    assert states["sweep_faults"] == "success"
     assert fabric_row(Ledger(), dr.run_id, "h200-a")["passed"] is True
     assert SimState().faults() == []  # swept: their run is over
-
-
-def test_sim_faults_outside_the_runs_scope_are_refused_before_any_is_injected(fleet):
-    dr = run_dag(
-        DAG,
-        {
-            "pools": ["a3u-sim/h200-b"],
-            "mode": "fabric",
-            "sim_faults": ["a3u-sim/h200-b=lustre-slow", "a3u-sim/h200-a=fabric-down"],
-        },
-    )
-    states = task_states(dr)
-    assert str(dr.state) == "failed", states
-    assert states["inject_faults"] == "failed" and states["fabric_targets"] == "upstream_failed"
-    assert Ledger().validations_for_run(dr.run_id) == []  # nothing was validated
-    assert SimState().faults() == []
 
 
 # --- a nightly that validated nothing says so and fails (issue 31) -----------------------------

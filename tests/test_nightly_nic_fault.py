@@ -1,8 +1,9 @@
-"""A node whose RDMA NIC is down (``bad-node:<node>:nic``), through the nightly DAG.
+"""A node whose RDMA NIC is down (``bad-node:<node>:nic``), through the nightly's validation.
 
 NCCL on that node finds no RDMA device and its pairs fall back to TCP sockets; pass 2 pairs it
-with known-good nodes, localizes it, and quarantines it alone. The fault comes in through the
-DAG's ``sim_faults`` Param, so the Param path, the fault parser and the injector run as well.
+with known-good nodes, localizes it, and quarantines it alone. The run is a ``sim_fault_drill``
+(the nightly's own validation sub-graph) and the fault comes in through its ``sim_faults``
+Param, so the Param path, the fault parser and the injector run as well.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tests.support.fleet import run_dag, task_states
 
 pytestmark = [pytest.mark.slow]
 
-DAG = "nightly_fabric_validation"
+DAG = "sim_fault_drill"
 BAD = "a3u-sim-h200-a-2"
 
 

@@ -134,14 +134,14 @@ def test_the_nightly_dag_retests_and_releases(airflow_db, fleet_state):
 
     bad = f"{CLUSTER}-h200-a-3"
     scope = {"pools": [f"{CLUSTER}/h200-a"], "mode": "fabric"}
+    # the nightly's validation, in the sim drill that injects the fault for its run alone
     first = run_dag(
-        "nightly_fabric_validation",
-        {**scope, "sim_faults": [f"{CLUSTER}/h200-a=bad-node:{bad}:nic"]},
+        "sim_fault_drill", {**scope, "sim_faults": [f"{CLUSTER}/h200-a=bad-node:{bad}:nic"]}
     )
     states = task_states(first)
     assert states["remediate_nodes[0]"] == "success", states
     assert state(bad) == NodeState.QUARANTINED
-    second = run_dag("nightly_fabric_validation", scope)  # the run's fault went with it
+    second = run_dag("nightly_fabric_validation", scope)  # the drill's fault went with it
     assert str(second.state) == "success", task_states(second)
     assert state(bad) == NodeState.RELEASED and len(free("h200-a")) == 6
 

@@ -19,13 +19,12 @@ from gpufleet.services.validation.run_faults import (
     clear_run_faults,
     inject_run_faults,
     nightly_fault_scope,
-    region_fault_scope,
     sweep_ended_runs,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-NIGHTLY = "nightly_fabric_validation"
-ONBOARDING = "region_onboarding"
+DRILL = "sim_fault_drill"  # the one DAG whose runs inject faults
+ONBOARDING = "region_onboarding"  # another DAG's id (its runs sweep, never inject)
 
 
 @pytest.fixture
@@ -40,16 +39,16 @@ def texts(**kwargs) -> list[tuple[str, str, str]]:
 # --- scope: a run names only its own pools ------------------------------------------------------
 
 
-def test_onboarding_refuses_a_fault_on_another_regions_pool_before_injecting_any(
+def test_a_drill_refuses_a_fault_on_a_pool_it_does_not_validate_before_injecting_any(
     catalog, fleet_state
 ):
-    scope = region_fault_scope(catalog, "sim-europe-west4")
+    scope = nightly_fault_scope(catalog, regions=["sim-europe-west4"])
     specs = ["a3u-euw4-sim/h200-eu=capacity-short:2", "a3u-sim/h200-a=fabric-down"]
     with pytest.raises(GpufleetError) as refused:
-        inject_run_faults(catalog, specs, scope, RunLease(ONBOARDING, "r1"))
+        inject_run_faults(catalog, specs, scope, RunLease(DRILL, "r1"))
     message = str(refused.value)
     assert "a3u-sim/h200-a is outside this run's scope" in message
-    assert "region sim-europe-west4: a3u-euw4-sim/h200-eu" in message
+    assert "the pools this run validates: a3u-euw4-sim/h200-eu" in message
     assert "gpufleet sim inject" in message  # what to do instead
     assert texts() == []  # not even the first, in-scope one
 
@@ -58,11 +57,11 @@ def test_the_nightly_scope_is_the_pools_the_run_validates(catalog, fleet_state):
     scope = nightly_fault_scope(catalog, pools=["a3u-sim/h200-b"])
     assert scope.pools == {"a3u-sim/h200-b"}
     with pytest.raises(GpufleetError, match=r"a3u-sim/h200-a is outside this run's scope"):
-        inject_run_faults(catalog, ["a3u-sim/h200-a=fabric-down"], scope, RunLease(NIGHTLY, "r1"))
+        inject_run_faults(catalog, ["a3u-sim/h200-a=fabric-down"], scope, RunLease(DRILL, "r1"))
     assert nightly_fault_scope(catalog, regions=["sim-us-east-1"]).pools == {"p5-sim/h100-a"}
     # a planned pool is validated by its transition, not by the nightly
     assert "a3u-sim/h200-c" not in nightly_fault_scope(catalog).pools
-    inject_run_faults(catalog, ["a3u-sim/h200-b=lustre-slow"], scope, RunLease(NIGHTLY, "r1"))
+    inject_run_faults(catalog, ["a3u-sim/h200-b=lustre-slow"], scope, RunLease(DRILL, "r1"))
     assert texts() == [("a3u-sim", "h200-b", "lustre-slow")]
 
 
@@ -70,9 +69,9 @@ def test_the_nightly_scope_is_the_pools_the_run_validates(catalog, fleet_state):
 
 
 def test_a_run_fault_is_not_in_force_past_its_lease(fleet_state):
-    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 60))
+    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "r1", 60))
     [fault] = SimState().faults()
-    assert (fault.dag_id, fault.run_id, fault.scope) == (NIGHTLY, "r1", f"run:{NIGHTLY}/r1")
+    assert (fault.dag_id, fault.run_id, fault.scope) == (DRILL, "r1", f"run:{DRILL}/r1")
     assert fault.expires_at == pytest.approx(fault.since + 60)
     assert texts(at=fault.since + 59) == [("a3u-sim", "h200-a", "fabric-down")]
     assert texts(at=fault.since + 61) == []
@@ -80,7 +79,7 @@ def test_a_run_fault_is_not_in_force_past_its_lease(fleet_state):
 
 def test_an_expired_fault_is_not_in_force_for_a_reader_in_another_process(catalog, fleet_state):
     # no Airflow to ask: the `gpufleet sim show` process reads the lease alone
-    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 1e-6))
+    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "r1", 1e-6))
     SimState().clock.advance(1)  # the lease ran out
     SimState().inject("a3u-sim", "h200-b", "lustre-slow")  # cli: until cleared
     env = {**os.environ, "GPUFLEET_STATE_DIR": str(fleet_state)}
@@ -110,16 +109,16 @@ def test_a_run_scope_without_a_lease_is_refused(fleet_state):
     assert texts() == []
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(FaultError, match="lease"):
-            RunLease(NIGHTLY, "r1", bad)
+            RunLease(DRILL, "r1", bad)
 
 
 def test_the_same_run_injecting_again_starts_its_lease_again(fleet_state):
     state = SimState()
-    assert state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 1e-6))
+    assert state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "r1", 1e-6))
     state.clock.advance(1)
     # its lease ran out: the fault was not in force, so it is put in force again
-    assert state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 60))
-    assert not state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 90))
+    assert state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "r1", 60))
+    assert not state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "r1", 90))
     [fault] = state.faults()
     assert fault.expires_at >= fault.since + 89  # the retried setup renewed it
 
@@ -129,7 +128,7 @@ def test_the_same_run_injecting_again_starts_its_lease_again(fleet_state):
 
 def test_the_sweep_removes_faults_of_ended_runs_and_keeps_live_runs_and_cli(fleet_state):
     state = SimState()
-    state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "killed"))
+    state.inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "killed"))
     state.inject("a3u-sim", "h200-b", "lustre-slow", lease=RunLease(ONBOARDING, "live"))
     state.inject("p5-sim", "h100-a", "bad-node:p5-sim-h100-a-1")  # cli
     with state.tx() as conn:  # a run fault written before faults named their run
@@ -145,7 +144,7 @@ def test_the_sweep_removes_faults_of_ended_runs_and_keeps_live_runs_and_cli(flee
 
     removed = sweep_ended_runs(alive)
     assert sorted(f.text for f in removed) == ["drift:1", "fabric-down"]
-    assert sorted(asked) == [(NIGHTLY, "killed"), (ONBOARDING, "live")]
+    assert sorted(asked) == sorted([(DRILL, "killed"), (ONBOARDING, "live")])
     assert sorted(texts()) == [
         ("a3u-sim", "h200-b", "lustre-slow"),
         ("p5-sim", "h100-a", "bad-node:p5-sim-h100-a-1"),
@@ -153,7 +152,7 @@ def test_the_sweep_removes_faults_of_ended_runs_and_keeps_live_runs_and_cli(flee
 
 
 def test_the_sweep_removes_expired_faults_of_a_live_run(fleet_state):
-    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, "r1", 1e-6))
+    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, "r1", 1e-6))
     SimState().clock.advance(1)  # the lease ran out
     [removed] = sweep_ended_runs(lambda dag_id, run_id: True)
     assert removed.text == "fabric-down"
@@ -163,12 +162,12 @@ def test_the_sweep_removes_expired_faults_of_a_live_run(fleet_state):
 
 def test_runs_of_two_dags_with_the_same_run_id_keep_their_own_faults(fleet_state):
     run_id = "scheduled__2026-01-02T02:00:00+00:00"  # two DAGs on one schedule share it
-    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(NIGHTLY, run_id))
+    SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(DRILL, run_id))
     SimState().inject("a3u-sim", "h200-a", "fabric-down", lease=RunLease(ONBOARDING, run_id))
     assert clear_run_faults(ONBOARDING, run_id) == 1
     [left] = SimState().faults()
-    assert left.dag_id == NIGHTLY
-    assert sweep_ended_runs(lambda dag_id, r: dag_id == NIGHTLY) == []
+    assert left.dag_id == DRILL
+    assert sweep_ended_runs(lambda dag_id, r: dag_id == DRILL) == []
 
 
 def test_a_state_file_from_before_leases_is_upgraded_in_place(tmp_path):
@@ -187,4 +186,4 @@ def test_a_state_file_from_before_leases_is_upgraded_in_place(tmp_path):
     assert [(f.text, f.scope, f.expires_at) for f in state.faults()] == [
         ("fabric-down", "cli", None)
     ]
-    assert state.inject("a3u-sim", "h200-b", "lustre-slow", lease=RunLease(NIGHTLY, "r1"))
+    assert state.inject("a3u-sim", "h200-b", "lustre-slow", lease=RunLease(DRILL, "r1"))

@@ -284,7 +284,9 @@ def test_a_failing_dag_run_leaks_the_canary_nowhere(airflow_db, fleet_state, pg_
     fabric check fails, alerting through the canary webhook, on the canary-password ledger."""
     url, received = webhook
     conf = {"pools": ["a3u-sim/h200-b"], "mode": "fabric"}
-    conf["sim_faults"] = ["a3u-sim/h200-b=fabric-down"]
+    from gpufleet.backends.sim.state import SimState
+
+    SimState().inject("a3u-sim", "h200-b", "fabric-down")  # as `gpufleet sim inject` does
     ledger_conn = {
         "conn_type": "postgres",
         "host": "127.0.0.1",

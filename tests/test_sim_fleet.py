@@ -165,7 +165,7 @@ def test_bad_faults_are_refused_in_one_line(text, match):
 
 
 def test_the_param_pattern_admits_the_grammar_and_refuses_words_signs_nan_inf():
-    """The nightly DAG's ``sim_faults`` Param can validate with ``PARAM_PATTERN`` in the form."""
+    """The sim drill DAG's ``sim_faults`` Param can validate with ``PARAM_PATTERN`` in the form."""
     import re
 
     from gpufleet.domain.faults import PARAM_PATTERN

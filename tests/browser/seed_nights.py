@@ -4,9 +4,10 @@ Run by tests/browser/conftest.py with the throwaway Airflow's environment (its A
 metadata DB and GPUFLEET_STATE_DIR), so this process's Airflow configuration is that one and
 not the pytest session's. Night 1 validates every pool, clean; night 2 validates FLAGGED_POOL
 only (half the work: the browser module must stay short on two cores) with ``fabric-down``
-injected for that run (the ``sim_faults`` Param). Prints one JSON line: each night's run id
-and state, and what the ledger recorded for the flagged pool (its fabric verdict's reasons and
-figures, and the pool's state and reason), so the tests assert on what the nightly wrote.
+injected for that night (as ``gpufleet sim inject`` does, cleared after it). Prints one JSON
+line: each night's run id and state, and what the ledger recorded for the flagged pool (its
+fabric verdict's reasons and figures, and the pool's state and reason), so the tests assert
+on what the nightly wrote.
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ DAG = "nightly_fabric_validation"
 
 def main() -> int:
     from gpufleet.airflow.triggers import PollingTrigger
+    from gpufleet.backends.sim.state import SimState
     from gpufleet.store import Ledger
     from tests.support.fleet import SimTriggerClock, frozen_sim_clock, run_dag, task_states
 
     frozen_sim_clock()  # the sim's time moves only as the triggers wait: no wall-clock waits
     PollingTrigger.clock = SimTriggerClock()
     nights = []
-    faulty = {"pools": [FLAGGED_POOL], "sim_faults": [f"{FLAGGED_POOL}=fabric-down"]}
-    for conf in ({}, faulty):
+    cluster, pool = FLAGGED_POOL.split("/")
+    for conf, fault in (({}, None), ({"pools": [FLAGGED_POOL]}, "fabric-down")):
+        if fault:
+            SimState().inject(cluster, pool, fault)
         dr = run_dag(DAG, conf)
         nights.append({"run_id": dr.run_id, "state": str(dr.state), "tasks": task_states(dr)})
-    cluster, pool = FLAGGED_POOL.split("/")
+    SimState().clear(cluster, pool)
     ledger = Ledger()
     fabric = next(
         r

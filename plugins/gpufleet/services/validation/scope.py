@@ -1,5 +1,5 @@
 """The nightly's scope: which pools tonight validates, as the fabric and storage tasks' mapping
-kwargs. Faults for one run (the DAG's ``sim_faults`` Param) are
+kwargs. Faults for one run (the ``sim_fault_drill`` DAG's ``sim_faults`` Param) are
 ``gpufleet.services.validation.run_faults``'s: checked against this scope, injected by the run's
 setup task and cleared by its teardown. The report the nightly writes after the per-pool work is
 a view (``gpufleet.services.views.nightly_report``).
