@@ -364,3 +364,44 @@ def test_every_catalog_cluster_has_one_watched_asset(fleet_state):
     again = node_signal_assets(clusters)
     assert again == assets and [hash(a) for a in again] == [hash(a) for a in assets]
     assert len({hash(a) for a in assets}) == len(assets)
+
+
+def test_a_cluster_not_onboarded_yet_is_listed_again_later_not_a_crashing_watcher(fleet_state):
+    """A cluster of the catalog that does not exist yet (its region not onboarded) cannot be
+    listed: the watcher keeps trying every ``ERROR_BACKOFF_S`` (the triggerer would restart a
+    trigger that raised at once, again and again), and lists the cluster once it exists."""
+    from gpufleet.airflow.event_triggers import ERROR_BACKOFF_S
+    from gpufleet.backends.sim.cloud import SimCloudBackend
+
+    name = "a3u-euw4-sim"  # the catalog's region still to be onboarded
+    cluster = load_catalog().cluster(name)
+    backend = SimClusterBackend(cluster)
+    assert not backend.cluster_exists()
+    clock = SimState().clock
+    started = clock.time()
+    t = trigger(cluster=name)
+
+    async def watch() -> Batch:
+        events = t.run()
+        pending = asyncio.ensure_future(anext(events))
+        try:
+            while clock.time() - started < QUIET_S:
+                await asyncio.sleep(0)  # its backoffs move the sim's clock
+                assert not pending.done(), "a batch, or an error, before the cluster exists"
+            tries = t.api_calls["list_nodes"]
+            assert t.errors == tries and tries >= QUIET_S / ERROR_BACKOFF_S, dict(t.api_calls)
+            cloud = SimCloudBackend(cluster, SimState())
+            cloud.ensure_network()
+            cloud.ensure_cluster()
+            for pool in cluster.node_pools:
+                cloud.ensure_node_pool(pool.name)
+            return Batch.from_dict((await asyncio.wait_for(pending, 60)).payload)
+        finally:
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+            await events.aclose()
+
+    baseline = asyncio.run(asyncio.wait_for(watch(), 60))
+    assert baseline.relist and baseline.cluster == name
+    assert sorted(baseline.nodes) == sorted(n.name for n in backend.nodes())
+    assert baseline.nodes

@@ -13,7 +13,8 @@ The order is the module's: the refusals (no run) first, then the cases that run 
 while the nightly Airflow scheduled when the DAGs were unpaused runs beside them on the workers;
 then that nightly's case (its in-process reference run first); then the training launch, the
 triggerer's restart and the Celery worker's SIGKILL, which need the pools the nightly validates
-to themselves (a validation skips a pool another run is validating).
+to themselves (a validation skips a pool another run is validating); the event path last (its
+faults quarantine nodes).
 """
 
 from __future__ import annotations
@@ -546,3 +547,169 @@ def test_a_worker_killed_in_the_middle_of_a_validation_is_retried_on_the_other_o
         ("h200-b", "health", "pass"),  # the GPU health check's row, then the fabric's: once each
         ("h200-b", "fabric", "pass"),
     ]
+
+
+# --- the event path (issue 33): a watcher on the triggerer, the response on a worker -----------
+# Last: its faults quarantine nodes, which the cases above need in service. The watchers start
+# here (the response's DAG file parsed again once it is unpaused), so the event path's runs do
+# not share the workers with the cases above.
+
+RESPONSE = "node_health_response"
+
+
+def _signal_assets(airflow: LiveAirflow) -> dict[str, dict]:
+    """The ``node-signals-<cluster>`` assets, by name."""
+    response = airflow.request(
+        "GET", "/api/v2/assets", params={"name_pattern": "node-signals-", "limit": 100}
+    )
+    response.raise_for_status()
+    return {a["name"]: a for a in response.json()["assets"]}
+
+
+def _asset_events(airflow: LiveAirflow, asset_id: int) -> list[dict]:
+    """The asset's events, oldest first."""
+    response = airflow.request(
+        "GET",
+        "/api/v2/assets/events",
+        params={"asset_id": asset_id, "order_by": "timestamp", "limit": 100},
+    )
+    response.raise_for_status()
+    return sorted(response.json()["asset_events"], key=lambda e: (e["timestamp"], e["id"]))
+
+
+def _responded_on_a_worker(airflow: LiveAirflow, run_id: str) -> dict:
+    """``node_health_response`` run ``run_id`` finished and its ``respond`` ran on this
+    deployment's Celery workers (their queue; the scheduler and the triggerer run no task);
+    that task instance."""
+    assert _finished(airflow, RESPONSE, run_id, timeout=90) == "success"
+    respond = [t for t in _task_instances(airflow, RESPONSE, run_id) if t["task_id"] == "respond"]
+    assert [(t["state"], t["queue"]) for t in respond] == [("success", airflow.queue)], respond
+    assert respond[0]["hostname"], respond
+    return respond[0]
+
+
+def test_a_gpu_fault_is_quarantined_through_the_triggerer_and_a_worker_across_its_restart(
+    airflow, live_fleet_dir
+):
+    """The event path on the deployment: each sim cluster's ``node-signals`` asset has its
+    ``NodeWatchTrigger`` watcher in the triggerer; the first list (the baseline) was handed to
+    ``node_health_response``, whose ``respond`` ran on a Celery worker. A fatal Xid (79) on a
+    node reaches it through the watcher (about a flush, 10 s, after the change): the node is
+    tainted ``gpufleet.io/quarantine`` and the ledger holds the signal. A second fault shows the
+    watcher kept watching. Then the triggerer is SIGKILLed, a third fault is raised while no
+    watcher runs, and a new triggerer starts: its watcher resumes from the version the response
+    acknowledged (no relist, nothing replayed) and the third fault arrives too."""
+    _celery(airflow)
+    from gpufleet.backends.sim.cluster import SimClusterBackend
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.domain.signals import Response
+    from gpufleet.store import Ledger
+
+    with live_fleet(airflow, live_fleet_dir):
+        catalog = load_catalog()
+        book = Ledger()
+        clusters = sorted(catalog.clusters)  # the live fleet's: every one a sim cluster
+        assert all(catalog.cluster(c).provider == "sim" for c in clusters), clusters
+        # Airflow makes an asset's watchers when it parses the DAG scheduled on it, and only
+        # for a DAG that is not paused; the deployment parsed every file once, while every DAG
+        # was paused (as new DAGs are), so the response's file is parsed again now
+        airflow.unpause(RESPONSE)
+        token = airflow.request("GET", f"/api/v2/dags/{RESPONSE}").json()["file_token"]
+        airflow.request("PUT", f"/api/v2/parseDagFile/{token}").raise_for_status()
+
+        def watched() -> dict[str, dict] | None:
+            assets = _signal_assets(airflow)
+            return assets if all(a["watchers"] for a in assets.values()) else None
+
+        assets = _until("the watchers made", watched, airflow, timeout=60)
+        assert sorted(assets) == [f"node-signals-{c}" for c in clusters], sorted(assets)
+        for name in clusters:
+            watchers = [w["name"] for w in assets[f"node-signals-{name}"]["watchers"]]
+            assert watchers == [f"node-watch-{name}"], (name, watchers)
+
+        # the baseline: each cluster's first batch is its list, handled on a worker (a cluster
+        # whose region is not onboarded yet has nothing to list: its watcher waits for it)
+        existing = [c for c in clusters if SimClusterBackend(catalog.cluster(c)).cluster_exists()]
+        assert existing, clusters
+
+        def baselines() -> dict[str, dict] | None:
+            found = {}
+            for name in existing:
+                events = _asset_events(airflow, assets[f"node-signals-{name}"]["id"])
+                runs = [r for e in events[:1] for r in e["created_dagruns"]]
+                if not (runs and book.watch_cursor(name, "nodes")):
+                    return None
+                found[name] = {**events[0], "run_id": runs[0]["run_id"]}
+            return found
+
+        first = _until("each cluster's baseline handled", baselines, airflow, timeout=120)
+        for name, event in first.items():
+            payload = event["extra"]["payload"]
+            assert event["extra"]["from_trigger"] is True
+            assert (payload["cluster"], payload["relist"]) == (name, True), payload
+            assert payload["nodes"], payload  # every node as listed
+            _responded_on_a_worker(airflow, event["run_id"])
+
+        # no watcher crashed meanwhile (the triggerer restarts one that raised, at once)
+        assert "exited with error" not in airflow.component_log("triggerer").read_text()
+
+        cluster = existing[0]
+        backend = SimClusterBackend(catalog.cluster(cluster))
+        idle = [
+            n.name
+            for n in backend.nodes()
+            if n.pool
+            and not (n.quarantined or n.unvalidated or n.workloads)
+            and not book.node_signals(cluster, n.name)
+        ]
+        assert len(idle) >= 3, idle
+
+        def quarantined(node: str) -> dict:
+            """``respond``'s task instance once ``node`` carries the quarantine taint and the
+            ledger holds its Xid's signal."""
+
+            def handled():
+                info = next(n for n in backend.nodes() if n.name == node)
+                rows = book.node_signals(cluster, node)
+                signals = [s for s in rows if s["response"] == Response.QUARANTINE]
+                return signals[0] if info.quarantined and signals else None
+
+            signal = _until(f"{cluster}/{node}'s Xid 79 quarantined", handled, airflow, 90)
+            assert "79" in signal["reason"], signal
+            return _responded_on_a_worker(airflow, signal["run_id"])
+
+        backend.gpu_fault(idle[0], xid=79)
+        quarantined(idle[0])
+        backend.gpu_fault(idle[1], xid=79)
+        quarantined(idle[1])  # the same watcher, still watching
+
+        asset_id = assets[f"node-signals-{cluster}"]["id"]
+        airflow.kill_component("triggerer")
+        try:
+            # what the killed watcher handed on is handled (each quarantine is a node change
+            # too: a batch of its own), so the acknowledged version stays put from here
+            def settled():
+                events = _asset_events(airflow, asset_id)
+                responds = airflow.request(
+                    "GET",
+                    f"/api/v2/dags/{RESPONSE}/dagRuns/~/taskInstances",
+                    params={"task_id": "respond", "limit": 100},
+                ).json()["task_instances"]
+                done = all(e["created_dagruns"] for e in events) and all(
+                    t["state"] in TERMINAL for t in responds
+                )
+                return events if done else None
+
+            before = {e["id"] for e in _until("the responses settled", settled, airflow, 60)}
+            acked = book.watch_cursor(cluster, "nodes")
+            backend.gpu_fault(idle[2], xid=79)  # while no watcher runs
+        finally:
+            airflow.start_component("triggerer")
+        quarantined(idle[2])
+        # the new watcher went on from the acknowledged version: its first batch follows on
+        # from it, and nothing was listed again
+        after = [e for e in _asset_events(airflow, asset_id) if e["id"] not in before]
+        batches = [e["extra"]["payload"] for e in after]
+        assert batches and batches[0]["nodes_from"] == acked, (acked, batches)
+        assert not any(b["relist"] for b in batches), batches
+        assert idle[2] in {n for b in batches for n in b["nodes"]}, batches

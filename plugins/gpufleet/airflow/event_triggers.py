@@ -35,6 +35,7 @@ process by cluster (what the event-storm bench reads); each yield logs them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 from collections import Counter
@@ -171,7 +172,7 @@ class NodeWatchTrigger(BaseEventTrigger):
         backend, at = await self._start()
         batch = Batch(self.cluster)
         batch.nodes_from, batch.events_from = at["nodes"], at["events"]
-        urgent = await self._begin(backend, at, batch)  # a list to hand over at once
+        urgent = await self._first_lists(backend, at, batch)  # a list to hand over at once
         opened: float | None = None  # when the batch got its first change
         # (when, versions) of each batch yielded and not known to be acknowledged yet
         unacked: list[tuple[float, dict[str, str | None]]] = []
@@ -259,6 +260,22 @@ class NodeWatchTrigger(BaseEventTrigger):
                 self.errors += 1
                 self.log.error("starting the watch of %s: %s", self.cluster, exc)
                 await sleep_async(clock, ERROR_BACKOFF_S)
+
+    async def _first_lists(self, backend, at: dict[str, str | None], batch: Batch) -> bool:
+        """``_begin``, tried again ``ERROR_BACKOFF_S`` later until the cluster answers (a
+        cluster of the catalog not onboarded yet, an API server down): an asset watcher keeps
+        watching; one that raised would be restarted by the triggerer at once, again and
+        again."""
+        clock = PollingTrigger.clock
+        while True:
+            try:
+                return await self._begin(backend, at, batch)
+            except Exception as exc:  # noqa: BLE001 - listed again later
+                self.errors += 1
+                self.log.warning("listing %s: %s", self.cluster, exc)
+            await sleep_async(clock, ERROR_BACKOFF_S)
+            with contextlib.suppress(Exception):  # the one built before serves otherwise
+                backend = await asyncio.to_thread(self.backend)
 
     async def _begin(self, backend, at: dict[str, str | None], batch: Batch) -> bool:
         """Where each stream starts: a stream never acknowledged from its first list (every
