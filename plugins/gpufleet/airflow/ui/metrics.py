@@ -153,7 +153,14 @@ class FleetMetrics:
             ledger_side.extend(families)
             time_series(now_side, cluster_verdicts, prefixes, self.now)
         now_side.extend(ledger_side.families)
-        return now_side.text()
+        # reliability (docs/remediation.md): one query for the window, written each scrape
+        from gpufleet.airflow.ui.reliability_series import histograms, open_incidents
+        from gpufleet.services.views.reliability import reliability_window
+
+        window = reliability_window(self.ledger, self.now)
+        pools = [(v.ref.cluster.name, v.ref.pool.name) for v in verdicts]
+        open_incidents(now_side, pools, window)
+        return now_side.text() + histograms(window, now_side)
 
 
 def exposition(

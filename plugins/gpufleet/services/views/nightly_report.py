@@ -90,7 +90,36 @@ def render_report(
     page = html_report(
         run_id, rows, quarantined, histories, baselines, warnings, standalone=standalone
     )
-    return md_text, page
+    return _with_reliability(ledger, rows, md_text, page)
+
+
+RELIABILITY_HEAD = "Reliability"
+
+
+def _with_reliability(
+    ledger: Ledger, rows: list[dict[str, Any]], md_text: str, html_text: str
+) -> tuple[str, str]:
+    """The report with a line per pool with node incidents in the 30 days up to the run's last
+    verdict (``services.views.reliability.report_lines``: MTTR, MTBI, open incidents), so the
+    UI's run tab renders the same section the nightly wrote; nothing when no pool had one."""
+    from markupsafe import escape
+
+    from gpufleet.services.views.reliability import WINDOW, report_lines
+
+    ends = [r["finished_at"] for r in rows if r.get("finished_at") is not None]
+    lines = report_lines(ledger, max(ends) if ends else ledger.clock.now())
+    if not lines:
+        return md_text, html_text
+    head = f"{RELIABILITY_HEAD} (node incidents, last {WINDOW.days} days)"
+    md_text = (
+        md_text.rstrip("\n") + "\n\n" + "\n".join([f"## {head}", "", *(f"- {x}" for x in lines)])
+    )
+    md_text += "\n"
+    items = "".join(f"<li>{escape(x)}</li>" for x in lines)
+    block = f'<section id="reliability"><h2>{escape(head)}</h2><ul>{items}</ul></section>'
+    body, sep, tail = html_text.rpartition("</body>")
+    html_text = body + block + sep + tail if sep else html_text + block
+    return md_text, html_text
 
 
 def nightly_report(

@@ -22,6 +22,7 @@ from gpufleet.services.views.fleet import (
 )
 from gpufleet.services.views.health import health_summary
 from gpufleet.services.views.racks import racks_view
+from gpufleet.services.views.reliability import pool_reliability
 
 if TYPE_CHECKING:
     from gpufleet.domain.fleet import Catalog
@@ -113,7 +114,9 @@ def pool_view(
     the nights, the baseline and the pass threshold, the Lustre expectation, GPU health (the
     last health row, each unhealthy node with its action and reasons; None: not checked yet),
     quarantines and nodes out of service, gate decisions, launches and transitions, each with
-    the DAG that recorded it. ``now``: for the health row's age (default: the clock)."""
+    the DAG that recorded it, and the reliability figures of the last 30 days (MTTR, MTBI,
+    open incidents: ``services.views.reliability``). ``now``: for the health row's age and the
+    reliability window (default: the clock)."""
     from gpufleet.config.baselines import find_baseline
 
     ref = catalog.pool(cluster, pool)  # GpufleetError names the pool and the known ones
@@ -151,6 +154,7 @@ def pool_view(
         "state": ledger.pool_state(cluster, pool),
         "quarantined": ledger.quarantined(cluster, pool),
         "nodes_out": ledger.node_states(cluster, pool),
+        "reliability": pool_reliability(ledger, cluster, pool, now or ledger.clock.now()),
         "gate_decisions": _gate_decisions(ledger, cluster, pool),
         "launches": _launches(ledger, cluster, pool),
         "transitions": _transitions(ledger, cluster, pool),
