@@ -64,6 +64,7 @@ MODULES = (
     "gpufleet.services.views.fleet",
     "gpufleet.services.views.nightly_report",
     "gpufleet.services.views.onboarding_report",
+    "gpufleet.services.views.reliability",
     "gpufleet.services.views.render",
     "gpufleet.store",
 )
