@@ -48,6 +48,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from gpufleet.airflow.triggers import PollingTrigger
 from gpufleet.domain.clock import sleep_async
+from gpufleet.domain.events import later_version
 
 if TYPE_CHECKING:  # imported where used: a DAG file builds these triggers at every parse
     from gpufleet.backends.base import WatchEvent
@@ -71,14 +72,6 @@ def _watch_executor() -> ThreadPoolExecutor:
         if _executor is None:
             _executor = ThreadPoolExecutor(WATCH_THREADS, thread_name_prefix="gpufleet-watch")
         return _executor
-
-
-def _later(a: str | None, b: str | None) -> str | None:
-    from gpufleet.domain.events import version_after
-
-    if a is None or b is None:
-        return a or b
-    return b if version_after(b, a) else a
 
 
 class NodeWatchTrigger(BaseEventTrigger):
@@ -307,7 +300,7 @@ class NodeWatchTrigger(BaseEventTrigger):
             (when, versions)
             for when, versions in unacked
             if any(
-                v is not None and _later(acked[stream], v) != acked[stream]
+                v is not None and later_version(acked[stream], v) != acked[stream]
                 for stream, v in versions.items()
             )
         ]
@@ -338,7 +331,7 @@ class NodeWatchTrigger(BaseEventTrigger):
                 batch.reached(stream, change.version)
             else:
                 batch.add(change)
-            at = _later(at, change.version)
+            at = later_version(at, change.version)
         return at
 
     async def _relist(self, backend, stream: str, at: str | None, batch: Batch) -> str:

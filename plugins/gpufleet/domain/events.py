@@ -58,3 +58,10 @@ def version_after(new: str, old: str | None) -> bool:
         return int(new) > int(old)
     except ValueError:
         return new != old
+
+
+def later_version(a: str | None, b: str | None) -> str | None:
+    """The later of two resource versions (``version_after``); None only when both are."""
+    if a is None or b is None:
+        return a or b
+    return b if version_after(b, a) else a

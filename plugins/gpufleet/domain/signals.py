@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gpufleet.domain.events import NodeCondition
+from gpufleet.domain.events import NodeCondition, later_version
 from gpufleet.domain.health.catalog import SEVERITY, A, HealthAction
 from gpufleet.domain.health.decide import xid_finding
 
@@ -298,18 +298,9 @@ def coalesce(signals: Iterable[Signal]) -> list[Signal]:
             urgent,
             observed_at=min(have.observed_at, s.observed_at),
             count=have.count + s.count,
-            version=_newest(have.version, s.version),
+            version=later_version(have.version, s.version),
         )
     return list(out.values())
-
-
-def _newest(a: str | None, b: str | None) -> str | None:
-    if a is None or b is None:
-        return a or b
-    try:
-        return a if int(a) >= int(b) else b
-    except ValueError:
-        return b  # opaque versions: the later one read
 
 
 def by_node(signals: Iterable[Signal]) -> dict[tuple[str, str], Response]:

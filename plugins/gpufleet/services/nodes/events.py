@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend, Taint
 from gpufleet.domain.admission import DEFAULT_WINDOW_S, PENDING_KEY, Session
-from gpufleet.domain.events import NodeCondition
+from gpufleet.domain.events import NodeCondition, version_after
 from gpufleet.domain.fleet import Catalog, Cluster, PoolRef
 from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.signals import (
@@ -41,6 +41,7 @@ from gpufleet.domain.signals import (
 )
 from gpufleet.errors import GpufleetError
 from gpufleet.parsing.health import announces_maintenance, xid_codes
+from gpufleet.services.nodes.admission import join_session, orphaned_sessions
 from gpufleet.services.nodes.drain import backend_clock
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
 from gpufleet.services.nodes.watch_batch import Batch
@@ -218,7 +219,7 @@ class EventResponse:
                 keep[node] = None
                 continue
             after = _Seen.of(node, fields)
-            if before is not None and not _after(after.version, before.version):
+            if before is not None and not version_after(after.version, before.version):
                 continue  # a replay: the ledger already has this node at a later version
             sig = None if baseline else lifecycle_signal(name, before, after, now, node in held_out)
             out += [_versioned(sig, after.version)] if sig is not None else []
@@ -297,8 +298,6 @@ class EventResponse:
                 self._quarantine(ref, backend, node, sig, run_id, report)
             elif response is Response.ADMIT:
                 self._admit(ref, backend, node, sig, now, opened, report)
-        from gpufleet.services.nodes.admission import orphaned_sessions
-
         for orphan in orphaned_sessions(self.ledger, cluster.name, now):
             opened.setdefault(orphan.id, orphan)  # no run waits for it: this one will
         for session in opened.values():
@@ -351,8 +350,6 @@ class EventResponse:
         opened: dict[str, Session],
         report: ResponseReport,
     ) -> None:
-        from gpufleet.services.nodes.admission import join_session
-
         backend.add_taint(node, Taint(PENDING_KEY, sig.what, "NoSchedule"))
         session, new = join_session(self.ledger, ref, node, now, self.window_s)
         if new:
@@ -361,15 +358,7 @@ class EventResponse:
         log.info("%s: %s held validation-pending: %s", ref.key, node, sig.reason)
 
 
-def _after(new: str, old: str) -> bool:
-    from gpufleet.domain.events import version_after
-
-    return version_after(new, old)
-
-
 def _versioned(sig: Signal, version: str) -> Signal:
-    from dataclasses import replace
-
     return replace(sig, version=version)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.backends.base import NodeInfo, WatchEvent
-from gpufleet.domain.events import Change, NodeEvent, version_after
+from gpufleet.domain.events import Change, NodeEvent, later_version, version_after
 from gpufleet.domain.signals import MAINTENANCE_LABEL, PREDICTION_LABELS
 
 # the labels the response reads (the rest of a node's labels never leave the watcher)
@@ -98,23 +98,23 @@ class Batch:
                 if change.change is Change.DELETED
                 else node_fields(change.node, change.version)
             )
-            self.nodes_version = _later(self.nodes_version, change.version)
+            self.nodes_version = later_version(self.nodes_version, change.version)
         elif change.event is not None:
             ev = change.event
             if ev.uid not in self.events and len(self.events) >= MAX_EVENTS:
                 self.dropped_events += 1
             else:
                 self.events[ev.uid] = event_fields(ev, change.version)
-            self.events_version = _later(self.events_version, change.version)
+            self.events_version = later_version(self.events_version, change.version)
         elif change.change is Change.BOOKMARK:
             pass  # the caller knows which stream it watched: ``reached``
 
     def reached(self, stream: str, version: str) -> None:
         """A bookmark: ``stream`` (nodes | events) has reached ``version``."""
         if stream == "nodes":
-            self.nodes_version = _later(self.nodes_version, version)
+            self.nodes_version = later_version(self.nodes_version, version)
         else:
-            self.events_version = _later(self.events_version, version)
+            self.events_version = later_version(self.events_version, version)
 
     def merge(self, later: Batch) -> Batch:
         """This batch followed by ``later`` (several asset events handled by one run)."""
@@ -124,8 +124,8 @@ class Batch:
             nodes=nodes,
             events={**self.events, **later.events},
             relist=self.relist or later.relist,
-            nodes_version=_later(self.nodes_version, later.nodes_version),
-            events_version=_later(self.events_version, later.events_version),
+            nodes_version=later_version(self.nodes_version, later.nodes_version),
+            events_version=later_version(self.events_version, later.events_version),
             dropped_events=self.dropped_events + later.dropped_events,
             nodes_from=None if later.relist else self.nodes_from,
             events_from=self.events_from,
@@ -169,9 +169,3 @@ class Batch:
             nodes_from=data.get("nodes_from"),
             events_from=data.get("events_from"),
         )
-
-
-def _later(a: str | None, b: str | None) -> str | None:
-    if a is None or b is None:
-        return a or b
-    return b if version_after(b, a) else a
