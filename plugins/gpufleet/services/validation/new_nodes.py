@@ -39,17 +39,13 @@ def release_new_nodes(
     if any((latest.get(kind) or {}).get("verdict") != "pass" for kind in needed):
         return []
     passed = set((latest[fabric].get("details") or {}).get("passed_nodes") or [])
-    # a node with a bad signal newer than the check (the event path's) stays pending
-    bad = ledger.newest_bad_signals(ref.cluster.name, pool=ref.pool.name)
+    new = [n.name for n in backend.list_nodes(ref.pool.name) if n.unvalidated and n.name in passed]
+    # a new node with a bad signal newer than the check (the event path's) stays pending
+    bad = ledger.newest_bad_signals(ref.cluster.name, new, pool=ref.pool.name) if new else {}
     held = newer_bad_signals(latest[fabric].get("started_at"), bad)
-    released = [
-        n.name
-        for n in backend.list_nodes(ref.pool.name)
-        if n.unvalidated and n.name in passed and n.name not in held
-    ]
+    released = [n for n in new if n not in held]
     for node, why in held.items():
-        if node in passed:
-            log.warning("%s: %s passed but stays pending: %s", ref.key, node, why)
+        log.warning("%s: %s passed but stays pending: %s", ref.key, node, why)
     for node in released:
         for key in PENDING_KEYS:  # the old name too, on a node tainted before the rename
             backend.remove_taint(node, key)
