@@ -8,8 +8,12 @@ node gpufleet took out, when there is one): fatal Xids (79 fallen off the bus, 4
 ECC, 64 row-remap failure, 74 NVLink, 95 uncontained ECC, 119 GSP timeout), Xids NVIDIA leaves to
 the application or to nothing (13, 31, 63 remapping event, 94 contained ECC: the node stays in
 service), reboots, replacements (a cloud's auto-repair: a node under a new name), nodes the
-autoscaler adds, host maintenance announced, and GKE's prediction label set to false on the
-GKE-shaped cluster. Each is the sim's own action (``backends.sim.node_actions``), writing what the
+autoscaler adds, host maintenance announced, GKE's prediction label set to false on the
+GKE-shaped cluster, and the faults only the interval readings see (docs/events.md): a GPU's
+memory failing (``row-remap-failed``, ``ecc-dbe``) with no Event nor condition, seen in its
+dcgm-exporter's metrics; and, on the EKS-shaped cluster, EC2's system status check impaired
+and an ``instance-retirement`` scheduled event, seen in DescribeInstanceStatus. Each is the
+sim's own action (``backends.sim.node_actions``), writing what the
 real components write.
 
 The watcher is ``bench.event_watcher``: every cluster's ``NodeWatchTrigger`` as the triggerer
@@ -101,6 +105,9 @@ COVER = [
     ("xid", 95),
     ("xid", 119),
     ("maintenance", None),
+    ("memory", None),
+    ("ec2-impaired", None),
+    ("retirement", None),
 ]
 WEIGHTS = {  # as many auto-repairs as faults, or the small sim fleet runs out of nodes
     "fatal": 22,
@@ -110,7 +117,13 @@ WEIGHTS = {  # as many auto-repairs as faults, or the small sim fleet runs out o
     "add-node": 8,
     "maintenance": 11,
     "prediction": 6,
+    "memory": 8,  # only dcgm-exporter's metrics show it
+    "ec2-impaired": 4,  # only EC2's status checks show it (the EKS-shaped cluster)
+    "retirement": 4,  # EC2's scheduled event (and aws-node-termination-handler's Event)
 }
+MEMORY_FAULTS = ("row-remap-failed", "ecc-dbe")
+EKS_SHAPED = "p5-sim"
+EKS_ONLY = ("ec2-impaired", "retirement")
 KILL_MODES = ("idle", "mid-round", "batch-unhandled")
 
 
@@ -298,6 +311,9 @@ class Campaign:
         self.in_session = False
         self.session_runs = 0
         self.fallbacks = 0  # events that found no node in service: a node added instead
+        # faults no watch sees (the interval readings do): the clock steps with the watcher
+        # until each is out
+        self.silent: set[tuple[str, str]] = set()
 
     # --- the clock, in step with the watcher --------------------------------------------------
 
@@ -338,6 +354,8 @@ class Campaign:
         from gpufleet.backends.base import WatchExpired
         from gpufleet.backends.sim import watch_log
 
+        if any(k not in self.out_at for k in self.silent):
+            return True
         for c in CLUSTERS:
             for stream, kind in (("nodes", "node"), ("events", "event")):
                 acked = self.ledger.watch_cursor(c, stream)
@@ -494,8 +512,9 @@ class Campaign:
     def act(self, p: Planned) -> None:  # noqa: C901  one branch per kind of event
         now = self.now()
         kind = p.kind
-        targets = self.in_service([GKE_SHAPED] if kind == "prediction" else CLUSTERS)
-        if kind in ("xid", "reboot", "maintenance", "prediction") and not targets:
+        only = [GKE_SHAPED] if kind == "prediction" else [EKS_SHAPED] if kind in EKS_ONLY else None
+        targets = self.in_service(only or CLUSTERS)
+        if kind not in ("add-node", "replace") and not targets:
             kind = "add-node"  # nothing in service to hit: the autoscaler adds one instead
             p = Planned(p.at, kind)
             self.fallbacks += 1
@@ -543,6 +562,22 @@ class Campaign:
         elif kind == "maintenance":
             b.maintenance(node, start=now + self.rng.uniform(3600.0, 6 * 3600.0))
             expect = [(node, "maintenance", "scheduled")]
+        elif kind == "memory":  # no Event, no condition: dcgm-exporter's metrics show it
+            b.gpu_memory_fault(node, self.rng.choice(MEMORY_FAULTS))
+            self.faulty[(c, node)] = now
+            self.silent.add((c, node))
+            expect = [(node, "exporter", "gpu-health")]
+        elif kind == "ec2-impaired":  # EC2's system status check of the host
+            b.instance_status(node, system="impaired")
+            self.faulty[(c, node)] = now
+            self.silent.add((c, node))
+            expect = [(node, "ec2", "system-impaired")]
+        elif kind == "retirement":  # EC2 will stop the instance: out ahead of it
+            b.maintenance(
+                node, start=now + self.rng.uniform(86400.0, 3 * 86400.0), code="instance-retirement"
+            )
+            self.faulty[(c, node)] = now
+            expect = [(node, "ec2", "instance-retirement"), (node, "maintenance", "scheduled")]
         else:  # prediction
             b.prediction(node, recommended=False)
             self.faulty[(c, node)] = now
@@ -659,7 +694,7 @@ def report(c: Campaign, wall_s: float, lost: int) -> bool:  # noqa: C901  a repo
     for label, ds in sorted(by_class.items()):
         keys = [(d.cluster, d.node) for d in ds]
         outs = [c.out_at[k] for k in keys if k in c.out_at]
-        if label.endswith("(fatal)") or label == "prediction":
+        if label.endswith("(fatal)") or label in ("prediction", "memory", *EKS_ONLY):
             what = f"out in {max(outs):.0f} s at most" if outs else "never out"
             what = f"{len(outs)}/{len(ds)} {what}"
         elif label in ("replace", "add-node"):

@@ -9,6 +9,7 @@ wake, so the cluster's next watch round sees it).
     python -m bench.event_storm [--pools 2000] [--per-cluster 10] [--nodes 16]
                                 [--fraction 0.1] [--quiet-s 3600] [--storm-s 300]
                                 [--settle-s 300] [--flush-s 10] [--seed 7]
+                                [--exporter-interval-s 60]
 
 Time is simulated and deterministic: the sim's clock is frozen and only this bench moves it.
 ``PollingTrigger.clock`` is a ``StormClock``: a trigger's sleep (``sleep_async``: in a thread)
@@ -23,17 +24,24 @@ the node: must equal the faults), the triggers' CPU seconds (``time.process_time
 process over the phase, less the response's and less the sim's own work inside the API calls,
 which a real API server does elsewhere: both shown) and the API calls per cluster in the storm
 against the quiet hour (per simulated minute, and the ratio), the most watch calls in flight
-at once per cluster (bound: 2, the nodes watch and the Events watch), batches per cluster, and
-the response's time per batch (p50/p95). Exits 1 when a faulted node is not quarantined, a
-healthy node was taken out, or a cluster had more watch calls in flight than its bound.
+at once per cluster (bound: 2, the nodes watch and the Events watch: the interval readings'
+calls are not watches, counted apart), the interval readings' calls per cluster by kind
+(``--exporter-interval-s``: one list of the exporter pods, one read per node, and on an
+EKS-shaped cluster one DescribeInstanceStatus per 100 nodes, each round; 0: none) and their
+share of the calls, batches per cluster, and the response's time per batch (p50/p95). Exits 1
+when a faulted node is not quarantined, a healthy node was taken out, or a cluster had more
+watch calls in flight than its bound.
 
 The sim's cluster backend is built once per cluster and kept (``polling_cluster_backend`` keeps
 a real cluster's clients the same way; the sim's is otherwise built anew every round).
 
-Wall time on the project's 2-core machines, shared: ``--pools 200`` (what ``make bench`` runs)
-about 1.5 minutes; ``--pools 2000`` is bound by the sim answering the watches (5 to 9 ms of
-CPU a call, 144,000 calls in a quiet hour): about 8 minutes with ``--quiet-s 300`` and 19 with
-the whole hour (docs/PERFORMANCE.md, "Event storm at fleet scale").
+Wall time on the project's 2-core machines, shared, with ``--exporter-interval-s 0`` (no
+interval readings): ``--pools 200`` about 1.5 minutes; ``--pools 2000`` is bound by the sim
+answering the watches (5 to 9 ms of CPU a call, 144,000 calls in a quiet hour): about 8
+minutes with ``--quiet-s 300`` and 19 with the whole hour (docs/PERFORMANCE.md, "Event storm at
+fleet scale"). With the readings (the trigger's default, 60 s) every GPU node's exporter is
+read and parsed once a simulated minute: ``--pools 40 --quiet-s 600`` takes about 5 minutes
+(about 6.6 ms of the triggers' CPU per exporter read), ``--pools 200`` over 15.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from typing import Any
 FATAL_XIDS = (79, 48, 64, 74, 95, 119)  # NVIDIA's Xids that take a GPU out of service
 WATCH_BOUND = 2  # watch calls in flight per cluster: nodes + Events
 WATCHES = ("watch_nodes", "watch_node_events")
+READING_CALLS = ("list_exporters", "scrape_exporter", "describe_instance_status")
 WALL_WAIT_S = 120.0  # the longest the bench waits, on the wall clock, for the triggers to rest
 
 
@@ -133,9 +142,10 @@ class StormClock:
 
 
 class CountingBackend:
-    """A cluster's backend as the trigger sees it, counting the calls in flight (the most at
-    once) and the CPU the sim spends answering them (the API server's work, not the
-    trigger's: ``time.thread_time`` of the call's own thread)."""
+    """A cluster's backend as the trigger sees it, counting the watch calls in flight (the most
+    at once) and the CPU the sim spends answering them and the interval readings' calls (the
+    API server's and the exporters' work, not the trigger's: ``time.thread_time`` of the
+    call's own thread)."""
 
     def __init__(self, backend, probe: Probe):
         self._backend = backend
@@ -143,17 +153,19 @@ class CountingBackend:
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(self._backend, name)
-        if name not in (*WATCHES, "list_nodes_versioned", "list_node_events"):
+        reading = name in ("dcgm_exporters", "exporter_metrics")  # not watches: not in flight
+        if name not in (*WATCHES, "list_nodes_versioned", "list_node_events") and not reading:
             return fn
         probe = self._probe
 
         def call(*args: Any) -> Any:
-            probe.enter(name)
+            if not reading:
+                probe.enter(name)
             began = time.thread_time()
             try:
                 return fn(*args)
             finally:
-                probe.leave(name, time.thread_time() - began)
+                probe.leave(name, time.thread_time() - began, counted=not reading)
 
         return call
 
@@ -173,9 +185,9 @@ class Probe:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
 
-    def leave(self, name: str, cpu_s: float) -> None:
+    def leave(self, name: str, cpu_s: float, counted: bool = True) -> None:
         with self.lock:
-            self.in_flight -= 1
+            self.in_flight -= 1 if counted else 0
             self.sim_cpu_s += cpu_s
 
 
@@ -191,6 +203,8 @@ class Phase:
     harness_cpu_s: float = 0.0  # the bench moving the clock
     wall_s: float = 0.0
     calls: dict[str, int] = field(default_factory=dict)  # cluster -> API calls
+    readings: dict[str, int] = field(default_factory=dict)  # interval readings' calls, by kind
+    watch_calls: dict[str, int] = field(default_factory=dict)  # cluster -> calls but readings
     batches: dict[str, int] = field(default_factory=dict)  # cluster -> batches yielded
     respond_s: list[float] = field(default_factory=list)  # wall time per batch
 
@@ -239,7 +253,12 @@ class Storm:
     """The fleet, its triggers on one loop, the clock and the response."""
 
     def __init__(
-        self, clusters: list[str], flush_s: float, executor: ThreadPoolExecutor, ledger_url: str
+        self,
+        clusters: list[str],
+        flush_s: float,
+        executor: ThreadPoolExecutor,
+        ledger_url: str,
+        exporter_interval_s: float = 60.0,
     ):
         from gpufleet.airflow.event_triggers import NodeWatchTrigger
         from gpufleet.airflow.triggers import PollingTrigger
@@ -269,7 +288,10 @@ class Storm:
         StormTrigger.__module__ = NodeWatchTrigger.__module__
 
         NodeWatchTrigger.calls.clear()
-        self.triggers = [StormTrigger(cluster=c, flush_s=flush_s) for c in clusters]
+        self.triggers = [
+            StormTrigger(cluster=c, flush_s=flush_s, exporter_interval_s=exporter_interval_s)
+            for c in clusters
+        ]
         self.response = EventResponse(self.ledger, self.catalog)
         self.executor = executor
         self.pending: deque[dict[str, Any]] = deque()  # payloads yielded, not handled yet
@@ -325,12 +347,31 @@ class Storm:
 
         return {c: sum(n.values()) for c, n in NodeWatchTrigger.calls.items()}
 
+    def watch_calls(self) -> dict[str, int]:
+        """Per cluster, the calls that are not the interval readings' (lists and watches)."""
+        from gpufleet.airflow.event_triggers import NodeWatchTrigger
+
+        return {
+            c: sum(v for k, v in n.items() if k not in READING_CALLS)
+            for c, n in NodeWatchTrigger.calls.items()
+        }
+
+    def reading_calls(self) -> Counter[str]:
+        """Every cluster's interval readings' calls, by kind."""
+        from gpufleet.airflow.event_triggers import NodeWatchTrigger
+
+        out: Counter[str] = Counter()
+        for counted in NodeWatchTrigger.calls.values():
+            out.update({k: v for k, v in counted.items() if k in READING_CALLS})
+        return out
+
     def batches(self) -> dict[str, int]:
         return {t.cluster: t.batches for t in self.triggers}
 
     async def phase(self, name: str, seconds: float) -> Phase:
         """Run ``seconds`` of simulated time, measured."""
-        calls0, batches0 = self.calls(), self.batches()
+        calls0, batches0, readings0 = self.calls(), self.batches(), self.reading_calls()
+        watches0 = self.watch_calls()
         sim0 = {c: p.sim_cpu_s for c, p in self.probes.items()}
         respond0, harness0, runs0 = self.respond_cpu_s, self.harness_cpu_s, len(self.respond_s)
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -343,6 +384,8 @@ class Storm:
         phase.sim_cpu_s = sum(p.sim_cpu_s - sim0[c] for c, p in self.probes.items())
         phase.calls = {c: n - calls0.get(c, 0) for c, n in self.calls().items()}
         phase.batches = {c: n - batches0.get(c, 0) for c, n in self.batches().items()}
+        phase.readings = dict(self.reading_calls() - readings0)
+        phase.watch_calls = {c: n - watches0.get(c, 0) for c, n in self.watch_calls().items()}
         phase.respond_s = self.respond_s[runs0:]
         return phase
 
@@ -381,6 +424,7 @@ class StormSpec:
     settle_s: float = 300.0
     flush_s: float = 10.0
     seed: int = 7
+    exporter_interval_s: float = 60.0
 
 
 def run_storm(spec: StormSpec, work: Path | None = None) -> StormResult:
@@ -441,7 +485,7 @@ async def _run(spec: StormSpec, ledger_url: str) -> StormResult:
     executor = ThreadPoolExecutor(2 * len(clusters) + 8, thread_name_prefix="storm")
     loop = asyncio.get_running_loop()
     loop.set_default_executor(executor)
-    storm = Storm(clusters, spec.flush_s, executor, ledger_url)
+    storm = Storm(clusters, spec.flush_s, executor, ledger_url, spec.exporter_interval_s)
     world = {c: SimClusterBackend(catalog.cluster(c), storm.sim) for c in clusters}  # seeds
     total_nodes = sum(p.nodes for c in clusters for p in catalog.cluster(c).node_pools)
     tasks = storm.start()
@@ -499,6 +543,11 @@ def _unix(value: Any) -> float:
     return value.timestamp()
 
 
+def _share(phase: Phase) -> float:
+    total = sum(phase.calls.values())
+    return sum(phase.readings.values()) / total if total else 0.0
+
+
 def report(r: StormResult) -> str:
     q, s = r.quiet, r.storm
 
@@ -543,6 +592,12 @@ def report(r: StormResult) -> str:
         f"p50 {_pct(s.respond_s, 0.5) * 1000:.0f} ms, p95 {_pct(s.respond_s, 0.95) * 1000:.0f} ms,"
         f" max {max(s.respond_s, default=0) * 1000:.0f} ms; quiet {len(q.respond_s)} batches",
         f"API calls per cluster: quiet {per_cluster(q.calls)}; storm {per_cluster(s.calls)}",
+        f"interval readings (every {r.spec.exporter_interval_s:.0f} s; 0: off), calls per "
+        f"cluster per simulated minute: quiet "
+        + ", ".join(f"{k} {q.per_min(v) / r.clusters:.1f}" for k, v in sorted(q.readings.items()))
+        + "; storm "
+        + ", ".join(f"{k} {s.per_min(v) / r.clusters:.1f}" for k, v in sorted(s.readings.items()))
+        + f"; their share of the quiet calls: {_share(q):.0%}",
         f"wall: setup (sim seeded, baselines listed) {r.setup_s:.1f} s, all {r.wall_s:.1f} s",
     ]
     return "\n".join(lines)
@@ -559,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-s", type=float, default=300.0)
     parser.add_argument("--flush-s", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--exporter-interval-s", type=float, default=60.0)
     args = parser.parse_args(argv)
     if args.pools < 1 or args.per_cluster < 1 or args.nodes < 1 or not 0 < args.fraction <= 1:
         parser.error("--pools, --per-cluster, --nodes at least 1; --fraction in (0, 1]")
@@ -578,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
                 settle_s=args.settle_s,
                 flush_s=args.flush_s,
                 seed=args.seed,
+                exporter_interval_s=args.exporter_interval_s,
             )
         )
     except StuckError as exc:

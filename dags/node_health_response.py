@@ -6,13 +6,17 @@ between. The triggerer watches every cluster of the catalog (one `node-signals` 
 cluster, each with a `NodeWatchTrigger` watcher: list-then-watch of the nodes and of the
 Kubernetes Events about nodes, with resource versions, bookmarks and a relist on `410 Gone`)
 and emits a batch of what changed at most every 10 seconds; a burst of changes of one node is
-one entry. Each batch schedules a run of this DAG (several waiting batches are handled by one
-run, merged per cluster).
+one entry. Every minute each watcher also reads the cluster's dcgm-exporter pods (one list,
+one read per GPU node) and, on EKS, EC2's `DescribeInstanceStatus` of its instances: what says
+something (a bad or unknown exporter reading, an impaired status check, a scheduled event) is
+handed on as a snapshot when it changed. Each batch schedules a run of this DAG (several
+waiting batches are handled by one run, merged per cluster).
 
 - **respond**: the same rules as the nightly's passive signals (Xids in node Events, the Node
   Problem Detector's and GPU health monitors' conditions, GKE's
-  `recommended-to-run-large-training-workload` label, maintenance labels, nodes appearing,
-  rebooting, replaced or gone). A node whose signal asks for action is quarantined at once
+  `recommended-to-run-large-training-workload` label, maintenance labels, dcgm-exporter's
+  metrics, EC2's status checks and scheduled events, nodes appearing, rebooting, replaced or
+  gone). A node whose signal asks for action is quarantined at once
   (`gpufleet.io/quarantine`, NoSchedule: a running job is not killed) and goes through the node
   lifecycle as a nightly finding does. A node that appears or comes back (autoscaled, replaced,
   rebooted, repaired, uncordoned by hand) is tainted `gpufleet.io/validation-pending`

@@ -36,8 +36,16 @@ def test_the_watch_calls_per_cluster_are_bounded_and_both_streams_watched_at_onc
 
 def test_quiet_and_storm_are_counted_per_cluster(storm):
     rounds = QUIET_S / FLUSH_S
-    # a quiet period: one nodes watch and one Events watch per round, no batch
-    assert all(abs(n - 2 * rounds) <= 2 for n in storm.quiet.calls.values()), storm.quiet.calls
+    # a quiet period: one nodes watch and one Events watch per round, no batch; and a round
+    # of interval readings a minute: one list of the exporter pods, one read per node
+    watches = storm.quiet.watch_calls
+    assert all(abs(n - 2 * rounds) <= 2 for n in watches.values()), watches
+    lists = storm.quiet.readings["list_exporters"]
+    assert storm.clusters * QUIET_S / 60 <= lists <= storm.clusters * (QUIET_S / 60 + 1)
+    assert storm.quiet.readings["scrape_exporter"] == lists * storm.nodes // storm.clusters
+    assert sum(storm.quiet.calls.values()) == sum(watches.values()) + sum(
+        storm.quiet.readings.values()
+    )
     assert all(n == 0 for n in storm.quiet.batches.values())
     assert storm.quiet.respond_s == []
     # the storm: every cluster yields batches, each handled and timed

@@ -157,13 +157,16 @@ def test_a_burst_of_changes_of_one_node_is_one_entry_at_its_latest_state(sim):
     assert (event["node"], event["count"]) == (node(1), 3)
 
 
-def test_nothing_changed_yields_nothing_and_costs_only_watches(sim):
+@pytest.mark.parametrize("interval_s", [60.0, 0.0])
+def test_nothing_changed_yields_nothing_and_costs_only_watches(sim, interval_s):
     """A quiet cluster: the trigger keeps watching (a bookmark per watch, one watch per stream
-    a round) and yields nothing: five simulated minutes of quiet are 2 x 30 watch calls."""
+    a round) and yields nothing: five simulated minutes of quiet are 2 x 30 watch calls, and
+    (unless ``exporter_interval_s`` is 0) one list of the exporter pods a minute (the nodes it
+    reads: those the ledger has seen, none here: the test acknowledged without a response)."""
     ack(batches(trigger(), 1)[0])
     clock = SimState().clock
     started = clock.time()
-    t = trigger()
+    t = trigger(exporter_interval_s=interval_s)
 
     async def quiet() -> bool:
         events = t.run()
@@ -178,7 +181,10 @@ def test_nothing_changed_yields_nothing_and_costs_only_watches(sim):
 
     assert asyncio.run(asyncio.wait_for(quiet(), 60)) is False
     assert t.batches == 0
-    assert set(t.api_calls) == {"watch_nodes", "watch_events"}
+    readings = {"list_exporters"} if interval_s else set()
+    assert set(t.api_calls) == {"watch_nodes", "watch_events", *readings}
+    if interval_s:
+        assert QUIET_S / interval_s <= t.api_calls["list_exporters"] <= QUIET_S / interval_s + 1
     assert t.api_calls["watch_nodes"] == t.api_calls["watch_events"]
     assert QUIET_S / FLUSH_S <= t.api_calls["watch_nodes"] <= QUIET_S / FLUSH_S + 2
     assert NodeWatchTrigger.calls[CLUSTER]["watch_nodes"] >= t.api_calls["watch_nodes"]

@@ -113,3 +113,31 @@ def test_what_the_sim_writes_travels_the_proxy_unchanged(kube, backend):
     report = parse_dcgm_exporter(read)
     assert report.problems == () and report.hostname == node
     assert sum(link.down for gpu in report.gpus for link in gpu.links) == 1
+
+
+# --- the event path's interval scrape (docs/events.md) -------------------------------------------
+
+
+def test_one_list_finds_every_nodes_exporter_and_each_is_read_through_the_proxy(kube, backend):
+    exporter(kube, "nvidia-dcgm-exporter-7xk2p", "a-1")
+    exporter(kube, "nvidia-dcgm-exporter-q9f4s", "a-2", text="other node\n")
+    exporter(kube, "nvidia-dcgm-exporter-aaaaa", "a-2", text=None, phase="Pending")
+    kube.seed_pod("trainer-0", node="a-1", labels={"app": "trainer"})
+    kube.reset_requests()
+
+    pods = backend.dcgm_exporters()
+    (listed,) = kube.requests()
+    assert listed.url.path == "/api/v1/pods"
+    assert listed.params["labelSelector"] == "app=nvidia-dcgm-exporter"
+    assert "fieldSelector" not in listed.params  # the whole cluster, one call
+    assert {n: p.name for n, p in pods.items()} == {
+        "a-1": "nvidia-dcgm-exporter-7xk2p",
+        "a-2": "nvidia-dcgm-exporter-q9f4s",  # the running one first
+    }
+    assert backend.exporter_metrics(pods["a-1"]) == TEXT
+    assert backend.exporter_metrics(pods["a-2"]) == "other node\n"
+
+
+def test_no_exporter_in_the_cluster_is_an_empty_map(kube, backend):
+    kube.seed_pod("trainer-0", node="a-1", labels={"app": "trainer"})
+    assert backend.dcgm_exporters() == {}

@@ -16,7 +16,9 @@ nodes, and the host impairments moto cannot show.
   (400 naming them): a backend that starts sending them needs this stand-in extended.
 - ``DescribeInstanceStatus`` goes to moto, whose system status is always ``ok``; an instance
   ``impair(id)`` named reads ``systemStatus`` impaired (reachability failed), as an instance on
-  a failing host does.
+  a failing host does; ``impair(id, check="instance")`` its ``instanceStatus``. moto 5.2.5
+  reports no scheduled events: ``schedule(id, code, ...)`` adds one to the instance's
+  ``eventsSet``, in the API's XML (the shape AWS documents, tests/data/events/ec2/).
 
 Responses are EC2 query XML serialised from botocore's own output shapes (``_xml``): a field
 the real API lacks cannot be sent.
@@ -50,6 +52,8 @@ class Ec2Topology:
         self.instances: dict[str, list[str]] = {}
         self.reservations: dict[str, list[str]] = {}
         self.impaired: set[str] = set()
+        self.instance_impaired: set[str] = set()
+        self.events: dict[str, list[dict[str, str]]] = {}
 
     def place(self, instance_id: str, nodes: list[str]) -> None:
         """The instance's network node set, top layer first (3, or 4 on some types)."""
@@ -59,14 +63,33 @@ class Ec2Topology:
         """The capacity reservation's network node set (1 to 3 nodes, top layer first)."""
         self.reservations[reservation_id] = list(nodes)
 
-    def impair(self, instance_id: str) -> None:
-        """The instance's system status check fails (its host is impaired)."""
-        self.impaired.add(instance_id)
+    def impair(self, instance_id: str, check: str = "system") -> None:
+        """The instance's system status check fails (its host is impaired), or with
+        ``check="instance"`` its instance status check."""
+        (self.impaired if check == "system" else self.instance_impaired).add(instance_id)
+
+    def schedule(
+        self,
+        instance_id: str,
+        code: str,
+        description: str,
+        not_before: str,
+        not_after: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        """A scheduled event of the instance (times: ISO 8601, as the API writes them)."""
+        event = {"instanceEventId": event_id or f"instance-event-{uuid.uuid4().hex[:17]}"}
+        event.update(code=code, description=description, notBefore=not_before)
+        if not_after is not None:
+            event["notAfter"] = not_after
+        self.events.setdefault(instance_id, []).append(event)
 
     def clear(self) -> None:
         self.instances.clear()
         self.reservations.clear()
         self.impaired.clear()
+        self.instance_impaired.clear()
+        self.events.clear()
 
 
 def answer(fake: AwsFake, action: str, params: dict[str, Any]):
@@ -181,20 +204,36 @@ def _moto(fake: AwsFake, query: dict[str, str]):
 
 
 def patch_instance_status(fake: AwsFake, data: bytes) -> bytes:
-    """moto's DescribeInstanceStatus answer with the impaired instances' system status
-    failed."""
-    if not fake.topology.impaired:
+    """moto's DescribeInstanceStatus answer with the impaired instances' checks failed and
+    the scheduled events added."""
+    topo = fake.topology
+    if not (topo.impaired or topo.instance_impaired or topo.events):
         return data
     root = ET.fromstring(data)
     ns = {"e": root.tag[1:].split("}", 1)[0]} if root.tag.startswith("{") else {"e": ""}
     ET.register_namespace("", ns["e"])
     for item in root.iterfind("e:instanceStatusSet/e:item", ns):
-        if item.findtext("e:instanceId", namespaces=ns) not in fake.topology.impaired:
-            continue
-        system = item.find("e:systemStatus", ns)
-        if system is None:
-            continue
-        system.find("e:status", ns).text = "impaired"
-        for detail in system.iterfind("e:details/e:item/e:status", ns):
-            detail.text = "failed"
+        instance = item.findtext("e:instanceId", namespaces=ns)
+        for tag, impaired in (
+            ("systemStatus", topo.impaired),
+            ("instanceStatus", topo.instance_impaired),
+        ):
+            summary = item.find(f"e:{tag}", ns)
+            if instance not in impaired or summary is None:
+                continue
+            summary.find("e:status", ns).text = "impaired"
+            for detail in summary.iterfind("e:details/e:item", ns):
+                detail.find("e:status", ns).text = "failed"
+                since = ET.SubElement(detail, _tag(ns, "impairedSince"))
+                since.text = "2026-12-07T09:55:00.000Z"
+        if topo.events.get(instance):
+            events = ET.SubElement(item, _tag(ns, "eventsSet"))
+            for event in topo.events[instance]:
+                entry = ET.SubElement(events, _tag(ns, "item"))
+                for key, value in event.items():
+                    ET.SubElement(entry, _tag(ns, key)).text = value
     return ET.tostring(root, xml_declaration=True, encoding="utf-8")
+
+
+def _tag(ns: dict[str, str], name: str) -> str:
+    return f"{{{ns['e']}}}{name}" if ns["e"] else name

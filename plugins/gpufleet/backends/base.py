@@ -9,6 +9,7 @@ Create operations are idempotent (``apply``, ``ensure_*``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -16,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from gpufleet.backends.ensured import EnsureAction as EnsureAction  # re-exported
 from gpufleet.backends.ensured import Ensured, ObjectChange, ResourceStatus
 from gpufleet.backends.topology_api import ProviderTopology
-from gpufleet.domain.events import Change, NodeCondition, NodeEvent
+from gpufleet.domain.events import Change, InstanceStatus, NodeCondition, NodeEvent
 from gpufleet.domain.workloads import GPU_TAINT_KEY, PENDING_KEYS, QUARANTINE_KEY
 from gpufleet.errors import BackendError
 
@@ -128,13 +129,32 @@ class PodInfo:
     # until then. What a validation's cost in GPU-minutes is measured from.
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # The rest of the pod's life (domain.stages), each None when not reported: created
+    # (``metadata.creationTimestamp``), bound to its node (``PodScheduled``'s
+    # ``lastTransitionTime``: from then on its node's GPUs are counted to it), its main (first)
+    # container's finish (``terminated.finishedAt``: what is left is teardown), and its image
+    # pull in seconds (the kubelet's ``Pulled`` event; 0 when the image was present).
+    created_at: datetime | None = None
+    scheduled_at: datetime | None = None
+    main_finished_at: datetime | None = None
+    pull_seconds: float | None = None
 
     @property
     def run_seconds(self) -> float | None:
-        """How long the pod's containers held its node (None until they finished)."""
+        """How long the pod's containers ran (None until they finished)."""
         if self.started_at is None or self.finished_at is None:
             return None
         return max((self.finished_at - self.started_at).total_seconds(), 0.0)
+
+    @property
+    def held_seconds(self) -> float | None:
+        """How long the pod held its node: from being bound to it (its image pull and
+        container start included) to its last container's finish; from its first container's
+        start when the binding time is not reported. None until it finished."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        bound = self.scheduled_at if self.scheduled_at is not None else self.started_at
+        return max((self.finished_at - min(bound, self.started_at)).total_seconds(), 0.0)
 
     @property
     def finished(self) -> bool:
@@ -233,6 +253,14 @@ class ClusterBackend(Protocol):
     def gpu_metrics(self, node: str) -> str | None:
         """dcgm-exporter's ``/metrics`` text from its pod on ``node``; None: no exporter there."""
 
+    def dcgm_exporters(self) -> dict[str, PodInfo]:
+        """Every dcgm-exporter pod of the cluster, by its node (a running one first): one list
+        for the whole cluster, what an interval scrape round starts from."""
+
+    def exporter_metrics(self, pod: PodInfo) -> str:
+        """The ``/metrics`` text of one dcgm-exporter pod (``dcgm_exporters``'); a
+        BackendError when it cannot be read."""
+
     # --- list-then-watch (docs/events.md): bounded reads a trigger loops over ---------------
 
     def list_nodes_versioned(self) -> tuple[list[NodeInfo], str]:
@@ -250,6 +278,21 @@ class ClusterBackend(Protocol):
 
     def watch_node_events(self, since: str, timeout_s: float) -> list[WatchEvent]:
         """As ``watch_nodes``, for the Events about nodes (``WatchEvent.event``)."""
+
+
+INSTANCE_STATUS_BATCH = 100  # instances per DescribeInstanceStatus request (EC2's limit)
+
+
+@runtime_checkable
+class InstanceStatusSource(Protocol):
+    """A cloud's per-instance status checks and scheduled events (EC2's
+    ``DescribeInstanceStatus``): a capability of EKS clusters (and the sim's EKS-shaped ones);
+    a GKE cluster has none (``backends.instance_status.instance_status_source`` is None)."""
+
+    def instance_statuses(self, provider_ids: Sequence[str]) -> dict[str, InstanceStatus]:
+        """The status of the instances behind ``provider_ids`` (the nodes' ``spec.providerID``,
+        at most ``INSTANCE_STATUS_BATCH``), by provider id: one request (its pages), whatever
+        the instances' state. A provider id of no instance of this cloud is left out."""
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,12 @@ class RetryingClusterBackend:
     def gpu_metrics(self, node: str) -> str | None:
         return self._retry(self.inner.gpu_metrics, node)
 
+    def dcgm_exporters(self) -> dict[str, PodInfo]:
+        return self._retry(self.inner.dcgm_exporters)
+
+    def exporter_metrics(self, pod: PodInfo) -> str:
+        return self._retry(self.inner.exporter_metrics, pod)
+
     # a watch's WatchExpired (410) is not transient: it reaches the caller, which relists
     def list_nodes_versioned(self) -> tuple[list[NodeInfo], str]:
         return self._retry(self.inner.list_nodes_versioned)

@@ -65,3 +65,50 @@ def later_version(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return a or b
     return b if version_after(b, a) else a
+
+
+# --- EC2's view of an instance (``DescribeInstanceStatus``): what the event path reads of it ---
+
+# the scheduled event codes EC2 documents (``InstanceStatusEvent.code``)
+EC2_EVENT_CODES = (
+    "instance-reboot",
+    "system-reboot",
+    "system-maintenance",
+    "instance-retirement",
+    "instance-stop",
+)
+
+
+@dataclass(frozen=True)
+class ScheduledEvent:
+    """One scheduled event of an instance (``InstanceStatusEvent``). ``done``: EC2 keeps a
+    completed or canceled event for a week, its description starting ``[Completed]`` or
+    ``[Canceled]``: no longer ahead."""
+
+    code: str
+    description: str = ""
+    event_id: str = ""
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+    not_before_deadline: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.description.lstrip().startswith(("[Completed]", "[Canceled]"))
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    """One EC2 instance as ``DescribeInstanceStatus`` (``IncludeAllInstances``) reports it:
+    its state (``running``, ``stopped``, ...), the instance status check and the system status
+    check (``ok``, ``impaired``, ``insufficient-data``, ``initializing``, ``not-applicable``),
+    when each failed check began (``impairedSince``), and its scheduled events."""
+
+    instance_id: str
+    state: str = "running"
+    instance_status: str = "ok"
+    system_status: str = "ok"
+    instance_impaired_since: datetime | None = None
+    system_impaired_since: datetime | None = None
+    events: tuple[ScheduledEvent, ...] = ()
+    zone: str = ""

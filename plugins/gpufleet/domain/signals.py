@@ -6,13 +6,13 @@ docs/events.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gpufleet.domain.events import NodeCondition, later_version
+from gpufleet.domain.events import InstanceStatus, NodeCondition, later_version
 from gpufleet.domain.health.catalog import SEVERITY, A, HealthAction
 from gpufleet.domain.health.decide import xid_finding
 
@@ -63,6 +63,7 @@ class Source(StrEnum):
     MAINTENANCE = "maintenance"
     LIFECYCLE = "lifecycle"
     EXPORTER = "exporter"
+    EC2 = "ec2"
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,193 @@ def maintenance_signal(
         at,
         pool,
     )
+
+
+# dcgm-exporter, read at an interval (docs/events.md): the reading's ``what``
+EXPORTER_BAD = "gpu-health"
+EXPORTER_UNKNOWN = "unknown"
+
+
+def exporter_signal(
+    cluster: str, node: str, reading: Mapping[str, Any], at: datetime, pool: str | None = None
+) -> Signal | None:
+    """The signal of one node's dcgm-exporter reading, decided by the nightly's passive rule
+    (``domain.health.decide_passive``) where the reading was taken: ``{"action", "reason",
+    "key"}`` (the decision; ``key`` names the values it was taken from) or ``{"unknown", "key"}``
+    (the exporter is down, unreadable or serves none of the fields: never healthy, and not a
+    quarantine by itself: a note). An action beyond ``healthy`` quarantines, with NVIDIA's
+    action; ``healthy`` says nothing. The version is the reading's ``key``: the same values
+    read again (a counter that stays where it is) record nothing; a changed value does."""
+    key = str(reading.get("key") or "")[:52]
+    version = f"exporter:{key}"
+    if "unknown" in reading:
+        said = (
+            f"dcgm-exporter: no reading ({reading['unknown']}): unknown, not healthy; "
+            "not a quarantine by itself"
+        )
+        return Signal(
+            cluster,
+            node,
+            Source.EXPORTER,
+            EXPORTER_UNKNOWN,
+            Response.NOTE,
+            said,
+            at,
+            pool,
+            version=version,
+        )
+    try:
+        action = HealthAction(str(reading.get("action")))
+    except ValueError:
+        return None
+    if action is A.HEALTHY:
+        return None
+    reason = str(reading.get("reason") or "dcgm-exporter")
+    if action is A.COULD_NOT_RUN:
+        return Signal(
+            cluster,
+            node,
+            Source.EXPORTER,
+            EXPORTER_UNKNOWN,
+            Response.NOTE,
+            reason,
+            at,
+            pool,
+            version=version,
+        )
+    return Signal(
+        cluster,
+        node,
+        Source.EXPORTER,
+        EXPORTER_BAD,
+        Response.QUARANTINE,
+        reason,
+        at,
+        pool,
+        action=action,
+        version=version,
+    )
+
+
+# EC2 (``DescribeInstanceStatus``): scheduled events that stop the instance, and those that only
+# reboot it or its host (docs/events.md)
+EC2_STOPS = ("instance-retirement", "instance-stop")
+
+
+def instance_signals(
+    cluster: str, node: str, status: InstanceStatus, at: datetime, pool: str | None = None
+) -> list[Signal]:
+    """The signals of one node's EC2 instance status: a failed system status check (the
+    host: hardware, power, network) or instance status check quarantines; a scheduled event
+    that stops the instance (``instance-retirement``, ``instance-stop``) quarantines ahead of
+    it (no new job lands on a machine AWS will stop; a running job is not killed); a reboot or
+    maintenance event is the maintenance note (the reboot after it re-admits the node). A
+    completed or canceled event says nothing. Each signal's version names the impairment's
+    start or the event's id: the same status read again records nothing."""
+    out: list[Signal] = []
+    for check, value, since, action in (
+        ("system", status.system_status, status.system_impaired_since, A.REPAIR),
+        ("instance", status.instance_status, status.instance_impaired_since, A.REBOOT),
+    ):
+        if value != "impaired":
+            continue
+        when = f" since {since.isoformat()}" if since is not None else ""
+        said = f"EC2 {check} status check of {status.instance_id} impaired{when}" + (
+            ": its host (hardware, power or network) is failing"
+            if check == "system"
+            else ": the instance does not answer EC2's reachability check"
+        )
+        out.append(
+            Signal(
+                cluster,
+                node,
+                Source.EC2,
+                f"{check}-impaired",
+                Response.QUARANTINE,
+                said,
+                at,
+                pool,
+                action=action,
+                version=f"ec2:{check}:{since.isoformat() if since else 'impaired'}"[:64],
+            )
+        )
+    for event in status.events:
+        if event.done:
+            if event.code in EC2_STOPS:  # the stop is no longer ahead (``stop_ahead``)
+                out.append(_stop_done(cluster, node, status, event, at, pool))
+            continue
+        start = event.not_before.isoformat() if event.not_before else "a time to come"
+        said = f"EC2 {event.code} of {status.instance_id} from {start}" + (
+            f" ({event.description})" if event.description else ""
+        )
+        version = f"ec2:{event.event_id or event.code + ':' + start}"[:64]
+        if event.code in EC2_STOPS:
+            said += ": the instance will be stopped; out of service ahead of it"
+            out.append(
+                Signal(
+                    cluster,
+                    node,
+                    Source.EC2,
+                    event.code,
+                    Response.QUARANTINE,
+                    said,
+                    at,
+                    pool,
+                    action=A.REPAIR,
+                    version=version,
+                )
+            )
+        else:
+            out.append(replace(maintenance_signal(cluster, node, said, at, pool), version=version))
+    return out
+
+
+def _stop_done(
+    cluster: str,
+    node: str,
+    status: InstanceStatus,
+    event: Any,
+    at: datetime,
+    pool: str | None,
+) -> Signal:
+    said = f"EC2 {event.code} of {status.instance_id} is over ({event.description.strip()})"
+    return Signal(
+        cluster,
+        node,
+        Source.EC2,
+        f"{event.code}{DONE_SUFFIX}",
+        Response.NOTE,
+        said,
+        at,
+        pool,
+        version=f"ec2:{event.event_id or event.code}:done"[:64],
+    )
+
+
+DONE_SUFFIX = "-done"
+# the node's own signals that mean an announced stop is behind it: it came back from a stop
+# (a stop and start gives a new boot ID), on another machine, or is a new node
+STOP_BEHIND = frozenset({"rebooted", "replaced", "appeared"})
+
+
+def stop_ahead(rows: Iterable[Mapping[str, Any]]) -> str | None:
+    """The reason of the EC2 stop (``instance-retirement``, ``instance-stop``) still ahead of
+    a node, from its recorded signals newest first (``Ledger.node_signals``: ``source``,
+    ``what``, ``reason``), or None. A stop is behind the node once a newer signal says the event
+    is over (completed or canceled) or the node came back (rebooted: stopped and started;
+    replaced; new). A node with a stop ahead passes no retest into service: it is replaced
+    ahead of AWS's stop (``NodeLifecycle.record_retest``)."""
+    for row in rows:
+        source, what = row.get("source"), str(row.get("what") or "")
+        if source == Source.LIFECYCLE.value and what in STOP_BEHIND:
+            return None
+        if source != Source.EC2.value:
+            continue
+        if what.endswith(DONE_SUFFIX) and what.removesuffix(DONE_SUFFIX) in EC2_STOPS:
+            return None
+        if what in EC2_STOPS:
+            return str(row.get("reason") or what)
+    return None
 
 
 def lifecycle_signal(

@@ -8,6 +8,10 @@ The exporter runs as a DaemonSet, one pod per GPU node, listening on port 9400 a
 ``app.kubernetes.io/name=dcgm-exporter`` (NVIDIA/dcgm-exporter ``deployment/``). The read is
 ``GET /api/v1/namespaces/<ns>/pods/<pod>:9400/proxy/metrics`` (the official client's
 ``connect_get_namespaced_pod_proxy_with_path``): the caller needs ``get`` on ``pods/proxy``.
+
+The event path's interval scrape (docs/events.md) lists every exporter pod of the cluster once
+(``dcgm_exporters``: one list per selector, no node filter) and reads each through the same
+proxy (``exporter_metrics``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,12 @@ class KubeGpuMetrics(KubeApi):
         pod = self._exporter_pod(node)
         if pod is None:
             return None
-        where = f"dcgm-exporter pod {pod.namespace}/{pod.name} on node {node}"
+        return self.exporter_metrics(pod)
+
+    def exporter_metrics(self, pod: PodInfo) -> str:
+        """The ``/metrics`` text of one exporter pod; a pod that is not running is a
+        BackendError naming it."""
+        where = f"dcgm-exporter pod {pod.namespace}/{pod.name} on node {pod.node}"
         if pod.phase != "Running":
             why = f": {pod.message}" if pod.message else ""
             raise BackendError(f"{where} is {pod.phase}{why}: its metrics cannot be read")
@@ -44,6 +53,26 @@ class KubeGpuMetrics(KubeApi):
             "metrics",
         )
         return data.decode("utf-8", errors="replace") if data else ""
+
+    def dcgm_exporters(self) -> dict[str, PodInfo]:
+        """Every exporter pod of the cluster by node (a running one first), from one list
+        per selector: the pods of the first selector that finds any (one DaemonSet runs)."""
+        for selector in self.dcgm_exporter_selectors:
+            items = self._list_items(
+                f"list dcgm-exporter pods ({selector})",
+                self.core.list_pod_for_all_namespaces,
+                label_selector=selector,
+            )
+            pods = [p for p in map(pod_info, items) if p.node and not p.finished]
+            if not pods:
+                continue
+            out: dict[str, PodInfo] = {}
+            for pod in sorted(
+                pods, key=lambda p: (p.phase != "Running", p.namespace or "", p.name)
+            ):
+                out.setdefault(str(pod.node), pod)
+            return out
+        return {}
 
     def _exporter_pod(self, node: str) -> PodInfo | None:
         """The exporter's pod on ``node`` (a running one first), by the first selector that

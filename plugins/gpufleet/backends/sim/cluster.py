@@ -27,8 +27,8 @@ from gpufleet.backends.sim.placement import Placement, place, pod_phase, record_
 from gpufleet.backends.sim.programs import START_DELAY_S, GroupRun, PodRun, speed
 from gpufleet.backends.sim.run_times import (
     POD_ROWS,
-    container_times,
     forget_run_times,
+    pod_life,
     record_run_times,
 )
 from gpufleet.domain.kueue import refused_change
@@ -191,7 +191,6 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
         """A pod row (``clock.POD_ROWS``) as the API shows it, with its container times on
         the modelled clock (``clock.container_times``)."""
         phase = pod_phase(row, now)
-        started, finished = container_times(row, phase)
         return PodInfo(
             row["name"],
             row["node"],
@@ -199,8 +198,7 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
             labels,
             row["message"],
             namespace=row["namespace"],
-            started_at=started,
-            finished_at=finished,
+            **pod_life(row, phase),  # its life on the modelled clock (domain.stages)
         )
 
     def workload_status(self, kind: str, name: str, namespace: str) -> WorkloadStatus:

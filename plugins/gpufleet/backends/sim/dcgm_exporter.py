@@ -7,9 +7,11 @@ Design: docs/design/simulated-fleet.md.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Iterable
 
+from gpufleet.backends.base import PodInfo
 from gpufleet.backends.sim.base import SimBackendBase
 from gpufleet.backends.sim.gpu_health import (
     DRIVER_VERSION,
@@ -142,6 +144,10 @@ class SimGpuMetrics(SimBackendBase):
         from gpufleet.backends.sim.cloud import SimCloudBackend  # it imports the cluster's
 
         SimCloudBackend(self.cluster, self.state).settle_nodes()  # reboots and repairs done
+        return self._metrics(node)
+
+    def _metrics(self, node: str) -> str | None:
+        """The node's exporter text as the nodes stand (settled by the caller)."""
         with self.state.read() as conn:
             row = conn.execute(
                 "SELECT pool, ready FROM nodes WHERE cluster=? AND name=?",
@@ -160,3 +166,45 @@ class SimGpuMetrics(SimBackendBase):
             )
         faults = self.faults(pool.name).gpu_faults_of(node)
         return dcgm_exporter_metrics(node, faults, gpu_model=pool.gpu.model, gpus=pool.gpu.count)
+
+    # --- the event path's interval scrape (docs/events.md) ------------------------------------
+
+    def dcgm_exporters(self) -> dict[str, PodInfo]:
+        """The exporter DaemonSet's pods, one per node of the cluster's pools (the GPU
+        operator's: ``gpu-operator/nvidia-dcgm-exporter-<hash>``): Running on a Ready node,
+        ``Unknown`` on one that is not (its kubelet does not report). None with
+        ``sim: {dcgm_exporter: false}``."""
+        self._api_call("list dcgm-exporter pods")
+        if self.cluster.sim is not None and not self.cluster.sim.dcgm_exporter:
+            return {}
+        from gpufleet.backends.sim.cloud import SimCloudBackend
+
+        SimCloudBackend(self.cluster, self.state).settle_nodes()
+        with self.state.read() as conn:
+            rows = conn.execute(
+                "SELECT name, ready FROM nodes WHERE cluster=? ORDER BY name", (self.cluster.name,)
+            ).fetchall()
+        out = {}
+        for row in rows:
+            suffix = hashlib.sha256(row["name"].encode()).hexdigest()[:5]
+            out[row["name"]] = PodInfo(
+                f"nvidia-dcgm-exporter-{suffix}",
+                row["name"],
+                "Running" if row["ready"] else "Unknown",
+                {"app": "nvidia-dcgm-exporter"},
+                namespace="gpu-operator",
+                owner_kind="DaemonSet",
+            )
+        return out
+
+    def exporter_metrics(self, pod: PodInfo) -> str:
+        """What the exporter pod serves: its node's metrics (``gpu_metrics``); a pod whose node
+        is gone or not Ready cannot be read. The round's list settled the nodes already."""
+        self._api_call("proxy to the dcgm-exporter pod")
+        text = self._metrics(str(pod.node))
+        if text is None:
+            raise BackendError(
+                f"sim {self.cluster.name}: dcgm-exporter pod {pod.namespace}/{pod.name}: "
+                f"node {pod.node} is gone"
+            )
+        return text

@@ -26,7 +26,14 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     id INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL, at REAL NOT NULL,
     action TEXT NOT NULL, node TEXT, args TEXT NOT NULL DEFAULT '{{}}', fired_at REAL);
 CREATE INDEX IF NOT EXISTS {TABLE}_due ON {TABLE} (cluster, fired_at, at);
+CREATE TABLE IF NOT EXISTS sim_ec2_status (
+    cluster TEXT NOT NULL, node TEXT NOT NULL, instance_status TEXT NOT NULL DEFAULT 'ok',
+    system_status TEXT NOT NULL DEFAULT 'ok', instance_since REAL, system_since REAL,
+    events TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (cluster, node));
 """
+# ``sim_ec2_status``: what EC2's DescribeInstanceStatus says of an EKS-shaped sim cluster's
+# nodes beyond "ok, no event" (``node_actions``' instance-status and maintenance actions write
+# it; ``ec2_status.SimInstanceStatus`` reads it)
 
 _TIME_OF_DAY = re.compile(r"^([01]?[0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9]))?$")
 

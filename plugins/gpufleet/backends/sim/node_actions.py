@@ -27,6 +27,16 @@ with their sources), so a watch (``watch_log``) sees the same dialect as on a re
   ``<code> will occur between <not before> and <not after> because <description>``, and the
   ``aws-node-termination-handler/scheduled-maintenance`` NoSchedule taint valued with the
   event id).
+- **gpu-memory-fault**: a GPU's memory fails (``row-remap-failed``, ``ecc-dbe``,
+  ``row-remap-pending``) and no agent on the node reports it: no Event, no condition; the fault
+  is put in force, so only what reads the GPU's counters sees it (dcgm-exporter's metrics, the
+  nightly's health check).
+- **instance-status** (``mimics: eks``): EC2's status checks of the node's instance
+  (``DescribeInstanceStatus``: ``sim_ec2_status``, read by ``ec2_status``): the system status
+  check (the host) or the instance status check ``impaired`` (reachability failed) or ``ok``.
+  ``maintenance`` on an EKS-shaped cluster also lists its scheduled event there (code
+  ``system-maintenance``, ``system-reboot``, ``instance-retirement``, ...), as EC2 does
+  alongside what aws-node-termination-handler writes.
 - **prediction**: GKE's ``gke.google.com/recommended-to-run-large-training-workload`` label
   (``true`` | ``false``), as its node-health-prediction CronJob sets it every 10 minutes (the
   key as Google's page documents it: ``gke.google.com/``, not ``cloud.google.com/``).
@@ -56,7 +66,18 @@ from gpufleet.domain.health import XID_CATALOG
 from gpufleet.domain.workloads import GPU_TAINT_KEY, UNVALIDATED_KEY
 from gpufleet.errors import BackendError
 
-ACTIONS = ("gpu-fault", "reboot", "replace", "add-node", "maintenance", "prediction")
+ACTIONS = (
+    "gpu-fault",
+    "reboot",
+    "replace",
+    "add-node",
+    "maintenance",
+    "prediction",
+    "gpu-memory-fault",
+    "instance-status",
+)
+MEMORY_FAULTS = ("row-remap-failed", "ecc-dbe", "row-remap-pending")
+CHECK_STATUSES = ("ok", "impaired")
 
 # who reports what, per dialect (tests/data/events/*.yaml name the sources)
 EKS_AGENT = "eks-node-monitoring-agent"
@@ -128,6 +149,30 @@ class SimNodeActions(SimBackendBase):
             )
         return self._act("prediction", node, {"recommended": bool(recommended)}, at)
 
+    def gpu_memory_fault(
+        self, node: str, kind: str = "row-remap-failed", at: float | None = None
+    ) -> dict[str, Any]:
+        """A GPU of ``node`` fails in memory (``kind``: one of ``MEMORY_FAULTS``) and nothing
+        on the node reports it: only its counters (dcgm-exporter) show it."""
+        if kind not in MEMORY_FAULTS:
+            raise BackendError(f"GPU memory fault {kind!r}: one of {', '.join(MEMORY_FAULTS)}")
+        return self._act("gpu-memory-fault", node, {"kind": kind}, at)
+
+    def instance_status(
+        self, node: str, system: str = "impaired", instance: str = "ok", at: float | None = None
+    ) -> dict[str, Any]:
+        """EC2's status checks of ``node``'s instance (an EC2 feature: refused on a cluster
+        that mimics GKE)."""
+        if self.cluster.shape != "eks":
+            raise BackendError(
+                f"sim {self.cluster.name} mimics {self.cluster.shape}: EC2's instance status "
+                "checks are an EKS cluster's"
+            )
+        for value in (system, instance):
+            if value not in CHECK_STATUSES:
+                raise BackendError(f"a status check is one of {', '.join(CHECK_STATUSES)}")
+        return self._act("instance-status", node, {"system": system, "instance": instance}, at)
+
     def _act(
         self, action: str, node: str | None, args: dict[str, Any], at: float | None
     ) -> dict[str, Any]:
@@ -181,6 +226,12 @@ class SimNodeActions(SimBackendBase):
                 return self._maintenance(
                     conn, node, float(args["start"]), str(args.get("code")), at
                 )
+            if action == "gpu-memory-fault":
+                assert node is not None
+                return self._memory_fault(conn, node, str(args["kind"]), at)
+            if action == "instance-status":
+                assert node is not None
+                return self._instance_status(conn, node, args, at)
             if action == "prediction":
                 assert node is not None
                 value = "true" if args["recommended"] else "false"
@@ -231,6 +282,61 @@ class SimNodeActions(SimBackendBase):
             )
         return {"action": "gpu-fault", "node": node, "xid": code, "fatal": fatal, "line": line}
 
+    def _memory_fault(
+        self, conn: sqlite3.Connection, node: str, kind: str, at: float
+    ) -> dict[str, Any]:
+        row = self._node_row(conn, node)
+        conn.execute(
+            "INSERT OR IGNORE INTO faults (cluster, pool, fault, scope, created_at) "
+            "VALUES (?, ?, ?, 'cli', ?)",
+            (self.cluster.name, row["pool"], f"{kind}:{node}", at),
+        )
+        return {"action": "gpu-memory-fault", "node": node, "kind": kind}
+
+    def _instance_status(
+        self, conn: sqlite3.Connection, node: str, args: dict[str, Any], at: float
+    ) -> dict[str, Any]:
+        self._node_row(conn, node)
+        have = conn.execute(
+            "SELECT * FROM sim_ec2_status WHERE cluster=? AND node=?", (self.cluster.name, node)
+        ).fetchone()
+        since = {}
+        for check in ("system", "instance"):
+            old = have[f"{check}_status"] if have else "ok"
+            kept = have[f"{check}_since"] if have else None
+            since[check] = (
+                (at if old != "impaired" else kept) if args[check] == "impaired" else None
+            )
+        conn.execute(
+            "INSERT INTO sim_ec2_status (cluster, node, instance_status, system_status, "
+            "instance_since, system_since) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (cluster, node) "
+            "DO UPDATE SET instance_status=excluded.instance_status, "
+            "system_status=excluded.system_status, instance_since=excluded.instance_since, "
+            "system_since=excluded.system_since",
+            (
+                self.cluster.name,
+                node,
+                args["instance"],
+                args["system"],
+                since["instance"],
+                since["system"],
+            ),
+        )
+        return {"action": "instance-status", "node": node, **args}
+
+    def _ec2_event(self, conn: sqlite3.Connection, node: str, event: dict[str, Any]) -> None:
+        """List a scheduled event of ``node``'s instance (``DescribeInstanceStatus``)."""
+        have = conn.execute(
+            "SELECT events FROM sim_ec2_status WHERE cluster=? AND node=?",
+            (self.cluster.name, node),
+        ).fetchone()
+        events = [*json.loads(have["events"]), event] if have else [event]
+        conn.execute(
+            "INSERT INTO sim_ec2_status (cluster, node, events) VALUES (?, ?, ?) "
+            "ON CONFLICT (cluster, node) DO UPDATE SET events=excluded.events",
+            (self.cluster.name, node, json.dumps(events)),
+        )
+
     def _reboot(self, node: str, at: float) -> dict[str, Any]:
         from gpufleet.backends.sim.cloud import SimCloudBackend
 
@@ -243,6 +349,9 @@ class SimNodeActions(SimBackendBase):
         row = self._node_row(conn, node)
         new = self._new_name(conn, row["pool"])
         conn.execute("DELETE FROM nodes WHERE cluster=? AND name=?", (self.cluster.name, node))
+        conn.execute(  # its instance is terminated: EC2 reports it no more
+            "DELETE FROM sim_ec2_status WHERE cluster=? AND node=?", (self.cluster.name, node)
+        )
         gone = [  # the old machine's faults go with it (a sticky one is not the machine's)
             fault_id
             for fault_id, text in conn.execute(
@@ -282,7 +391,10 @@ class SimNodeActions(SimBackendBase):
             not_after = datetime.fromtimestamp(start + MAINTENANCE_WINDOW_S, UTC).strftime(
                 EC2_EVENT_TIME
             )
-            description = "scheduled reboot" if code.endswith("reboot") else "scheduled maintenance"
+            description = {
+                "instance-retirement": "The instance is running on degraded hardware",
+                "instance-stop": "The instance is running on degraded hardware",
+            }.get(code, "scheduled reboot" if code.endswith("reboot") else "scheduled maintenance")
             message = (  # aws-node-termination-handler's text of an IMDS scheduled event
                 f"{code} will occur between {not_before} and {not_after} because {description}\n"
             )
@@ -298,6 +410,17 @@ class SimNodeActions(SimBackendBase):
             )
             taint = {"key": NTH_MAINTENANCE_TAINT, "value": event_id, "effect": "NoSchedule"}
             self._patch_taint(conn, node, taint)
+            self._ec2_event(  # what EC2's DescribeInstanceStatus lists of it
+                conn,
+                node,
+                {
+                    "id": event_id,
+                    "code": code,
+                    "description": description,
+                    "not_before": start,
+                    "not_after": start + MAINTENANCE_WINDOW_S,
+                },
+            )
             return {"action": "maintenance", "node": node, "event": event_id, "start": start}
         self._patch_labels(conn, node, {GKE_MAINTENANCE_LABEL: str(int(start))})
         return {"action": "maintenance", "node": node, "label": str(int(start)), "start": start}

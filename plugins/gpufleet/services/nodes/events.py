@@ -34,6 +34,8 @@ from gpufleet.domain.signals import (
     by_node,
     coalesce,
     condition_signals,
+    exporter_signal,
+    instance_signals,
     label_signals,
     lifecycle_signal,
     maintenance_signal,
@@ -44,6 +46,7 @@ from gpufleet.parsing.health import announces_maintenance, xid_codes
 from gpufleet.services.nodes.admission import join_session, orphaned_sessions
 from gpufleet.services.nodes.drain import backend_clock
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
+from gpufleet.services.nodes.readings import instance_of
 from gpufleet.services.nodes.watch_batch import Batch
 from gpufleet.store import Ledger
 
@@ -157,7 +160,11 @@ class EventResponse:
         report.signals = new
         self._act(cluster, backend, new, run_id, now, report)
         self.ledger.see_nodes(cluster.name, keep)
-        for stream, version in (("nodes", batch.nodes_version), ("events", batch.events_version)):
+        for stream, version in (
+            ("nodes", batch.nodes_version),
+            ("events", batch.events_version),
+            ("readings", batch.readings_version),
+        ):
             if version is None:
                 continue
             acked = self.ledger.watch_cursor(cluster.name, stream)
@@ -188,6 +195,7 @@ class EventResponse:
         (None: gone). Pure over its arguments: nothing is read or written."""
         signals, keep = self._node_signals(batch, seen, held_out, now, not seen)
         signals += self._event_signals(batch, seen, now)
+        signals += self._reading_signals(batch, seen, now)
         return coalesce(signals), keep
 
     def _node_signals(
@@ -258,6 +266,27 @@ class EventResponse:
             sig = xid_signal(batch.cluster, node, xid_codes(reason, message), message, at, pool)
             if sig is not None:
                 out.append(_versioned(sig, version))
+        return out
+
+    def _reading_signals(
+        self, batch: Batch, seen: dict[str, dict[str, Any]], now: datetime
+    ) -> list[Signal]:
+        """The interval readings' signals: each node's dcgm-exporter reading and its EC2
+        instance status (``domain.signals.exporter_signal`` / ``instance_signals``). A node
+        the ledger knows is gone says nothing."""
+        out: list[Signal] = []
+        for node, reading in batch.exporters.items():
+            pool = _pool(batch, seen, node)
+            if pool is False or not isinstance(reading, dict):
+                continue
+            sig = exporter_signal(batch.cluster, node, reading, now, str(pool) if pool else None)
+            out += [sig] if sig is not None else []
+        for node, fields in batch.instances.items():
+            pool = _pool(batch, seen, node)
+            if pool is False or not isinstance(fields, dict):
+                continue
+            where = str(pool) if pool else None
+            out += instance_signals(batch.cluster, node, instance_of(fields), now, where)
         return out
 
     # --- acting ----------------------------------------------------------------------------
@@ -356,6 +385,18 @@ class EventResponse:
             opened[session.id] = session
         report.admitted[node] = f"{sig.reason} (session {session.id})"
         log.info("%s: %s held validation-pending: %s", ref.key, node, sig.reason)
+
+
+def _pool(batch: Batch, seen: dict[str, dict[str, Any]], node: str) -> str | bool | None:
+    """A node's pool, as the batch or the ledger has it; False: the ledger knows it is gone
+    (and the batch does not bring it back)."""
+    if node in batch.nodes:
+        fields = batch.nodes[node]
+        return False if fields is None else fields.get("pool")
+    row = seen.get(node)
+    if row is not None and row.get("gone"):
+        return False
+    return (row or {}).get("pool")
 
 
 def _versioned(sig: Signal, version: str) -> Signal:

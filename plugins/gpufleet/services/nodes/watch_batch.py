@@ -68,16 +68,25 @@ class Batch:
     # batch whose run failed for good is handed over again (None: no gap possible, a list)
     nodes_from: str | None = None
     events_from: str | None = None
+    # what the watcher read at an interval (docs/events.md), a whole snapshot each time: every
+    # node whose dcgm-exporter reading is not healthy (``services.nodes.readings``), every
+    # node whose EC2 instance status says something, and the snapshot's version (the time it
+    # was read, in ms: what the response acknowledges as stream ``readings``); None: none read
+    exporters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    instances: dict[str, dict[str, Any]] = field(default_factory=dict)
+    readings_version: str | None = None
 
     def follows(self, stream: str, acked: str | None) -> bool:
         """Whether this batch follows on from ``acked`` (the stream's acknowledged version):
         it began at or before it, or it is a list (``*_from`` None), or nothing was
-        acknowledged yet."""
+        acknowledged yet. A readings snapshot is whole: it always follows."""
+        if stream == "readings":
+            return True
         began = self.nodes_from if stream == "nodes" else self.events_from
         return began is None or acked is None or not version_after(began, acked)
 
     def __bool__(self) -> bool:
-        return bool(self.nodes or self.events or self.relist)
+        return bool(self.nodes or self.events or self.relist or self.readings_version)
 
     # --- building (the watcher) ----------------------------------------------------------------
 
@@ -109,6 +118,16 @@ class Batch:
         elif change.change is Change.BOOKMARK:
             pass  # the caller knows which stream it watched: ``reached``
 
+    def read(
+        self,
+        exporters: dict[str, dict[str, Any]],
+        instances: dict[str, dict[str, Any]],
+        version: str,
+    ) -> None:
+        """A snapshot of the interval readings (it replaces an earlier one of this batch)."""
+        self.exporters, self.instances = dict(exporters), dict(instances)
+        self.readings_version = version
+
     def reached(self, stream: str, version: str) -> None:
         """A bookmark: ``stream`` (nodes | events) has reached ``version``."""
         if stream == "nodes":
@@ -129,6 +148,10 @@ class Batch:
             dropped_events=self.dropped_events + later.dropped_events,
             nodes_from=None if later.relist else self.nodes_from,
             events_from=self.events_from,
+            # a snapshot is whole: the later one stands
+            exporters=dict(later.exporters if later.readings_version else self.exporters),
+            instances=dict(later.instances if later.readings_version else self.instances),
+            readings_version=later_version(self.readings_version, later.readings_version),
         )
 
     # --- the wire ------------------------------------------------------------------------------
@@ -144,6 +167,9 @@ class Batch:
             "dropped_events": self.dropped_events,
             "nodes_from": self.nodes_from,
             "events_from": self.events_from,
+            "exporters": self.exporters,
+            "instances": self.instances,
+            "readings_version": self.readings_version,
         }
 
     @classmethod
@@ -158,6 +184,10 @@ class Batch:
         for name, fields in nodes.items():
             if fields is not None and not isinstance(fields.get("version"), str):
                 raise ValueError(f"node {name!r} in the batch has no 'version'")
+        exporters = data.get("exporters") or {}
+        instances = data.get("instances") or {}
+        if not isinstance(exporters, dict) or not isinstance(instances, dict):
+            raise ValueError("a node event batch's 'exporters' and 'instances' are objects")
         return cls(
             cluster=data["cluster"],
             nodes=dict(nodes),
@@ -168,4 +198,7 @@ class Batch:
             dropped_events=int(data.get("dropped_events") or 0),
             nodes_from=data.get("nodes_from"),
             events_from=data.get("events_from"),
+            exporters=dict(exporters),
+            instances=dict(instances),
+            readings_version=data.get("readings_version"),
         )

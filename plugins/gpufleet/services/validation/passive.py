@@ -11,10 +11,9 @@ from collections.abc import Iterable
 
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import PoolRef
-from gpufleet.domain.health import HealthAction, decide_passive
-from gpufleet.domain.health.passive import PASSIVE_SIGNALS
-from gpufleet.errors import BackendError, ParseError
-from gpufleet.parsing.health import parse_dcgm_exporter
+from gpufleet.domain.health import HealthAction
+from gpufleet.errors import BackendError
+from gpufleet.services.nodes.readings import exporter_decision
 from gpufleet.services.validation.health import NodeHealth
 
 log = logging.getLogger(__name__)
@@ -23,19 +22,13 @@ PASSIVE_LEVEL = 0  # a NodeHealth's level when read passively: no dcgmi diag ran
 
 
 def read_exporter(text: str, node: str) -> NodeHealth:
-    """One node's passive check from the text its dcgm-exporter served."""
-    try:
-        report = parse_dcgm_exporter(text)
-    except ParseError as e:
-        why = f"not checked: what {node}'s dcgm-exporter served is not its metrics ({e})"
-        return NodeHealth(PASSIVE_LEVEL, None, why)
-    decision = decide_passive(report)
+    """One node's passive check from the text its dcgm-exporter served (the rule the event
+    path's interval reading applies too: ``services.nodes.readings.exporter_decision``)."""
+    read = exporter_decision(text, node)
+    decision = read.decision
     if decision is None:
-        served = ", ".join(PASSIVE_SIGNALS.values())
-        return NodeHealth(
-            PASSIVE_LEVEL, None, f"not checked: {node}'s dcgm-exporter serves none of {served}"
-        )
-    notes = list(decision.notes) + [f"not read: {p}" for p in report.problems]
+        return NodeHealth(PASSIVE_LEVEL, None, f"not checked: {read.why}")
+    notes = list(decision.notes) + [f"not read: {p}" for p in read.problems]
     return NodeHealth(
         PASSIVE_LEVEL, decision.action.value, decision.reason, notes, verdict=decision.verdict.value
     )
