@@ -235,8 +235,13 @@ def _run_mode(dag_id: str) -> None:
     """One DAG run through ``dag.test()``; prints its final state as a JSON line."""
     from airflow.dag_processing.dagbag import DagBag
 
+    from tests.support.fleet import short_idle_waits
+    from tests.support.hitl import Answer
+
     bag = DagBag(dag_folder=str(ROOT / "dags" / f"{dag_id}.py"))
-    dr = bag.dags[dag_id].test(run_conf=CONF[dag_id])
+    # the transition's retire waits for a person (approve_retire): approved as the REST API would
+    with short_idle_waits(1.0, on_idle=Answer("Approve", "overlap-campaign")):
+        dr = bag.dags[dag_id].test(run_conf=CONF[dag_id])
     state = getattr(dr.state, "value", dr.state)
     print(RESULT, json.dumps({"run_id": dr.run_id, "state": str(state)}), flush=True)
 

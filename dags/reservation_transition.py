@@ -20,7 +20,12 @@ the new reservation, `state: planned`).
    respected) with a soak between batches; training jobs are waited for, and at the drain
    timeout handled as `on_timeout` says (`wait`: keep waiting, alert again every few hours;
    `fail`; `evict`).
-6. **retire_old**: the old pool is deleted and recorded retired (a `pool-retired` asset event);
+6. **approve_retire**: a person approves the retire (Airflow's approval task: the UI's Required
+   Actions, or the REST API, e.g. `gpufleet approve`); who and when go to the ledger. Rejected,
+   or nobody answered within `approval_timeout_hours` (default 24): the old pool is kept
+   (cordoned, drained, its reservation held), the run fails saying so; run again to ask again,
+   or `action=rollback`.
+7. **retire_old**: the old pool is deleted and recorded retired (a `pool-retired` asset event);
    **done** prints the catalog change to commit.
 
 `action=rollback` returns to the old pool until it is deleted; `action=abandon` releases the
@@ -37,7 +42,19 @@ from datetime import datetime
 from airflow.sdk import chain, dag
 
 from gpufleet.airflow.assets import POOL_RETIRED
-from gpufleet.airflow.dagkit import default_args, index, transition_params, validation, watch
+from gpufleet.airflow.dagkit import (
+    default_args,
+    index,
+    param,
+    transition_params,
+    validation,
+    watch,
+)
+from gpufleet.airflow.operators.approvals import (
+    DEFAULT_TIMEOUT_HOURS,
+    MAX_TIMEOUT_HOURS,
+    RetireApprovalOperator,
+)
 from gpufleet.airflow.operators.transition import (
     TransitionAbandonOperator,
     TransitionActionBranch,
@@ -58,9 +75,24 @@ AFTER_VALIDATION = (
     ("switch_scheduling", "scheduling_switched"),
     ("cordon_old", "old_pool_cordoned"),
     ("drain_old", "old_pool_drained"),
+)
+RETIRE = (  # after a person's approval (approve_retire)
     ("retire_old", "old_pool_retired"),
     ("done", "done"),
 )
+# the retire's approval: how long a person has to answer (then: Reject, the old pool is kept)
+APPROVAL_PARAMS = {
+    "approval_timeout_hours": param(
+        DEFAULT_TIMEOUT_HOURS,
+        type="number",
+        exclusiveMinimum=0,
+        maximum=MAX_TIMEOUT_HOURS,
+        title="Hours to approve the retire",
+        description="How long approve_retire waits for a person (UI or REST API); then the "
+        "default is Reject: the old pool is kept and the run fails saying so",
+        section="Drain",
+    ),
+}
 
 
 @dag(
@@ -73,7 +105,7 @@ AFTER_VALIDATION = (
     render_template_as_native_obj=True,
     tags=["gpufleet", "transition", "infrastructure"],
     default_args=default_args("reservation transition failed", retries=1),
-    params=transition_params(fleet),
+    params={**transition_params(fleet), **APPROVAL_PARAMS},
 )
 def reservation_transition():
     common = {
@@ -108,14 +140,23 @@ def reservation_transition():
         retries=0,
         **common,
     )
-    after = [
+    after = [TransitionStepOperator(task_id=t, step=s, **common) for t, s in AFTER_VALIDATION]
+    approve = RetireApprovalOperator(
+        task_id="approve_retire",
+        cluster="{{ params.cluster }}",
+        old_pool="{{ params.old_pool }}",
+        new_pool="{{ params.new_pool }}",
+        timeout_hours="{{ params.approval_timeout_hours }}",
+        retries=0,  # a retry would ask again: a rerun does
+    )
+    retire = [
         TransitionStepOperator(
             task_id=t,
             step=s,
             outlets=[POOL_RETIRED] if t == "retire_old" else [],
             **common,
         )
-        for t, s in AFTER_VALIDATION
+        for t, s in RETIRE
     ]
     rollback = TransitionRollbackOperator(task_id="rollback", **common)
     abandon = TransitionAbandonOperator(task_id="abandon", retries=0, **common)
@@ -123,7 +164,7 @@ def reservation_transition():
     # the action's branch: run (the steps; new_pool_validated runs whatever the validation
     # did), rollback or abandon; Airflow skips the other actions' tasks
     lock >> choose >> [forward[0], validated, rollback, abandon]
-    chain(*forward, checks, validated, *after)
+    chain(*forward, checks, validated, *after, approve, *retire)
     watch()
 
 

@@ -347,7 +347,8 @@ def test_ledger_env_names_the_ledger_connection() -> None:
 
 
 def test_cli_defaults_reach_the_compose_api_server(compose: dict[str, Any]) -> None:
-    from gpufleet.cli.trigger_cmd import DEFAULT_URL, DEFAULT_USER
+    from gpufleet.cli.args import AIRFLOW_URL as DEFAULT_URL
+    from gpufleet.cli.args import AIRFLOW_USER as DEFAULT_USER
 
     ports = compose["services"]["airflow-apiserver"]["ports"]
     assert f"{urlsplit(DEFAULT_URL).port}:8080" in ports

@@ -155,7 +155,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0019"
+        assert migrations.current_revision(conn) == migrations.head() == "0020"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -180,6 +180,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     assert latest[("p", "fabric")] == ledger.latest_validation("c", "p", "fabric")
     assert latest[("p", "fabric")]["run_id"] == "v-fail"
     assert ledger.node_snapshots() == {}  # v12: no snapshot until a task lists the pool
+    assert ledger.approvals() == []  # v20: no request until a destructive step asks
     versions = ledger.cluster_versions()  # v17: empty until a write; then the writes move it
     ledger.set_pool_state("c", "p", "validated")
     assert ledger.cluster_versions()["c"] > versions.get("c", 0)
@@ -242,7 +243,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 19
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 20
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)

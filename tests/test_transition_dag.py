@@ -18,6 +18,7 @@ from gpufleet.manifests.training import TrainingJobSpec, render_training_job
 from gpufleet.services.launch.gate import check_gate
 from gpufleet.store import Ledger
 from tests.support.fleet import asset_events, run_dag, task_states
+from tests.support.hitl import Answer, TimeOut
 
 pytestmark = [pytest.mark.slow]
 
@@ -85,10 +86,12 @@ def copy_state(source, dest) -> None:
             shutil.copy2(path, dest / path.name)
 
 
-def transition(**conf):
+def transition(on_idle=None, **conf):
+    """One run; its retire's approval answered by ``on_idle`` (default: alice approves)."""
     dr = run_dag(
         DAG,
         {"cluster": CLUSTER, "old_pool": OLD, "new_pool": NEW, "soak_minutes": 0.01, **conf},
+        on_idle=on_idle or Answer("Approve", "alice"),
     )
     return dr, task_states(dr)
 
@@ -223,3 +226,57 @@ def test_a_failed_drain_resumes_without_a_second_pool_or_drain(after_the_failed_
     steps = {r["step"]: r for r in Ledger().transition_steps(t["id"])}
     assert steps["new_pool_created"]["finished_at"] < steps["old_pool_drained"]["at"]
     assert len(nodes(NEW)) == 4  # one pool, created once
+
+
+def retire_approvals() -> list[dict]:
+    return Ledger().approvals(kind="retire_pool", key=f"{CLUSTER}/{OLD}")
+
+
+def test_the_retire_waits_for_a_persons_approval_and_records_who(fleet):
+    approve = Answer("Approve", "alice")
+    dr, states = transition(on_idle=approve)
+    assert str(dr.state) == "success", states
+    assert approve.answered == [("approve_retire", -1)]  # asked once, in awaiting_input
+    (request,) = retire_approvals()
+    assert (request["state"], request["answer"], request["answered_by"]) == (
+        "done",
+        "Approve",
+        "alice",
+    )
+    steps = {r["step"]: r for r in Ledger().transition_steps(last_transition()["id"])}
+    assert request["answered_at"] <= steps["old_pool_retired"]["at"]  # approved, then retired
+    assert request["run_id"] == dr.run_id and request["task_id"] == "approve_retire"
+    assert Ledger().pool_state(CLUSTER, OLD)["state"] == "retired"
+
+
+def test_an_unanswered_retire_times_out_to_keeping_the_old_pool(fleet):
+    timeout = TimeOut()
+    dr, states = transition(on_idle=timeout)
+    assert timeout.swept == 1  # the scheduler's sweep took the default, nobody answered
+    assert str(dr.state) == "failed"
+    assert states["approve_retire"] == "failed" and states["retire_old"] == "upstream_failed"
+    (request,) = retire_approvals()
+    assert (request["state"], request["answer"], request["answered_by"]) == (
+        "timed_out",
+        "Reject",
+        "timeout",
+    )
+    # the old pool is kept: not deleted, not retired; the transition waits at its drain
+    assert (
+        cloud_backend(load_catalog().cluster(CLUSTER)).get_node_pool(OLD).status
+        != ResourceStatus.ABSENT
+    )
+    assert (Ledger().pool_state(CLUSTER, OLD) or {}).get("state") != "retired"
+    t = last_transition()
+    assert (t["state"], t["step"]) == ("running", "old_pool_drained")
+    assert len(nodes(OLD)) == 4 and len(nodes(NEW)) == 4  # capacity stays
+
+    # a rerun asks again (a new request), and an approval lets the retire proceed
+    again, states = transition(on_idle=Answer("Approve", "bob"))
+    assert str(again.state) == "success", states
+    newest, first = retire_approvals()
+    assert first["state"] == "timed_out" and (newest["state"], newest["answered_by"]) == (
+        "done",
+        "bob",
+    )
+    assert Ledger().pool_state(CLUSTER, OLD)["state"] == "retired"

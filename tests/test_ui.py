@@ -513,3 +513,24 @@ def test_a_ledger_that_goes_away_after_opening_answers_503_not_500(
     for path in PAGES:
         r = client.get(path, headers=auth(token))
         _unreachable_answer(r, "127.0.0.1:1/ledger", "OperationalError", "What to do")
+
+
+def test_the_fleet_page_shows_tripped_breakers_and_waiting_approvals(client, token, ledger):
+    """What holds remediation back is on the first page (docs/remediation.md): each breaker a
+    person has not reset, with how to reset it, and each approval waiting for an answer."""
+    page = client.get("/gpufleet/fleet", headers=auth(token)).text
+    assert 'id="breakers"' not in page and 'id="approvals"' not in page  # none: no section
+    ledger.trip_breaker("pool", f"{CLUSTER}/{POOL}", reason="3 of 6 nodes out", affected=3, limit=2)
+    ledger.request_approval(
+        "report_subblock", f"{CLUSTER}/{POOL}/sb-1", "report sb-1 <faulty>", requested_by="night"
+    )
+    page = client.get("/gpufleet/fleet", headers=auth(token)).text
+    (breaker,) = rows(page, "breakers", "data-scope")
+    assert breaker["attrs"]["data-key"] == f"{CLUSTER}/{POOL}"
+    assert "3 of 6 nodes out" in page and f"breaker-reset pool {CLUSTER}/{POOL}" in page
+    assert 'data-kind="report_subblock"' in page and "report sb-1 &lt;faulty&gt;" in page
+    data = client.get("/gpufleet/api/fleet", headers=auth(token)).json()["safety"]
+    assert [b["key"] for b in data["breakers"]] == [f"{CLUSTER}/{POOL}"]
+    assert [a["kind"] for a in data["approvals"]] == ["report_subblock"]
+    ledger.reset_breaker("pool", f"{CLUSTER}/{POOL}", "alice", "rolled back")
+    assert 'id="breakers"' not in client.get("/gpufleet/fleet", headers=auth(token)).text

@@ -19,11 +19,18 @@ def get_dag(dag_id: str):
 
 
 def run_dag(
-    dag_id: str, conf: dict | None = None, mark_success: str | None = None, logical_date=None
+    dag_id: str,
+    conf: dict | None = None,
+    mark_success: str | None = None,
+    logical_date=None,
+    on_idle=None,
 ):
     """``dag.test()``: every task in this process, triggers inline. Returns the DagRun.
     ``mark_success``: a regex of task ids marked successful instead of run; ``logical_date``:
-    the run's (its run id is then ``manual__<logical_date>``), else now.
+    the run's (its run id is then ``manual__<logical_date>``), else now. ``on_idle``: called
+    whenever ``dag.test()`` waits with nothing to run (a human-in-the-loop task waiting for its
+    answer: ``tests.support.hitl`` answers it, or lets its time run out, as the REST API and the
+    scheduler would).
 
     ``dag.test()`` waits for a retry on the wall clock (``retry_delay``, 30 s and growing):
     here a retry is due at once, as if that time had passed. How many tries a task gets and
@@ -34,7 +41,7 @@ def run_dag(
     for task in dag.tasks:
         task.retry_delay = timedelta(0)
         task.retry_exponential_backoff = False
-    with short_idle_waits():
+    with short_idle_waits(on_idle=on_idle):
         when = (
             {}
             if logical_date is None
@@ -44,7 +51,7 @@ def run_dag(
 
 
 @contextlib.contextmanager
-def short_idle_waits(longest: float = 0.01):
+def short_idle_waits(longest: float = 0.01, on_idle=None):
     """``dag.test()`` sleeps a wall-clock second whenever no task is runnable, which happens
     once per layer of tasks a failure marks upstream_failed (a failing onboarding run: five
     seconds doing nothing). Its loop rereads the run's state between sleeps, so here each of
@@ -57,6 +64,8 @@ def short_idle_waits(longest: float = 0.01):
 
     def sleep(seconds: float) -> None:
         caller = sys._getframe(1).f_code.co_filename
+        if caller.endswith(DAG_TEST_FILE) and on_idle is not None:
+            on_idle()
         real(min(seconds, longest) if caller.endswith(DAG_TEST_FILE) else seconds)
 
     time.sleep = sleep

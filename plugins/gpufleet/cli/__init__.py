@@ -26,6 +26,7 @@ _COMMANDS = (
     "parse_cmd",
     "gate_cmd",
     "trigger_cmd",
+    "approve_cmd",
     "status_cmd",
     "node_cmd",
     "catalog_cmd",

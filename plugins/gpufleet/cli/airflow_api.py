@@ -29,9 +29,12 @@ from airflow_client.client import (
     DAGResponse,
     DagRunApi,
     DAGRunResponse,
+    HITLDetail,
+    HITLDetailResponse,
     TaskInstanceApi,
     TaskInstanceResponse,
     TriggerDAGRunPostBody,
+    UpdateHITLDetailPayload,
 )
 from airflow_client.client import exceptions as client_errors
 from pydantic import ValidationError
@@ -395,3 +398,69 @@ class AirflowApi:
                 name += " (upstream_failed)"
             names.append(name)
         return names
+
+    # -- human-in-the-loop (approval tasks) ---------------------------------------------------
+
+    def _hitl_path(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+        return (
+            f"{self._run_path(dag_id, run_id)}/taskInstances/{quote(task_id, safe='')}/"
+            f"{map_index}/hitlDetails"
+        )
+
+    def _no_hitl(self, dag_id: str, run_id: str, task_id: str, map_index: int):
+        def error(detail: Any) -> AirflowApiError:
+            return DagRunNotFound(
+                f"no approval task {task_id!r} (map index {map_index}) in run {run_id!r} of DAG "
+                f"{dag_id!r} at {self.url} (Airflow said: {one_line(detail)}); is the task "
+                "waiting for input yet? (state awaiting_input)",
+                404,
+            )
+
+        return error
+
+    def get_hitl(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> HITLDetail:
+        """``GET .../taskInstances/{task_id}/{map_index}/hitlDetails``: the request and, once
+        answered, the answer."""
+        return self._call(
+            f"GET {self._hitl_path(dag_id, run_id, task_id, map_index)}",
+            lambda: self._task_instances.get_hitl_detail(
+                dag_id, run_id, task_id, map_index, _request_timeout=self._timeouts
+            ),
+            {404: self._no_hitl(dag_id, run_id, task_id, map_index)},
+        )
+
+    def respond(  # noqa: PLR0913  the task instance and the answer
+        self, dag_id: str, run_id: str, task_id: str, map_index: int, options: list[str]
+    ) -> HITLDetailResponse:
+        """``PATCH .../taskInstances/{task_id}/{map_index}/hitlDetails`` with
+        ``{"chosen_options": options}``: answer a human-in-the-loop task as this user (Airflow
+        records the user and the time, and resumes the task)."""
+        body = UpdateHITLDetailPayload(chosen_options=options, params_input={})
+        what = f"PATCH {self._hitl_path(dag_id, run_id, task_id, map_index)}"
+
+        def refused(status: int) -> Callable[[Any], AirflowApiError]:
+            def error(detail: Any) -> AirflowApiError:
+                return InvalidRequest(
+                    f"Airflow refused the answer to {task_id!r} ({status}): {one_line(detail)}",
+                    status,
+                    [],
+                )
+
+            return error
+
+        return self._call(
+            what,
+            lambda: self._task_instances.update_hitl_detail(
+                dag_id, run_id, task_id, map_index, body, _request_timeout=self._timeouts
+            ),
+            {
+                404: self._no_hitl(dag_id, run_id, task_id, map_index),
+                409: lambda _detail: DagRunConflict(
+                    f"{task_id!r} of run {run_id!r} was answered already: an answer is given "
+                    "once (see it with --show)",
+                    409,
+                ),
+                400: refused(400),
+                422: refused(422),
+            },
+        )

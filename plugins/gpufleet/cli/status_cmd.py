@@ -4,7 +4,8 @@ The rows come from ``gpufleet.services.views.fleet``, which the UI's fleet page 
 
 Its first line names the fleet state and the ledger it read (``gpufleet.cli.fleet_state``).
 Tripped blast-radius breakers (docs/remediation.md), read from the ledger, follow the table:
-each holds every automated action in its scope until a person resets it.
+each holds every automated action in its scope until a person resets it; then the approvals
+waiting for a person and those answered in the last day (docs/remediation.md#approvals).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 from datetime import UTC, datetime
 
 from gpufleet.cli.args import bounded_int
+from gpufleet.services.views.approvals import approval_lines
 from gpufleet.services.views.fleet import age_text, readiness_rows
 
 __all__ = ["breaker_row", "format_table", "launch_row", "readiness_rows", "register", "run"]
@@ -65,6 +67,10 @@ def run(args) -> int:
     if tripped:
         print("\ntripped breakers (no automated action in their scope until a person resets):")
         print(format_table([breaker_row(row, now) for row in tripped]))
+    approvals = approval_lines(ledger, now)
+    if approvals:
+        print("\napprovals (waiting for a person, or answered in the last day):")
+        print("\n".join(f"  {line}" for line in approvals))
     launches = ledger.launches(limit=args.launches) if args.launches else []
     if launches:
         print("\nrecent training launches:")

@@ -12,21 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.cli.args import bounded_float
+from gpufleet.cli.args import HOUR_S, add_airflow_args, airflow_password, bounded_float
 from gpufleet.errors import GpufleetError
 
 if TYPE_CHECKING:
     from airflow_client.client import DAGRunResponse
 
-DEFAULT_URL = "http://localhost:8080"
-DEFAULT_USER = "admin"
-HOUR_S = 3600.0
 WEEK_S = 7 * 24 * 3600.0
 
 
@@ -69,31 +65,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--unpause", action="store_true", help="unpause the DAG if it is paused (else refuse)"
     )
-    parser.add_argument(
-        "--url",
-        default=os.environ.get("GPUFLEET_AIRFLOW_URL") or DEFAULT_URL,
-        help=(
-            f"Airflow api-server base URL (env GPUFLEET_AIRFLOW_URL, default {DEFAULT_URL}); "
-            "user:password@ in it is ignored: use --user and GPUFLEET_AIRFLOW_PASSWORD"
-        ),
-    )
-    parser.add_argument(
-        "--user",
-        default=os.environ.get("GPUFLEET_AIRFLOW_USER") or DEFAULT_USER,
-        help=f"Airflow user (env GPUFLEET_AIRFLOW_USER, default {DEFAULT_USER})",
-    )
-    parser.add_argument(
-        "--password",
-        default=None,
-        help="Airflow password (prefer env GPUFLEET_AIRFLOW_PASSWORD: arguments show in ps)",
-    )
-    parser.add_argument(
-        "--http-timeout",
-        type=bounded_float(0, HOUR_S, "a number of seconds"),
-        default=30.0,
-        metavar="S",
-        help="seconds to wait for each API answer. Default 30",
-    )
+    add_airflow_args(parser, "Airflow user")
     parser.set_defaults(func=run)
 
 
@@ -198,14 +170,7 @@ def run(args: argparse.Namespace) -> int:
     from gpufleet.cli.airflow_http import WaitTimeout
 
     conf = load_conf(args.conf)  # refused before any HTTP call
-    password = (
-        args.password if args.password is not None else os.environ.get("GPUFLEET_AIRFLOW_PASSWORD")
-    )
-    if not password:
-        raise GpufleetError(
-            f"no password for Airflow user {args.user!r}: "
-            "set GPUFLEET_AIRFLOW_PASSWORD or pass --password"
-        )
+    password = airflow_password(args)
 
     api = AirflowApi(args.url, args.user, password, timeout=args.http_timeout)
     if api.ensure_runnable(args.dag_id, unpause=args.unpause):

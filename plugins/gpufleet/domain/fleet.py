@@ -175,6 +175,13 @@ class NodePool(_Model):
         "observe (record only), quarantine (quarantine and retest, never drain, reboot or "
         "repair), remediate (the whole ladder)",
     )
+    min_serving_nodes: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_POOL_NODES,
+        description="the pool's floor (docs/remediation.md#approvals): a repair that would "
+        "leave fewer nodes outside the repair path waits for a person's approval (0: no floor)",
+    )
 
     @property
     def planned(self) -> bool:

@@ -311,3 +311,44 @@ def judge_breakers(
                 False, reason, Trip(count.scope, count.key, why, count.affected, limit, True)
             )
     return BreakerVerdict(True)
+
+
+# --- approvals (docs/remediation.md#approvals) ------------------------------------------------
+
+#: What waits for a person's approval: a transition's retire of the old pool, a sub-block's
+#: report to the provider (it disrupts every VM on the rack), a repair that takes a pool below
+#: its floor, a breaker reset asked for from Airflow.
+RETIRE_POOL, REPORT_SUBBLOCK = "retire_pool", "report_subblock"
+REPAIR_BELOW_FLOOR, BREAKER_RESET = "repair_below_floor", "breaker_reset"
+APPROVAL_KINDS = (RETIRE_POOL, REPORT_SUBBLOCK, REPAIR_BELOW_FLOOR, BREAKER_RESET)
+#: ``pending`` (asked, not answered), ``approved`` (not yet done), ``rejected``, ``timed_out``
+#: (nobody answered: the safe default, nothing done), ``done`` (approved and done).
+APPROVAL_STATES = ("pending", "approved", "rejected", "timed_out", "done")
+OPEN_APPROVALS = ("pending", "approved")  # a request in these is not asked again
+APPROVE, REJECT = "Approve", "Reject"  # the options of Airflow's ApprovalOperator
+TIMEOUT_USER = "timeout"  # who "answered" when the response timeout took the default
+
+
+def answer_state(chosen: Iterable[str], responded_by: str | None) -> str:
+    """The request's state after an answer: ``approved`` only for a person's ``Approve``;
+    ``timed_out`` when nobody answered (the default was taken, whatever it is); else
+    ``rejected``."""
+    if responded_by is None:
+        return "timed_out"
+    return "approved" if APPROVE in set(chosen) else "rejected"
+
+
+def below_floor(pool_nodes: int, out_for_repair: int, minimum: int) -> str | None:
+    """Why repairing one more node needs a person: the pool's nodes left outside the repair
+    path (``pool_nodes`` minus those draining, drained, under repair or with a person:
+    ``out_for_repair``) would drop below its floor ``minimum`` (``min_serving_nodes``); None when it
+    would not (or the pool has no floor)."""
+    if minimum <= 0:
+        return None
+    left = pool_nodes - out_for_repair - 1
+    if left >= minimum:
+        return None
+    return (
+        f"repairing it would leave {max(left, 0)} of {pool_nodes} nodes in service, below the "
+        f"pool's floor of {minimum} (min_serving_nodes)"
+    )

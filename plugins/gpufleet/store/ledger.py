@@ -11,6 +11,7 @@ from gpufleet.domain.clock import SYSTEM_CLOCK, Clock
 from gpufleet.errors import LedgerError
 from gpufleet.store import migrations
 from gpufleet.store import schema as s
+from gpufleet.store.approvals import ApprovalRecords
 from gpufleet.store.database import (
     LEDGER_CONN_ID,
     default_ledger_url,
@@ -44,6 +45,7 @@ class Ledger(
     SnapshotRecords,
     EventRecords,
     RemediationRecords,
+    ApprovalRecords,
 ):
     """Typed reads and writes over the ledger tables. Safe to construct often (engines cached).
     ``clock``: what every time it records is read from (the entry point's; a test's to move)."""

@@ -28,7 +28,7 @@ from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.store.schema_base import metadata
 from gpufleet.store.schema_base import timestamp as _ts
 
-SCHEMA_VERSION = 19  # the head revision, ``store/alembic/versions/0019_remediation.py``
+SCHEMA_VERSION = 20  # the head revision, ``store/alembic/versions/0020_approvals.py``
 
 
 class StrictBoolean(TypeDecorator):
@@ -286,6 +286,7 @@ node_events = Table(
 Index("ix_gf_node_events_node", node_events.c.cluster, node_events.c.node, node_events.c.id)
 
 # The region tables share ``metadata``: imported here so ``schema.regions`` etc. keep working.
+from gpufleet.store.schema_approvals import approvals  # noqa: E402, F401
 from gpufleet.store.schema_events import (  # noqa: E402, F401
     admission_sessions,
     node_signals,

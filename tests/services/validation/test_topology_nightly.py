@@ -13,6 +13,7 @@ from gpufleet.backends.sim.cloud import SimCloudBackend
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.topology import ACROSS, ACROSS_BLOCKS, INSIDE
+from gpufleet.services.nodes.approvals import settle_approvals
 from gpufleet.store import Ledger
 from tests.support.fleet import ROOT, lifecycle_night, validate
 
@@ -76,16 +77,35 @@ def test_a_bad_uplink_takes_its_sub_block_out_as_a_unit_and_back_when_it_heals(
     )
     evidence = Ledger().node_state(CLUSTER, SB2[0])["evidence"]
     assert evidence["subblock"] == "block-1/block-1-sb2"
-    # reported to the provider (no job runs on the rack), whose own view reads it degraded
-    assert "sub-block block-1/block-1-sb2 reported to the provider (created)" in row["reasons"]
-    reports = SimCloudBackend(load_catalog().cluster(CLUSTER)).subblock_reports(RACKED)
-    assert [r["key"] for r in reports] == ["block-1/block-1-sb2"]
-    view = {h["key"]: h["status"] for h in row["details"]["provider_subblocks"]}
+    # not reported to the provider (it disrupts every VM on the rack) until a person approves
+    (request,) = Ledger().approvals(kind="report_subblock")
+    assert (request["key"], request["state"]) == (
+        f"{CLUSTER}/{RACKED}/block-1/block-1-sb2",
+        "pending",
+    )
+    assert (
+        "sub-block block-1/block-1-sb2 not reported to the provider: it disrupts every VM on the "
+        f"rack, so it waits for a person's approval (request #{request['id']})"
+    ) in row["reasons"]
+    cloud = SimCloudBackend(load_catalog().cluster(CLUSTER))
+    assert cloud.subblock_reports(RACKED) == []
+    view = {h["key"]: h["status"] for h in row["details"]["provider_subblocks"]}  # its own view
     assert view == {
         "block-1/block-1-sb1": "HEALTHY",
         "block-1/block-1-sb2": "DEGRADED",
         "block-1/block-1-sb3": "HEALTHY",
     }
+    # approved (as the remediation_approvals DAG's approval task records it): reported once
+    Ledger().answer_approval(request["id"], ["Approve"], "alice")
+    settled = settle_approvals(Ledger(), load_catalog(), "approvals-1")
+    assert settled.notes == [
+        f"#{request['id']} report_subblock {request['key']} (approved by alice at "
+        f"{Ledger().approval(request['id'])['answered_at']:%Y-%m-%d %H:%M} UTC): reported to "
+        "the provider (created)"
+    ]
+    assert [r["key"] for r in cloud.subblock_reports(RACKED)] == ["block-1/block-1-sb2"]
+    assert settle_approvals(Ledger(), load_catalog(), "approvals-2").notes == []  # done once
+    assert Ledger().approval(request["id"])["state"] == "done"
 
     second = lifecycle_night(CLUSTER, RACKED, 2)  # still down: kept out, never drained
     assert states(RACKED) == {n: "retesting" for n in SB2}
@@ -189,10 +209,11 @@ def test_a_bad_rack_a_job_runs_on_is_not_reported_until_the_job_is_gone(twelve_n
     lifecycle_night(CLUSTER, RACKED, 1)
     row = fabric(RACKED, "night-1")
     assert list(row["details"]["bad_subblocks"]) == [f"block-1/{rack}"]
-    assert any(
-        r.startswith(f"sub-block block-1/{rack} not reported to the provider yet: jobs run on")
-        for r in row["reasons"]
-    )
+    (request,) = Ledger().approvals(kind="report_subblock")
+    Ledger().answer_approval(request["id"], ["Approve"], "alice")
+    settled = settle_approvals(Ledger(), load_catalog(), "approvals-1")
+    assert settled.notes[0].endswith("waits: jobs run on the sub-block"), settled.notes
+    assert Ledger().approval(request["id"])["state"] == "approved"  # a later pass reports it
     assert SimCloudBackend(ref.cluster).subblock_reports(RACKED) == []
 
 

@@ -30,6 +30,60 @@ from gpufleet.airflow.operators.runs import run_liveness
 from gpufleet.domain.validation_kinds import ValidationKind
 
 
+def open_transition(  # noqa: PLR0913  the transition's facts, keyword-only
+    context,
+    *,
+    cluster: str,
+    old_pool: str,
+    new_pool: str,
+    action: str = "run",
+    drain: Any = None,
+    ledger_conn_id: str | None = None,
+):
+    """The cluster's transition as this run's task opens it: the lock taken or resumed, its
+    lease renewed (``ReservationTransition.open``); a refusal fails the task for good."""
+    from gpufleet.errors import GpufleetError
+    from gpufleet.services.infrastructure.transition import ReservationTransition
+    from gpufleet.services.nodes.drain import DrainSettings
+
+    d = dict(drain or {})
+    try:
+        cat = catalog()
+        settings = DrainSettings(
+            batch_size=int(d.get("batch_size", 1)),
+            soak_s=float(d.get("soak_minutes", 5)) * 60,
+            timeout_s=float(d.get("timeout_hours", 4)) * 3600,
+            on_timeout=str(d.get("on_timeout", "wait")),
+            poll_s=poll_interval(cat.cluster(cluster)),
+        )
+        svc = ReservationTransition(
+            cat,
+            cluster,
+            old_pool,
+            new_pool,
+            ledger(ledger_conn_id),
+            context["run_id"],
+            settings,
+        )
+        svc.open(
+            action,
+            lambda dag_id, run_id: run_liveness(context, dag_id, run_id),
+            dag_id=context["dag"].dag_id,
+        )
+    except GpufleetError as exc:
+        raise AirflowFailException(str(exc)) from None
+    return svc
+
+
+def retire_started(svc) -> bool:
+    """Whether the transition's retire of the old pool started (recorded started or done)."""
+    from gpufleet.domain.transition import Step
+
+    return any(
+        r["step"] == Step.OLD_POOL_RETIRED.value for r in svc.ledger.transition_steps(svc.tid)
+    )
+
+
 class _TransitionTask(BaseOperator):
     template_fields: Sequence[str] = (
         "cluster",
@@ -60,37 +114,15 @@ class _TransitionTask(BaseOperator):
         self.ledger_conn_id = ledger_conn_id
 
     def _service(self, context):
-        from gpufleet.errors import GpufleetError
-        from gpufleet.services.infrastructure.transition import ReservationTransition
-        from gpufleet.services.nodes.drain import DrainSettings
-
-        d = dict(self.drain or {})
-        try:
-            cat = catalog()
-            settings = DrainSettings(
-                batch_size=int(d.get("batch_size", 1)),
-                soak_s=float(d.get("soak_minutes", 5)) * 60,
-                timeout_s=float(d.get("timeout_hours", 4)) * 3600,
-                on_timeout=str(d.get("on_timeout", "wait")),
-                poll_s=poll_interval(cat.cluster(self.cluster)),
-            )
-            svc = ReservationTransition(
-                cat,
-                self.cluster,
-                self.old_pool,
-                self.new_pool,
-                ledger(self.ledger_conn_id),
-                context["run_id"],
-                settings,
-            )
-            svc.open(
-                self.action,
-                lambda dag_id, run_id: run_liveness(context, dag_id, run_id),
-                dag_id=context["dag"].dag_id,
-            )
-        except GpufleetError as exc:
-            raise AirflowFailException(str(exc)) from None
-        return svc
+        return open_transition(
+            context,
+            cluster=self.cluster,
+            old_pool=self.old_pool,
+            new_pool=self.new_pool,
+            action=self.action,
+            drain=self.drain,
+            ledger_conn_id=self.ledger_conn_id,
+        )
 
     def _log(self, outcome) -> None:
         from gpufleet.airflow.operators.step_report import report_step
@@ -197,8 +229,15 @@ class TransitionStepOperator(_TransitionTask):
                     f"not validated: {', '.join(earlier)} did not succeed; rerun to resume"
                 )
         svc = self._service(context)
+        approval = None
+        if self.step == Step.OLD_POOL_RETIRED.value:
+            approval = self._approved_retire(svc)
         outcome = self._call(self.step, svc.advance, Step(self.step))
         self._log(outcome)
+        if approval is not None and outcome.done:
+            svc.ledger.approval_done(
+                approval["id"], f"{self.cluster}/{self.old_pool} retired by run {context['run_id']}"
+            )
         if outcome.failed is not None:
             self._roll_back(context, svc, outcome.failed)
         if not outcome.done:
@@ -211,6 +250,23 @@ class TransitionStepOperator(_TransitionTask):
                 "run_id": context["run_id"],
             }
         return outcome.to_dict()
+
+    def _approved_retire(self, svc) -> dict[str, Any] | None:
+        """The approved request that lets this retire run (``approve_retire`` asked it, see
+        ``operators.approvals``); without one the old pool is not deleted and the task fails for
+        good (a retire is never done on nobody's word)."""
+        from gpufleet.domain.remediation import RETIRE_POOL
+
+        key = f"{self.cluster}/{self.old_pool}"
+        if retire_started(svc):  # approved before (a resumed retire, or a rerun after it)
+            return None
+        request = svc.ledger.open_approval(RETIRE_POOL, key)
+        if request is None or request["state"] != "approved":
+            raise AirflowFailException(
+                f"the retire of {key} has no person's approval (approve_retire): "
+                f"{self.old_pool} is kept; run again to ask for it"
+            )
+        return request
 
     def _roll_back(self, context, svc, why: str) -> None:
         outcome = self._call("rollback", svc.rollback)

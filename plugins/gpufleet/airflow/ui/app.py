@@ -167,12 +167,15 @@ def create_app(  # noqa: C901  the routes are closures over the factories, count
         states = sorted({p["state"] for p in pools})
         if state:
             pools = [p for p in pools if p["state"] == state]
+        from gpufleet.services.views.safety import safety_view
+
         return {
             "now": now,
             "pools": pools,
             "cost": fleet_view.fleet_cost(pools),
             "states": states,
             "regions": known,
+            "safety": safety_view(ledger_of(), now),
         }
 
     def pool_data(cluster: str, pool: str, nights: int) -> dict[str, Any]:
@@ -195,6 +198,7 @@ def create_app(  # noqa: C901  the routes are closures over the factories, count
             data["now"],
             data["regions"],
             data["states"],
+            safety=data["safety"],
             region=region,
             state=state,
         )

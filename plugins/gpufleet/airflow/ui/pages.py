@@ -22,8 +22,14 @@ def _json_for_script(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def fleet_page(
-    pools: list[dict], cost: dict, now: Any, regions: list[str], states: list[str], **filters
+def fleet_page(  # noqa: PLR0913  the page's parts, then its filters
+    pools: list[dict],
+    cost: dict,
+    now: Any,
+    regions: list[str],
+    states: list[str],
+    safety: dict | None = None,
+    **filters,
 ) -> str:
     from urllib.parse import urlencode
 
@@ -37,6 +43,7 @@ def fleet_page(
         ready=sum(p["ready"] for p in pools),
         regions=regions,
         states=states,
+        safety=safety or {"breakers": [], "approvals": []},
         query=f"?{query}" if query else "",
         **filters,
     )

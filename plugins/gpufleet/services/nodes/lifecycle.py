@@ -27,7 +27,8 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend, NodeInfo, Taint
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.nodes import NodeState, after_retest
-from gpufleet.domain.remediation import Rung
+from gpufleet.domain.remediation import REPAIR_BELOW_FLOOR, Rung, below_floor
+from gpufleet.domain.signals import stop_ahead
 from gpufleet.domain.workloads import (
     QUARANTINE_KEY,
     QUARANTINE_LABEL,
@@ -39,6 +40,7 @@ from gpufleet.store.nodes import NodeMove
 log = logging.getLogger(__name__)
 
 # where a node is retested from (RETESTING: a retest that could not judge it is retried)
+STOP_LOOKBACK = 100  # a node's newest signals read for an EC2 stop still ahead
 RETEST_FROM = (
     NodeState.QUARANTINED,
     NodeState.SUSPECT,
@@ -151,6 +153,11 @@ class NodeLifecycle:
         failed_repairs = int(row.get("failed_repairs") or 0) + (
             1 if after_repair and not passed else 0
         )
+        # (its failed repairs count what its own checks found, not the announced stop)
+        stop = stop_ahead(self.ledger.node_signals(cluster, node, limit=STOP_LOOKBACK))
+        if passed and stop is not None:  # healthy, but EC2 will stop it: replaced ahead of it
+            passed = False
+            evidence = {**evidence, "health": {"action": "repair", "reason": stop}}
         health = evidence.get("health") or {}
         needs_person = health.get("action") == "needs_human"
         target = after_retest(passed, failed_repairs, max_repairs, needs_person=needs_person)
@@ -163,7 +170,9 @@ class NodeLifecycle:
         if target is NodeState.DRAINING and ladder.rung is Rung.NEEDS_HUMAN:
             target = NodeState.NEEDS_HUMAN
             evidence = {**evidence, "ladder": ladder.reason}
-        if needs_person:
+        if stop is not None and target is NodeState.DRAINING:
+            reason = f"{stop}: drained and repaired (replaced) ahead of it"
+        elif needs_person:
             reason = f"failed its retest: {evidence.get('reason')}: a person must look at it"
         elif "ladder" in evidence and target is NodeState.NEEDS_HUMAN:
             reason = f"failed its retest; the remediation ladder is climbed: {ladder.reason}"
@@ -173,6 +182,8 @@ class NodeLifecycle:
             reason = f"failed its retest: {evidence.get('reason')}: to be drained and rebooted"
         else:
             reason = "failed its retest: to be drained and repaired"
+        if target is NodeState.DRAINING and self._repair_waits(node, reason, evidence, run_id):
+            return NodeState.RETESTING
         self.move(
             node,
             NodeMove(
@@ -185,6 +196,50 @@ class NodeLifecycle:
             ),
         )
         return target
+
+    def _repair_waits(self, node: str, reason: str, evidence: dict[str, Any], run_id: str) -> bool:
+        """Whether the repair of ``node`` waits for a person: it would take the pool below its
+        floor (``min_serving_nodes``; docs/remediation.md#approvals) and no approved request
+        lets it. Then the node stays out (``retesting``, retested again next night) and one
+        request is recorded for the ``remediation_approvals`` DAG to ask (not again while one
+        is open, nor within the ladder's window once a person said no)."""
+        cluster, pool = self._where
+        repairing = [
+            NodeState.DRAINING.value,
+            NodeState.DRAINED.value,
+            NodeState.REPAIRING.value,
+            NodeState.NEEDS_HUMAN.value,
+        ]
+        out = [n for n in self.rows(repairing) if n != node]
+        why = below_floor(self.ref.pool.nodes, len(out), self.ref.pool.min_serving_nodes)
+        if why is None:
+            return False
+        key = f"{cluster}/{pool}/{node}"
+        approved = self.ledger.open_approval(REPAIR_BELOW_FLOOR, key)
+        if approved is not None and approved["state"] == "approved":
+            self.ledger.approval_done(approved["id"], f"{node} sent to repair by run {run_id}")
+            return False
+        request, _ = self.ledger.request_approval(
+            REPAIR_BELOW_FLOOR,
+            key,
+            f"Repair {node} of {cluster}/{pool}? {why}",
+            requested_by=run_id,
+            detail={"cluster": cluster, "pool": pool, "node": node, "why": why, "reason": reason},
+            recheck_since=self.ledger.clock.now() - self.guard.policy.window,
+        )
+        row = self.ledger.node_state(cluster, node) or {}
+        self.move(
+            node,
+            NodeMove(
+                NodeState.RETESTING,
+                f"{reason}; held: {why}: the repair waits for a person's approval "
+                f"(request #{request['id']}, {request['state']}); kept out, retested next night",
+                evidence={**(row.get("evidence") or {}), **evidence, "approval": request["id"]},
+                run_id=run_id,
+                stay=True,
+            ),
+        )
+        return True
 
     def record_retests(
         self,

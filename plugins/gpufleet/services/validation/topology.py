@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.backends.base import CloudBackend, NodeInfo
 from gpufleet.domain.nodes import NodeState
+from gpufleet.domain.remediation import REPORT_SUBBLOCK
 from gpufleet.domain.topology import Place, ScopedPlan, ScopeVerdict, judge_scopes, place_of
 from gpufleet.domain.topology import plan_by_scope as _plan
 from gpufleet.domain.verdicts import PoolFabricVerdict
@@ -132,6 +133,55 @@ def report_subblock(
     return f"reported to the provider ({ensured.action})"
 
 
+def request_report(  # noqa: PLR0913  the sub-block's facts
+    lifecycle: NodeLifecycle,
+    cloud: CloudBackend,
+    state: FabricState,
+    key: str,
+    why: str,
+    members: list[str],
+) -> str:
+    """A bad sub-block is reported to the provider only with a person's approval (it disrupts
+    every VM on the rack; docs/remediation.md#approvals): an approved request is reported now
+    (``report_subblock``: not while jobs run on it), else one request is recorded for the
+    ``remediation_approvals`` DAG to ask (not again while one is open, nor within the ladder's
+    window once a person said no). The sentence for the verdict's reasons."""
+    ledger = lifecycle.ledger
+    cluster = lifecycle.ref.cluster.name
+    where = f"{cluster}/{state.pool}/{key}"
+    approved = ledger.open_approval(REPORT_SUBBLOCK, where)
+    if approved is not None and approved["state"] == "approved":
+        told = report_subblock(cloud, state.pool, key, why, members, state.busy)
+        if told.startswith("reported"):
+            ledger.approval_done(approved["id"], told)
+        return f"{told} (approved by {approved['answered_by']})"
+    request, _ = ledger.request_approval(
+        REPORT_SUBBLOCK,
+        where,
+        f"Report sub-block {key} of {cluster}/{state.pool} faulty to the provider? {why}",
+        requested_by=state.run_id,
+        detail={
+            "cluster": cluster,
+            "pool": state.pool,
+            "subblock": key,
+            "why": why,
+            "nodes": members,
+        },
+        recheck_since=ledger.clock.now() - lifecycle.guard.policy.window,
+    )
+    if request["state"] == "done":
+        return f"reported to the provider earlier (request #{request['id']}: {request['outcome']})"
+    if request["state"] != "pending":
+        return (
+            f"not reported to the provider: request #{request['id']} was {request['state']} "
+            f"by {request['answered_by']} at {request['answered_at']:%Y-%m-%d %H:%M} UTC"
+        )
+    return (
+        f"not reported to the provider: it disrupts every VM on the rack, so it waits for a "
+        f"person's approval (request #{request['id']})"
+    )
+
+
 def apply_scopes(
     lifecycle: NodeLifecycle,
     state: FabricState,
@@ -156,7 +206,7 @@ def apply_scopes(
             reasons.append(f"{subblock_reason(key, why)}: {', '.join(nodes)}")
         if cloud is not None:
             members = sorted(n for n, k in scope.out.items() if k == key)
-            told = report_subblock(cloud, state.pool, key, why, members, state.busy)
+            told = request_report(lifecycle, cloud, state, key, why, members)
             reasons.append(f"sub-block {key} {told}")
     for node in state.units:
         key = state.places.get(node)

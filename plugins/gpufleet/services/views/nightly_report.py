@@ -90,10 +90,38 @@ def render_report(
     page = html_report(
         run_id, rows, quarantined, histories, baselines, warnings, standalone=standalone
     )
-    return _with_reliability(ledger, rows, md_text, page)
+    md_text, page = _with_reliability(ledger, rows, md_text, page)
+    return _with_approvals(ledger, rows, md_text, page)
 
 
 RELIABILITY_HEAD = "Reliability"
+APPROVALS_HEAD = "Approvals"
+
+
+def _with_approvals(
+    ledger: Ledger, rows: list[dict[str, Any]], md_text: str, html_text: str
+) -> tuple[str, str]:
+    """The report with the approvals waiting for a person and those answered in the day up to
+    the run's last verdict (``services.views.approvals``: who, when, what came of it); nothing
+    when there are none."""
+    from markupsafe import escape
+
+    from gpufleet.services.views.approvals import approval_lines
+
+    ends = [r["finished_at"] for r in rows if r.get("finished_at") is not None]
+    lines = approval_lines(ledger, max(ends) if ends else ledger.clock.now())
+    if not lines:
+        return md_text, html_text
+    head = f"{APPROVALS_HEAD} (docs/remediation.md#approvals)"
+    md_text = (
+        md_text.rstrip("\n") + "\n\n" + "\n".join([f"## {head}", "", *(f"- {x}" for x in lines)])
+    )
+    md_text += "\n"
+    items = "".join(f"<li>{escape(x)}</li>" for x in lines)
+    block = f'<section id="approvals"><h2>{escape(head)}</h2><ul>{items}</ul></section>'
+    body, sep, tail = html_text.rpartition("</body>")
+    html_text = body + block + sep + tail if sep else html_text + block
+    return md_text, html_text
 
 
 def _with_reliability(
