@@ -14,7 +14,8 @@ Per point: the nightly's wall time (trigger to the run's end), the no-op DAGs', 
 nightly's run is the one Airflow schedules when the planner is unpaused, the no-op planners'
 are triggered; all count every task of the planner and of its runs), the
 scheduler's and triggerer's CPU seconds (and every component's, its task processes included,
-and the whole machine's), the peak number of deferred tasks, the ledger's growth
+and the whole machine's; and per pool: tasks, the triggerer's, scheduler's and workers' CPU,
+wall time), the peak number of deferred tasks, the ledger's growth
 (validation and pair rows), and the cloud and Kubernetes API calls each cluster took during
 the night, as the simulated clouds count them (``gpufleet.backends.sim.calls``): per cluster,
 the calls, their mean rate over the cluster's first to last call and the busiest 10 s, and
@@ -28,8 +29,9 @@ Airflow's and gpufleet's own costs, not the simulated programs' run times.
 Two baselines: the no-op planner, and one whose fabric and storage tasks defer as often as a
 validation does on a healthy night, on a trigger that fires at once (Airflow's own cost of a
 deferral). Both ratios are printed; exits 1 when a run does not succeed or the nightly is over
-1.5 times the deferring baseline. ``--baselines deferring`` runs only the deferring one (at
-2,000 pools each phase takes most of an hour).
+1.5 times the plain no-op (issue 35), or, when only the deferring one runs, that one.
+``--baselines deferring`` runs only the deferring one (at 2,000 pools each phase takes most of
+an hour).
 Needs PostgreSQL and Redis on 127.0.0.1 (the CI machines have both).
 """
 
@@ -360,6 +362,10 @@ def main() -> int:
     # stopped (SIGTERM): leave through the finally that stops the deployment's processes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     worst = 0.0
+    # issue 35: the nightly within GOAL of the plain no-op when it runs (500 pools), else of
+    # the deferring one (2,000 pools, where only that baseline runs)
+    judged = "noop" if "noop" in baselines else "deferring"
+    judged_text = {"noop": "no-op", "deferring": "deferring no-op"}[judged]
     failed = False
     print(
         f"{'pools':>6} {'dag':<9} {'state':<8} {'runs':>5} {'tasks':>6} {'wall s':>8} "
@@ -370,7 +376,7 @@ def main() -> int:
         result = point(n, args.nodes, args.speed, args.timeout, args.worker_concurrency, phases)
         nightly = result["nightly"]["wall_s"]
         ratios = {label: nightly / result[label]["wall_s"] for label in baselines}
-        worst = max(worst, ratios["deferring"])
+        worst = max(worst, ratios[judged])
         for label in phases:
             r = result[label]
             failed |= r["state"] != "success"
@@ -384,6 +390,15 @@ def main() -> int:
             r = result[label]
             parts = ", ".join(f"{k} {v:.1f}" for k, v in r["cpu"].items())
             print(f"{n:>6} {label:<9} CPU s: {parts}; machine {r['machine_cpu']:.1f}")
+        for label in phases:  # per pool: what the night costs Airflow's components per pool
+            r = result[label]
+            print(
+                f"{n:>6} {label:<9} per pool: {r['tasks'] / n:.2f} tasks, "
+                f"triggerer {r['cpu']['triggerer'] / n * 1000:.0f} ms CPU, "
+                f"scheduler {r['cpu']['scheduler'] / n * 1000:.0f} ms CPU, "
+                f"workers {sum(r['cpu'][w] for w in WORKERS) / n * 1000:.0f} ms CPU, "
+                f"wall {r['wall_s'] / n:.2f} s"
+            )
         plain = f"nightly / no-op {ratios['noop']:.2f}; " if "noop" in ratios else ""
         print(
             f"{n:>6} {plain}nightly / no-op deferring as the validations do "
@@ -402,7 +417,7 @@ def main() -> int:
             common = ", ".join(f"{what} {count}" for what, count in api["commonest"])
             print(f"{n:>6} commonest calls: {common}", flush=True)
     print(
-        f"worst nightly / deferring no-op {worst:.2f} (goal {GOAL}): "
+        f"worst nightly / {judged_text} {worst:.2f} (goal {GOAL}): "
         f"{'OK' if worst <= GOAL else 'OVER'}"
     )
     return 0 if worst <= GOAL and not failed else 1

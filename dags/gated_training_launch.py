@@ -40,12 +40,13 @@ from datetime import datetime
 from airflow.sdk import dag
 
 from gpufleet.airflow.assets import JOB_CONFIRMED
-from gpufleet.airflow.dagkit import default_args, index, launch_params
+from gpufleet.airflow.dagkit import default_args, index
 from gpufleet.airflow.operators.launch import (
     ConfirmTransportOperator,
     LaunchGateOperator,
     SubmitTrainingJobOperator,
 )
+from gpufleet.airflow.params import launch_params
 
 fleet = index()
 

@@ -48,12 +48,12 @@ from gpufleet.airflow.dagkit import (
     CLUSTER_RUNS_AT_ONCE,
     default_args,
     index,
-    nightly_params,
     nightly_validation,
     watch,
 )
 from gpufleet.airflow.operators.faults import RunFaultsSweepOperator
 from gpufleet.airflow.operators.nightly import ValidationReportOperator
+from gpufleet.airflow.params import nightly_params
 
 fleet = index()
 

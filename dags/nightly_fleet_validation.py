@@ -32,9 +32,10 @@ from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
 
 from gpufleet.airflow.assets import REGION_READY
-from gpufleet.airflow.dagkit import default_args, index, nightly_params, run_poll_seconds, watch
+from gpufleet.airflow.dagkit import default_args, index, run_poll_seconds, watch
 from gpufleet.airflow.operators.cluster_run import ClusterRunOperator
 from gpufleet.airflow.operators.nightly import ClusterRunsOperator, ValidationReportOperator
+from gpufleet.airflow.params import nightly_params
 
 fleet = index()
 

@@ -42,7 +42,7 @@ from datetime import datetime
 from airflow.sdk import dag
 
 from gpufleet.airflow.assets import REGION_READY
-from gpufleet.airflow.dagkit import default_args, index, onboarding_params, validation, watch
+from gpufleet.airflow.dagkit import default_args, index, validation, watch
 from gpufleet.airflow.operators.faults import RunFaultsSweepOperator
 from gpufleet.airflow.operators.onboarding import (
     OnboardingReportOperator,
@@ -51,6 +51,7 @@ from gpufleet.airflow.operators.onboarding import (
     RegionReadyAnnouncement,
     RegionReleaseOperator,
 )
+from gpufleet.airflow.params import onboarding_params
 
 fleet = index()
 

@@ -28,9 +28,10 @@ from datetime import datetime
 
 from airflow.sdk import dag
 
-from gpufleet.airflow.dagkit import default_args, drill_params, index, nightly_validation, watch
+from gpufleet.airflow.dagkit import default_args, index, nightly_validation, watch
 from gpufleet.airflow.operators.faults import RunFaultsSetupOperator, RunFaultsTeardownOperator
 from gpufleet.airflow.operators.nightly import ValidationReportOperator
+from gpufleet.airflow.params import drill_params
 
 fleet = index()
 SIM_CLUSTERS = json.dumps(list(fleet["sim_clusters"]))  # a list literal in a template

@@ -328,3 +328,20 @@ def test_a_killed_dags_test_still_running_in_airflow_is_named_with_how_to_clear_
     assert "Airflow still shows that run running" in report
     assert f"Runs > {killed} > Mark run as failed" in report
     assert f"PATCH /api/v2/dags/{DAG}/dagRuns/{killed}" in report
+
+
+def test_only_a_pool_with_a_node_to_drain_or_repair_gets_a_remediation_task(fleet):
+    """A healthy pool maps no ``remediate_nodes`` task; the night a node fails its retest, its
+    pool alone gets one, which drains it and asks the cloud to repair it."""
+    from gpufleet.domain.nodes import NodeState
+
+    bad = "a3u-sim-h200-a-3"
+    SimState().inject("a3u-sim", "h200-a", f"bad-node:{bad}:nic")  # stays until repaired
+    scope = {"pools": ["a3u-sim/h200-a", "a3u-sim/h200-b"], "mode": "fabric"}
+    first = task_states(run_dag(DAG, scope))
+    assert first["remediation_targets"] == "success" and first["remediate_nodes"] == "skipped"
+    assert Ledger().node_state("a3u-sim", bad)["state"] == NodeState.QUARANTINED
+    second = task_states(run_dag(DAG, scope))  # its retest fails: drained, then repaired
+    assert second["remediate_nodes[0]"] == "success", second
+    assert not any(key.startswith("remediate_nodes[1]") for key in second), second
+    assert Ledger().node_state("a3u-sim", bad)["state"] == NodeState.REPAIRING

@@ -91,3 +91,22 @@ def test_a_module_the_worker_cannot_import_is_logged_and_the_worker_starts(monke
     with caplog.at_level("WARNING", logger=preload.__name__):
         assert preload.warm() == ["gpufleet.no_such_module"]
     assert "gpufleet.no_such_module not imported" in caplog.text
+
+
+def test_the_worker_has_compiled_every_manifest_template_before_it_forks():
+    """Its tasks render JobSets and Jobs from compiled templates, never compiling them again."""
+    probe = (
+        f"import json, sys; sys.path.insert(0, {str(ROOT / 'plugins')!r}); "
+        "import gpufleet.airflow.preload as p; "
+        "from gpufleet.config.paths import include_dir; "
+        "from gpufleet.manifests import templates; "
+        "env = templates._environment(str(include_dir() / 'manifests')); "
+        "print(json.dumps({'all': env.list_templates(), "
+        "'compiled': sorted(k[1] for k in env.cache.keys())}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "nccl-validation.yaml.j2" in seen["all"]
+    assert sorted(seen["all"]) == seen["compiled"]

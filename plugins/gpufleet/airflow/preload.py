@@ -7,10 +7,11 @@ parsing and backends, and parsing the fleet catalog (docs/PERFORMANCE.md). Celer
 module in the worker's main process when it starts (``imports`` in ``workers.CELERY_CONFIG``),
 before the pool processes fork.
 
-Only gpufleet's own modules, the Kubernetes backend and the sim are imported here, and no
-client is built: the cloud SDK backends (``gpufleet.backends.gke``, ``.eks``) stay with each
-task, since gRPC's channels and boto3's sessions are not made to cross a fork. A catalog that
-cannot be read now is read by each task, which reports it."""
+Only gpufleet's own modules, the Kubernetes backend and the sim are imported here (and the
+manifest templates compiled), and no client is built: the cloud SDK backends
+(``gpufleet.backends.gke``, ``.eks``) stay with each task, since gRPC's channels and boto3's
+sessions are not made to cross a fork. A catalog that cannot be read now is read by each task,
+which reports it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ MODULES = (
     "gpufleet.airflow.operators.step_report",
     "gpufleet.airflow.operators.transition",
     "gpufleet.airflow.operators.validation",
+    "gpufleet.backends.instance_status",
     "gpufleet.backends.kube.cluster",
     "gpufleet.backends.sim.cloud",
     "gpufleet.backends.sim.cluster",
@@ -51,6 +53,7 @@ MODULES = (
     "gpufleet.services.launch.request",
     "gpufleet.services.launch.submit",
     "gpufleet.services.nodes.admission",
+    "gpufleet.services.nodes.approvals",
     "gpufleet.services.nodes.drain",
     "gpufleet.services.nodes.events",
     "gpufleet.services.nodes.remediation",
@@ -61,6 +64,7 @@ MODULES = (
     "gpufleet.services.validation.scope",
     "gpufleet.services.validation.storage",
     "gpufleet.services.validation.unvalidated",
+    "gpufleet.services.views.approvals",
     "gpufleet.services.views.fleet",
     "gpufleet.services.views.nightly_report",
     "gpufleet.services.views.onboarding_report",
@@ -84,7 +88,24 @@ def warm() -> list[str]:
         from gpufleet.config.catalog import load_catalog
 
         load_catalog()
+    with suppress(Exception):  # a template that does not compile fails the task that renders it
+        compile_templates()
     return failed
+
+
+def compile_templates() -> list[str]:
+    """Compile every manifest template (``include/manifests``) into the Jinja environment the
+    manifests render with, so the forked tasks find them compiled: a validation task spent
+    about 7 % of its CPU compiling the JobSet and Job templates it renders (py-spy over a
+    100-pool nightly, docs/PERFORMANCE.md). Returns the templates' names."""
+    from gpufleet.config.paths import include_dir
+    from gpufleet.manifests import templates
+
+    env = templates._environment(str(include_dir() / "manifests"))
+    names = env.list_templates()
+    for name in names:
+        env.get_template(name)
+    return names
 
 
 FAILED = warm()  # what this worker could not preload (logged): its tasks import and report it

@@ -114,6 +114,34 @@ class ValidationTargetsOperator(BaseOperator):
         return scope
 
 
+class RemediationTargetsOperator(BaseOperator):
+    """After the run's fabric validations (whatever their outcome): the pools of
+    ``fabric_targets`` with a node the remediation step has something to do for (draining,
+    drained, repairing, or needs-human not yet paged: ``fanout.pools_to_remediate``), as
+    ``remediate_nodes``' mapping kwargs. A healthy night maps none: one ledger read for the
+    run instead of a remediation task per pool."""
+
+    def __init__(self, *, targets_task: str = "fabric_targets", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.targets_task = targets_task
+
+    def execute(self, context) -> list[dict[str, str]]:
+        from gpufleet.airflow.operators.common import ledger
+        from gpufleet.services.validation.fanout import REMEDIATED_STATES, pools_to_remediate
+
+        targets = context["ti"].xcom_pull(task_ids=self.targets_task) or []
+        clusters = sorted({t["cluster"] for t in targets})
+        rows = ledger().node_states(clusters, states=REMEDIATED_STATES) if clusters else []
+        due = pools_to_remediate(targets, rows)
+        self.log.info(
+            "node remediation for %d of %d pools: %s",
+            len(due),
+            len(targets),
+            ", ".join(f"{t['cluster']}/{t['node_pool']}" for t in due) or "none",
+        )
+        return due
+
+
 class ClusterRunsOperator(BaseOperator):
     """The planner's plan: one ``nightly_fabric_validation`` run per cluster of the scope (a
     cluster past ``[gpufleet] pools_per_run`` pools split into parts), as the mapping kwargs of

@@ -106,3 +106,26 @@ def plan_cluster_runs(
                 )
             )
     return runs
+
+
+# The node states a remediation step acts on (``services.nodes.remediation``): draining ones
+# it drains, drained ones it repairs, repairing ones the cloud may have replaced, and
+# needs-human ones it pages for once.
+REMEDIATED_STATES = ("draining", "drained", "repairing", "needs_human")
+
+
+def pools_to_remediate(
+    targets: Iterable[dict[str, str]], rows: Iterable[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """The ``targets`` (``cluster``/``node_pool`` mappings, in their order) with a node the
+    remediation step has something to do for, from the ledger's node ``rows``: one in a
+    ``REMEDIATED_STATES`` state but a needs-human node already paged for. A healthy pool has
+    none: the nightly maps no remediation task for it (a task per pool was a third of the
+    nightly's tasks, docs/PERFORMANCE.md)."""
+    due = {
+        (r["cluster"], r["pool"])
+        for r in rows
+        if r["state"] in REMEDIATED_STATES
+        and not (r["state"] == "needs_human" and (r.get("evidence") or {}).get("paged") is not None)
+    }
+    return [t for t in targets if (t["cluster"], t["node_pool"]) in due]
