@@ -102,6 +102,13 @@ STORY: list[tuple[str, str | list[str], dict, str, str]] = [
 ]
 
 
+# the DAGs whose approval task (docs/remediation.md#approvals) the story answers as a person
+# would, on the metadata DB `airflow dags test` shares (tests/support/hitl.py: what the REST
+# endpoint does)
+APPROVES = {"reservation_transition"}
+APPROVE = "from tests.support.hitl import Answer; Answer('Approve', 'make-run')()"
+
+
 def dag_ids() -> set[str]:
     return {p.stem for p in (ROOT / "dags").glob("*.py") if not p.name.startswith("_")}
 
@@ -115,7 +122,11 @@ def run_dag(dag_id: str, conf: dict, logs: Path, expect: str, show: str) -> bool
         cmd += ["--conf", json.dumps(conf)]
     start = time.monotonic()
     with log_file.open("w") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        while proc.poll() is None:  # an approval task waits for a person: the story approves
+            time.sleep(2)
+            if dag_id in APPROVES:
+                subprocess.run([sys.executable, "-c", APPROVE], cwd=ROOT, capture_output=True)
     text = log_file.read_text(errors="replace")
     failed = proc.returncode != 0 or "state=failed" in text.lower().replace(" ", "")
     ok = failed == (expect == "failed")
@@ -137,6 +148,35 @@ def run_dag(dag_id: str, conf: dict, logs: Path, expect: str, show: str) -> bool
         for line in tail:
             print(f"    ! {line[:200]}")
     return ok
+
+
+def stage_breakdown(home: Path) -> None:
+    """Where the last nightly's GPU time went (``domain.stages``), from the ledger's rows of its
+    run: GPU-minutes per node per stage, and the launch's share (what pre-pulling, the
+    rendezvous and fewer pods per node can cut)."""
+    from gpufleet.domain.stages import LAUNCH
+    from gpufleet.domain.verdicts import latest_per_check
+    from gpufleet.services.views.pool import fleet_stages
+    from gpufleet.services.views.report import cost_line, validation_cost
+    from gpufleet.store import Ledger
+
+    report = home / "gpufleet" / "reports" / "latest" / "report.md"
+    if not report.exists():
+        return
+    head = report.read_text().splitlines()[0]
+    run_id = head.rsplit(": ", 1)[-1].strip()
+    rows = latest_per_check(Ledger().validations_for_run(run_id))
+    stages = fleet_stages(rows)
+    if not stages["per_node"]:
+        return
+    print(f"    {cost_line(validation_cost(rows))}")
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in stages["per_node"].items())
+    launch = sum(v for k, v in stages["per_node"].items() if k in LAUNCH)
+    print(f"    | GPU-minutes per node by stage ({stages['nodes']} nodes): {parts}")
+    print(
+        f"    | launch (image_pull, container_start, gang, teardown): {launch:.2f} of "
+        f"{stages['total']:.2f} GPU-minutes per node"
+    )
 
 
 def fresh_fleet(home: Path) -> None:
@@ -176,6 +216,8 @@ def main() -> int:
             continue
         if not run_dag(what, conf, logs, expect, show):
             surprises.append(title)
+        if what == "nightly_fabric_validation":
+            stage_breakdown(home)
     report = home / "gpufleet" / "reports" / "latest" / "report.md"
     if report.exists():
         print(f"\n--- the last nightly validation report ({report.with_suffix('.html')}) ---")

@@ -103,6 +103,7 @@ def test_groups_come_in_apply_order(key: str, controllers: dict) -> None:
         "jobset-controller",
         "kueue-controller",
         *node,
+        "image-prepull",
         "kueue-queues",
         "lustre-root",
         "lustre-volumes",
@@ -188,6 +189,32 @@ def test_gib_installer_runs_on_the_gib_pools(key: str, controllers: dict) -> Non
     assert pod["tolerations"] == [{"operator": "Exists"}]
     martians = pod["initContainers"][0]["args"][1]
     assert martians.count("log_martians=0") == cluster.network.rdma_nics
+
+
+@pytest.mark.parametrize("key", sorted(CLUSTERS))
+def test_validation_images_are_pre_pulled_on_every_gpu_pool(key: str, controllers: dict) -> None:
+    """Issue 35: the nightly's images (nccl-tests for the shape, DCGM, the log sidecar, fio
+    with a filesystem) are pulled by a DaemonSet that holds no GPU, on every GPU pool, every
+    taint tolerated (quarantined and new nodes are validated too)."""
+    from gpufleet.manifests.gpu_health import DEFAULT_DCGM_IMAGE
+    from gpufleet.manifests.nccl_validation import nccl_tests_image
+    from gpufleet.manifests.storage_validation import DEFAULT_FIO_IMAGE
+
+    cluster = load_cluster(key)
+    (ds,) = by_group(render(cluster, controllers))["image-prepull"].objects
+    assert ds["kind"] == "DaemonSet" and ds["metadata"]["namespace"] == VALIDATION_NAMESPACE
+    pod = ds["spec"]["template"]["spec"]
+    images = [c["image"] for c in pod["initContainers"]]
+    assert nccl_tests_image(cluster.shape) in images and DEFAULT_DCGM_IMAGE in images
+    assert (DEFAULT_FIO_IMAGE in images) == bool(cluster.filesystems)
+    assert all(c["command"] == ["true"] for c in pod["initContainers"])
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        assert "nvidia.com/gpu" not in str(c.get("resources"))
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][0]["values"] == [p.name for p in cluster.node_pools]
+    assert pod["tolerations"] == [{"operator": "Exists"}]
 
 
 @pytest.mark.parametrize("key", ["sim-eks", "example-eks"])

@@ -109,6 +109,58 @@ def test_peer_exits_when_the_launcher_is_done(gke_ref: PoolRef, sandbox) -> None
     assert done.returncode == 0 and "launcher finished" in done.stderr
 
 
+def test_launcher_meets_a_late_peer_at_the_rendezvous_without_waiting(
+    eks_ref: PoolRef, sandbox
+) -> None:
+    """The peer is not up when the launcher first tries it: the launcher blocks on the
+    rendezvous FIFO, which the peer writes to once its sshd is up, and goes on at once (not at
+    the FIFO's 10 s timeout, nor at a poll's next tick), printing the gang stage."""
+    root, bin_dir = sandbox
+    script, env = nccl_script(eks_ref, root, tests_dir=str(bin_dir))
+    stub(bin_dir, "all_reduce_perf", "exit 0")
+    up, fifo = root / "peer-up", root / "tmp/gpufleet-rendezvous"
+    # ssh to the peer fails until it is up; the first failed try makes the peer arrive (its
+    # sshd up, then its word through the launcher's FIFO, as its script does)
+    stub(
+        bin_dir,
+        "ssh",
+        f'echo "$*" >> {root}/ssh.log; [ -f {up} ] && exit 0; '
+        f"(touch {up}; echo up > {fifo}) & exit 255",
+    )
+    env["GPUFLEET_WAIT_SECONDS"] = "60"
+    done = run(script, env, bin_dir, "0")
+    assert done.returncode == 0, done.stderr
+    (gang,) = [ln for ln in done.stderr.splitlines() if "stage gang" in ln]
+    assert float(gang.rsplit(" ", 1)[1]) < 5  # the 10 s read timeout never ran out
+    tries = [ln for ln in (root / "ssh.log").read_text().splitlines() if ln.endswith(" true")]
+    assert len(tries) == 2  # one failed try, one after the peer said it is up
+
+
+def test_peer_leaves_as_soon_as_the_launcher_signals(gke_ref: PoolRef, sandbox) -> None:
+    """The launcher's end signals the peer (USR1, by the pid it wrote): it exits at once, not
+    at its next 5 s check of the done file."""
+    import signal
+    import time
+
+    root, bin_dir = sandbox
+    script, env = nccl_script(gke_ref, root)
+    stub(bin_dir, "getent", 'echo "10.0.0.1 launcher"')
+    # the peer's sleeps, recorded from the sleeping process itself: once its 5 s check's sleep
+    # runs, the peer waits in its loop
+    sleeps = root / "sleeps.log"
+    stub(bin_dir, "sleep", f'echo "$1" >> {sleeps}; exec {shutil.which("sleep")} "$1"')
+    full = {**os.environ, **env, "GPUFLEET_INDEX": "1"}
+    full["PATH"] = f"{bin_dir}:{full['PATH']}"
+    peer = subprocess.Popen(["bash", "-c", script], env=full, stderr=subprocess.PIPE, text=True)
+    pid_file = root / "tmp/gpufleet-worker.pid"
+    deadline = time.monotonic() + 20
+    while not sleeps.exists() or "5" not in sleeps.read_text().split():
+        assert time.monotonic() < deadline and peer.poll() is None
+    os.kill(int(pid_file.read_text()), signal.SIGUSR1)
+    _, err = peer.communicate(timeout=3)  # well under the 5 s between its checks
+    assert peer.returncode == 0 and "launcher finished" in err
+
+
 def test_peer_fails_when_the_launcher_vanishes(gke_ref: PoolRef, sandbox) -> None:
     root, bin_dir = sandbox
     script, env = nccl_script(gke_ref, root)

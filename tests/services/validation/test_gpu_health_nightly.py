@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpufleet.backends.sim.run_times import DIAG_S, HEALTH_TOOLS_S
+from gpufleet.backends.sim.run_times import (
+    COLD_PULL_S,
+    CONTAINER_START_S,
+    DIAG_S,
+    HEALTH_TOOLS_S,
+    SCHEDULE_S,
+)
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.health.tiers import WEEKLY_LEVEL, diag_level
@@ -59,11 +65,27 @@ def test_a_healthy_pools_check_passes_each_node_at_its_level_and_costs_what_it_h
     assert {c["action"] for c in nodes.values()} == {"healthy"}
     nightly = [n for n, lv in levels.items() if lv < WEEKLY_LEVEL]
     weekly = [n for n, lv in levels.items() if lv >= WEEKLY_LEVEL]
-    per_node = (HEALTH_TOOLS_S + DIAG_S[1]) * GPUS / 60
+    # each pod held its node from its binding: the DCGM image's first (cold) pull on the node,
+    # the container's start, the tools and dcgmi diag at its level (domain.stages)
+    launch = COLD_PULL_S["dcgm"] + CONTAINER_START_S
+    per_node = (launch + HEALTH_TOOLS_S + DIAG_S[1]) * GPUS / 60
     assert row["details"]["cost_nodes"] == len(nightly)
     assert row["details"]["gpu_minutes"] == pytest.approx(per_node * len(nightly), abs=0.01)
-    weekly_minutes = (HEALTH_TOOLS_S + DIAG_S[WEEKLY_LEVEL]) * GPUS / 60 * len(weekly)
+    weekly_minutes = (launch + HEALTH_TOOLS_S + DIAG_S[WEEKLY_LEVEL]) * GPUS / 60 * len(weekly)
     assert row["details"]["weekly_gpu_minutes"] == pytest.approx(weekly_minutes, abs=0.01)
+    for node in nightly:  # each level's duration is its own stage
+        assert nodes[node]["stages"] == {
+            "scheduled": SCHEDULE_S,
+            "image_pull": COLD_PULL_S["dcgm"],
+            "container_start": CONTAINER_START_S,
+            "diag_r1": HEALTH_TOOLS_S + DIAG_S[1],
+            "teardown": 0.0,
+        }
+    stages = row["details"]["stages"]["gpu_minutes"]  # where the night's tier went
+    assert sum(stages.values()) == pytest.approx(row["details"]["gpu_minutes"], abs=0.01)
+    assert stages["diag_r1"] == pytest.approx(
+        (HEALTH_TOOLS_S + DIAG_S[1]) * GPUS / 60 * len(nightly), abs=0.01
+    )
     assert paired("night-1") == set(NODES)  # every healthy node still in a pair
 
 

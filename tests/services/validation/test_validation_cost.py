@@ -13,9 +13,10 @@ import pytest
 
 from gpufleet.backends.base import PodInfo
 from gpufleet.backends.sim.programs import PodRun
-from gpufleet.backends.sim.run_times import NCCL_SETUP_S, run_times
+from gpufleet.backends.sim.run_times import MPIRUN_START_S, RENDEZVOUS_S, run_times
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
+from gpufleet.config.paths import include_dir
 from gpufleet.domain.workloads import workload_pod_templates, workload_selector
 from gpufleet.parsing import parse_fio_json, parse_nccl_tests
 from gpufleet.services.common.collect import gpu_seconds
@@ -26,6 +27,9 @@ from tests.support.fleet import _wait
 
 CLUSTER, POOL = "a3u-sim", "h200-a"  # 6 nodes of 8xH200 with an 18 TiB Lustre at 1000 MB/s/TiB
 GPUS = 8
+ROOT = include_dir().parent
+# what a pair's launcher runs before its first operation, NCCL's init aside (1-2.2 s)
+NCCL_SETUP_S = RENDEZVOUS_S + MPIRUN_START_S
 
 
 # --- the kube backend reads the containers' own times ----------------------------------------
@@ -94,6 +98,73 @@ def test_kube_pods_carry_their_containers_start_and_finish(kube, fleet_state):
     assert gpu_seconds(list(pods.values()), GPUS) == (92.0 + 62.0) * GPUS
 
 
+def test_kube_pods_carry_their_life_and_the_kubelet_s_pull_events(kube, fleet_state):
+    """Issue 35's stages from a real API's objects: created, bound (``PodScheduled``), the
+    main container's finish (the first of ``spec.containers``, whatever the statuses' order),
+    and the image pull from the kubelet's ``Pulled`` events, read once per namespace."""
+    from gpufleet.backends.kube.cluster import KubeClusterBackend
+    from gpufleet.services.common.collect import gpu_seconds, image_pulls, stage_seconds
+
+    kube.reset()
+    kube.seed_pod("pair", node="node-a", labels={"life": "yes"}, phase="Succeeded")
+    kube.patch_status(
+        "v1/pods",
+        kube.namespace,
+        "pair",
+        {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": "2026-11-30T02:00:01Z",
+                },
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-30T02:01:10Z"},
+            ],
+            "containerStatuses": [  # the sidecar's status first: the main one is found by name
+                terminated("nccl-log", "2026-11-30T02:00:10Z", "2026-11-30T02:01:01Z"),
+                terminated("main", "2026-11-30T02:00:10Z", "2026-11-30T02:01:00Z"),
+            ],
+        },
+    )
+    lines = (ROOT / "tests/data/kube_events/pulled.txt").read_text().splitlines()
+    sample = next(ln for ln in lines if "in 4.043s" in ln).split(" | ", 1)[1]
+    kube.seed_event(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "pair.pulled"},
+            "involvedObject": {"kind": "Pod", "name": "pair", "namespace": kube.namespace},
+            "reason": "Pulled",
+            "message": sample,
+            "type": "Normal",
+        },
+        namespace=kube.namespace,
+    )
+    backend = KubeClusterBackend(conn_id="kmock_cost")
+    (pod,) = backend.list_pods(kube.namespace, "life=yes")
+    assert pod.scheduled_at == datetime(2026, 11, 30, 2, 0, 1, tzinfo=UTC)
+    assert pod.main_finished_at == datetime(2026, 11, 30, 2, 1, 0, tzinfo=UTC)
+    assert pod.created_at is not None  # the API server's creation timestamp
+    assert pod.held_seconds == 60.0  # bound 02:00:01, the sidecar done 02:01:01
+    assert gpu_seconds([pod], GPUS) == 60.0 * GPUS  # the pull and start count: GPUs held
+    pulls = image_pulls(backend, kube.namespace)
+    assert pulls == {"pair": 4.043}
+    stages = stage_seconds(pod, "sweep", {"gang": 0.4}, pulls)
+    assert stages["image_pull"] == 4.043 and stages["container_start"] == pytest.approx(4.957)
+    assert stages["gang"] == 0.4 and stages["sweep"] == 49.6 and stages["teardown"] == 1.0
+
+
+def test_the_kubelet_s_pull_messages_as_printed():
+    from gpufleet.backends.kube.pods import pulled_seconds
+
+    lines = (ROOT / "tests/data/kube_events/pulled.txt").read_text().splitlines()
+    samples = [ln.split(" | ", 1) for ln in lines if ln and not ln.startswith("#")]
+    assert len(samples) == 10
+    for want, message in samples:
+        got = pulled_seconds(message)
+        assert got == (None if want == "None" else pytest.approx(float(want))), message
+
+
 # --- the simulated fleet: its pods run as long as their programs would -----------------------
 
 
@@ -127,9 +198,12 @@ def test_a_fabric_validation_costs_what_its_pairs_ran_in_every_round(fleet_state
             assert len(two) == 2 and len({(p.started_at, p.finished_at) for p in two}) == 1
             launcher = min(two, key=lambda p: p.name)
             ops = nccl_ops_seconds(svc.backend, wl, launcher)
-            # setup, warm-up, the sync and check operations on top of the timed iterations
+            # setup, NCCL's init, warm-up, the sync and check operations and the sidecar's stop
+            # on top of the timed iterations
             assert ops + NCCL_SETUP_S < launcher.run_seconds < 1.3 * ops + NCCL_SETUP_S + 5
-        expected += sum(p.run_seconds for p in pods) * GPUS
+        # a pod holds its node's GPUs from its binding: its image pull and start count too
+        assert all(p.held_seconds > p.run_seconds for p in pods)
+        expected += sum(p.held_seconds for p in pods) * GPUS
         rounds += 1
         state = svc.collect(state)
     svc.finish(state)
@@ -176,10 +250,10 @@ def test_a_storage_validation_costs_what_fio_ran(fleet_state):
     for pod in pods:  # each client wrote then read 16 GiB at what its own fio output reports
         fio = parse_fio_json(svc.backend.pod_logs(pod.name, wl.namespace))
         expected = 16 * 1024 / fio.write_mib_s + 16 * 1024 / fio.read_mib_s
-        assert pod.run_seconds == pytest.approx(expected, rel=1e-6)
+        assert pod.run_seconds == pytest.approx(expected, rel=1e-6)  # no sidecar: no teardown
     svc.finish(state)
     details = Ledger().latest_validation(CLUSTER, POOL, "storage")["details"]
-    total = sum(p.run_seconds for p in pods) * GPUS / 60
+    total = sum(p.held_seconds for p in pods) * GPUS / 60
     assert details["gpu_minutes"] == pytest.approx(total, abs=0.001)
     assert details["cost_nodes"] == 6  # per node of the pool the night covers, like fabric
     assert details["gpu_minutes_per_node"] == pytest.approx(total / 6, abs=0.001)
@@ -203,15 +277,21 @@ def test_fio_passes_are_capped_by_the_job_specs_runtime():
     assert run_times(template, [run]) == [pytest.approx(60 + 60)]
 
 
-def test_the_modelled_ssh_wait_is_half_the_launchers_poll():
-    """The launcher holds both nodes' GPUs while it polls its peer's sshd: the sim's clock
-    counts half a poll, the poll the manifest sleeps between tries (changed together)."""
-    import re
-
-    from gpufleet.backends.sim.run_times import SSH_WAIT_S
+def test_the_launcher_meets_its_peer_without_a_fixed_wait():
+    """No ``sleep`` between the launcher's tries of its peer: it blocks on the rendezvous FIFO
+    the peer writes to once up, and the sim's ``gang`` stage is the rendezvous alone; a script
+    that still polls every second pays half a poll more on the sim's clock."""
+    from gpufleet.backends.sim.run_times import POLL_WAIT_S, RENDEZVOUS_MARK, gang_seconds
     from gpufleet.config.paths import include_dir
+    from gpufleet.manifests.nccl_validation import render_nccl_validation
 
     template = (include_dir() / "manifests/nccl-validation.yaml.j2").read_text()
     loop = template[template.index('until ssh "${GPUFLEET_WORKER}"') :].split("done", 1)[0]
-    (poll,) = re.findall(r"sleep (\d+(?:\.\d+)?)", loop)
-    assert float(poll) / 2 == SSH_WAIT_S
+    assert "sleep" not in loop and "read -r -t 10 -u 3" in loop
+    job = render_nccl_validation(load_catalog().pool(CLUSTER, POOL), [("n0", "n1")], "night-r")
+    (_, _, pod), *_ = workload_pod_templates(job)
+    assert RENDEZVOUS_MARK in pod["spec"]["containers"][0]["command"][-1]
+    assert gang_seconds(pod) == RENDEZVOUS_S
+    polling = pod["spec"]["containers"][0]["command"][-1].replace(RENDEZVOUS_MARK, "gpufleet-x")
+    pod["spec"]["containers"][0]["command"][-1] = polling
+    assert gang_seconds(pod) == RENDEZVOUS_S + POLL_WAIT_S

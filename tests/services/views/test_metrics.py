@@ -392,3 +392,31 @@ def test_a_ledger_that_stops_answering_after_opening_is_a_503(
     app.include_router(make_router(ledger_factory=lambda: led))
     resp = TestClient(app).get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     _scrape_503(resp, "127.0.0.1:1/x", "OperationalError", "What to do")
+
+
+def test_the_metrics_show_tripped_breakers_and_waiting_approvals(client, monkeypatch):
+    configure(monkeypatch)
+    ledger = Ledger()
+    record_night(ledger)
+
+    def scrape() -> dict:
+        resp = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert resp.status_code == 200, resp.text
+        return samples(resp.text)
+
+    got = scrape()
+    for scope in ("pool", "cluster", "fleet"):
+        assert got[("gpufleet_breakers_tripped", (("scope", scope),))] == 0
+    assert got[("gpufleet_approvals_pending", (("kind", "retire_pool"),))] == 0
+    row = ledger.trip_breaker("cluster", "a3u-sim", reason="5 of 12 out", affected=5, limit=4)
+    ledger.request_approval("retire_pool", "a3u-sim/h200-b", "retire h200-b", requested_by="t")
+    got = scrape()
+    assert got[("gpufleet_breakers_tripped", (("scope", "cluster"),))] == 1
+    assert got[("gpufleet_breakers_tripped", (("scope", "pool"),))] == 0
+    since = ("gpufleet_breaker_tripped_since_seconds", (("key", "a3u-sim"), ("scope", "cluster")))
+    assert got[since] == row["tripped_at"].replace(tzinfo=UTC).timestamp()
+    assert got[("gpufleet_approvals_pending", (("kind", "retire_pool"),))] == 1
+    ledger.reset_breaker("cluster", "a3u-sim", "alice", "checked")
+    got = scrape()
+    assert got[("gpufleet_breakers_tripped", (("scope", "cluster"),))] == 0
+    assert since not in got

@@ -90,7 +90,23 @@ class SeriesMemo:
 
     def __init__(self) -> None:
         self._kept: dict[tuple[str, str], tuple[Any, int, tuple]] = {}
+        self._stages: dict[tuple[str, str], tuple[Any, int, dict]] = {}
         self.written = 0  # clusters whose series were written (not taken from the memo)
+
+    def stage_observations(
+        self, key: tuple[str, str], catalog: Catalog, version: int | None, rows: Any
+    ) -> dict:
+        """The cluster's stage observations (``stage_series.observe`` of its latest
+        ``rows``), kept as the series are."""
+        from gpufleet.airflow.ui.stage_series import observe
+
+        hit = self._stages.get(key)
+        if version is not None and hit and hit[0] is catalog and hit[1] == version:
+            return hit[2]
+        got = observe(rows)
+        if version is not None:
+            self._stages[key] = (catalog, version, got)
+        return got
 
     def families(self, key: tuple[str, str], catalog: Catalog, version: int | None, write) -> tuple:
         """The cluster's families (name -> (help, lines)) and its pools' ``time_prefixes``:
@@ -136,8 +152,14 @@ class FleetMetrics:
         url = getattr(self.ledger, "url", "")
         ledger_side = Exposition()
         now_side = Exposition()
+        stages: dict[tuple[str, str], list[float]] = {}
         for cluster, cluster_verdicts in by_cluster.items():
             latest = inputs.reads.latest.get(cluster, {})
+            got = self.memo.stage_observations(
+                (url, cluster), self.catalog, versions.get(cluster), latest.values()
+            )
+            for key, values in got.items():
+                stages.setdefault(key, []).extend(values)
 
             def write(vs=cluster_verdicts, latest=latest) -> tuple[dict, list]:
                 out, prefixes = Exposition(), []
@@ -160,7 +182,18 @@ class FleetMetrics:
         window = reliability_window(self.ledger, self.now)
         pools = [(v.ref.cluster.name, v.ref.pool.name) for v in verdicts]
         open_incidents(now_side, pools, window)
-        return now_side.text() + histograms(window, now_side)
+        # what holds remediation back: breakers tripped, approvals waiting (two small reads)
+        from gpufleet.airflow.ui.safety_series import safety_series
+        from gpufleet.services.views.safety import safety_view
+
+        safety_series(now_side, safety_view(self.ledger, self.now))
+        from gpufleet.airflow.ui import stage_series
+
+        return (
+            now_side.text()
+            + histograms(window, now_side)
+            + stage_series.histograms(stages, now_side)
+        )
 
 
 def exposition(

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufleet.backends.sim.faults import DEGRADED_BUSBW_FACTOR, DEGRADED_LATENCY_FACTOR, PoolFaults
 from gpufleet.backends.sim.gpu_health import health_check_output
+from gpufleet.backends.sim.launch_model import GANG_LINE, gang_seconds
 from gpufleet.backends.sim.nccl import NcclOutcome, debug_lines, nccl_outcome
 from gpufleet.backends.sim.nights import lustre_clients, pair_link
 from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_tests_text
@@ -250,11 +251,13 @@ class GroupRun:
             row_jitter=fabric_noise().row_jitter,
             seed=seed(self.workload, self.group),
         )
+        # the launcher's line at its rendezvous (stderr, in the pod's log as kubectl shows it)
+        gang = GANG_LINE.format(seconds=gang_seconds(self.template)) + "\n"
         return [
             PodRun(
                 "Succeeded",
                 end,
-                self._logs(text if i == 0 else "waiting for the launcher\n", log),
+                self._logs(gang + text if i == 0 else "waiting for the launcher\n", log),
             )
             for i, log in enumerate(logs)
         ]

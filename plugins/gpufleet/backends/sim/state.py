@@ -42,7 +42,11 @@ CREATE TABLE IF NOT EXISTS pods (
 -- each pod's run time on the modelled clock (clock.run_times): its container times
 CREATE TABLE IF NOT EXISTS pod_runs (
     cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, run_s REAL NOT NULL,
-    PRIMARY KEY (cluster, namespace, name));
+    facts TEXT, PRIMARY KEY (cluster, namespace, name));
+-- the images each node holds (pulled by a pod that ran there: run_times.launch_facts)
+CREATE TABLE IF NOT EXISTS node_images (
+    cluster TEXT NOT NULL, node TEXT NOT NULL, image TEXT NOT NULL,
+    PRIMARY KEY (cluster, node, image));
 CREATE TABLE IF NOT EXISTS nights (
     cluster TEXT NOT NULL, pool TEXT NOT NULL, night TEXT NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (cluster, pool, night));
@@ -81,6 +85,9 @@ class SimState:
             for column, kind in _FAULT_COLUMNS.items():
                 if column not in have:
                     conn.execute(f"ALTER TABLE faults ADD COLUMN {column} {kind}")
+            runs = {r["name"] for r in conn.execute("PRAGMA table_info(pod_runs)")}
+            if "facts" not in runs:  # a state file from before the stage model
+                conn.execute("ALTER TABLE pod_runs ADD COLUMN facts TEXT")
             watch_log.install(conn)  # node columns a watch reports, the change log, its triggers
             conn.executescript(events_schedule.SCHEMA)
 
@@ -340,7 +347,15 @@ class SimState:
         the sim's time never goes back."""
         with self.tx() as conn:
             conn.execute("DELETE FROM meta WHERE key NOT IN (?, ?)", (CLOCK_KEY, FROZEN_KEY))
-            tables: tuple[str, ...] = ("nodes", "faults", "objects", "pods", "pod_runs", "cloud")
+            tables: tuple[str, ...] = (
+                "nodes",
+                "faults",
+                "objects",
+                "pods",
+                "pod_runs",
+                "node_images",
+                "cloud",
+            )
             tables += ("nights",)
             tables += ("node_changes", "node_events", events_schedule.TABLE)
             for table in tables:

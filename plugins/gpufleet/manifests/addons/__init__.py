@@ -39,6 +39,7 @@ from gpufleet.manifests.addons.networks import (
     render_gib_installer,
     render_gke_networks,
 )
+from gpufleet.manifests.addons.prepull import render_image_prepull
 from gpufleet.manifests.addons.ssh import render_ssh_secret
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE, check_namespace
 
@@ -59,6 +60,7 @@ __all__ = [
     "render_fsx_csi_driver",
     "render_gib_installer",
     "render_gke_networks",
+    "render_image_prepull",
     "render_kueue_objects",
     "render_lustre_root",
     "render_lustre_volumes",
@@ -156,6 +158,14 @@ def render_cluster_addons(
             )
         )
         groups.append(AddonGroup("fsx-csi-driver", render_fsx_csi_driver(cluster)))
+    prepull = render_image_prepull(cluster, validation_namespace)
+    groups.append(
+        AddonGroup(
+            "image-prepull",
+            prepull,
+            None if prepull else "no GPU pool in the cluster: no validation images to pre-pull",
+        )
+    )
     region = region or Region(name="addons", clusters=(cluster,))
     topologies: dict[str, dict[str, Any]] = {}  # one per provider, before any flavor names it
     queues: list[dict[str, Any]] = []

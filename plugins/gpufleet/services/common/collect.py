@@ -7,20 +7,30 @@ as an ``error`` verdict."""
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.backends.base import ClusterBackend, PodInfo
 from gpufleet.domain.nccl_init import init_alarms
+from gpufleet.domain.stages import PodFacts, Stage, pod_stages, stage_gpu_seconds
 from gpufleet.domain.workloads import (
     COMPLETION_INDEX_LABEL,
     JOBSET_NAME_LABEL,
     REPLICATED_JOB_LABEL,
 )
-from gpufleet.errors import ParseError
+from gpufleet.errors import BackendError, ParseError
 from gpufleet.manifests.nccl_validation import NCCL_JSON_MARKER
 from gpufleet.parsing import classify_nccl_log, parse_nccl_tests_any
 from gpufleet.parsing.nccl_log.init_timings import InitTimings, read_init_timings
+
+log = logging.getLogger(__name__)
+
+# the launcher's line at its rendezvous with the pair's other pod (nccl-validation.yaml.j2):
+# seconds since its script started, which is the ``gang`` stage (domain.stages)
+GANG_RE = re.compile(r"\[gpufleet\] stage gang (\d+(?:\.\d+)?)")
 
 
 @dataclass
@@ -52,9 +62,81 @@ class Workload:
 
 def gpu_seconds(pods: list[PodInfo], gpus_per_node: int) -> float:
     """GPU-seconds a workload's ``pods`` held: each placed pod holds every GPU of its node
-    (validation pods take whole nodes) from its containers' start to their finish, as the
-    cluster reports them (``PodInfo.run_seconds``; a pod that never ran holds nothing)."""
-    return sum(p.run_seconds or 0.0 for p in pods if p.node) * gpus_per_node
+    (validation pods take whole nodes) from being bound to the node (its image pull and
+    container start included) to its last container's finish, as the cluster reports them
+    (``PodInfo.held_seconds``; a pod that never ran holds nothing)."""
+    return sum(p.held_seconds or 0.0 for p in pods if p.node) * gpus_per_node
+
+
+@runtime_checkable
+class PullReader(Protocol):
+    """A backend that reads the kubelet's ``Pulled`` events (``KubePods.image_pulls``)."""
+
+    def image_pulls(self, namespace: str) -> dict[str, float]: ...
+
+
+def image_pulls(backend: ClusterBackend, namespace: str) -> dict[str, float]:
+    """Seconds each pod of ``namespace`` spent pulling images, where the backend reads the
+    kubelet's events (the sim puts them on ``PodInfo.pull_seconds`` itself); empty when it
+    cannot: a cost figure never fails a validation."""
+    if not isinstance(backend, PullReader):
+        return {}
+    try:
+        return backend.image_pulls(namespace)
+    except BackendError as exc:
+        log.info(
+            "image pull events of %s not read (%s): pulls count as container start", namespace, exc
+        )
+        return {}
+
+
+def gang_mark(text: str) -> float | None:
+    """The ``gang`` seconds the launcher printed at its rendezvous, if it did."""
+    m = GANG_RE.search(text)
+    return float(m.group(1)) if m else None
+
+
+def pod_facts(
+    pod: PodInfo, marks: Mapping[str, float] | None = None, pulls: Mapping[str, float] = {}
+) -> PodFacts:
+    """What the cluster reported of ``pod``'s life (``domain.stages.PodFacts``), with the
+    image pull from ``pulls`` (``image_pulls``) where the pod does not carry it."""
+    pull = pod.pull_seconds if pod.pull_seconds is not None else pulls.get(pod.name)
+    return PodFacts(
+        created_at=pod.created_at,
+        scheduled_at=pod.scheduled_at,
+        started_at=pod.started_at,
+        main_finished_at=pod.main_finished_at,
+        finished_at=pod.finished_at,
+        pull_s=pull,
+        marks=dict(marks or {}),
+    )
+
+
+def stage_seconds(
+    pod: PodInfo,
+    work: str,
+    marks: Mapping[str, float] | None = None,
+    pulls: Mapping[str, float] = {},
+) -> dict[str, float]:
+    """Seconds per stage of one finished ``pod`` (``domain.stages.pod_stages``), rounded."""
+    stages = pod_stages(pod_facts(pod, marks, pulls), work)
+    return {k: round(v, 3) for k, v in stages.items()}
+
+
+def stage_details(
+    per_pod: Iterable[Mapping[str, float]], gpus_per_node: int, **extra: Any
+) -> dict[str, Any]:
+    """A validation row's ``details.stages``: GPU-minutes per held stage over its pods (they add
+    up to the row's ``gpu_minutes`` when every pod's life is known), the seconds every pod
+    waited to be scheduled (held nothing), and ``extra`` (the per-pair or per-node stages)."""
+    pods = list(per_pod)
+    gpu = stage_gpu_seconds(pods, gpus_per_node)
+    return {
+        "gpu_minutes": {k: round(v / 60, 3) for k, v in gpu.items()},
+        "scheduled_s": round(sum(p.get(Stage.SCHEDULED, 0.0) for p in pods), 3),
+        **extra,
+    }
 
 
 def cost_details(seconds: float, nodes: int) -> dict[str, float | int | None]:
@@ -107,14 +189,42 @@ def read_nccl_pair(
     return run, info, failure
 
 
-def read_nccl_pair_init(
-    backend: ClusterBackend, wl: Workload, index: int, log_container: str
-) -> tuple[Any | None, Any | None, InitTimings, str | None]:
-    """:func:`read_nccl_pair` and the ranks' NCCL init timings, read from the same logs."""
+@dataclass
+class PairRead:
+    """What one pair's pods said: the nccl-tests run, the classified NCCL log, the ranks' init
+    timings, the failure in words, the pods (launcher first) and the launcher's ``gang``."""
+
+    run: Any | None
+    info: Any | None
+    init: InitTimings
+    failure: str | None
+    pods: list[PodInfo] = field(default_factory=list)
+    gang_s: float | None = None
+
+    def marks(self) -> dict[str, float]:
+        """The stages measured inside the pair's main containers (``PodFacts.marks``)."""
+        out: dict[str, float] = {}
+        if self.gang_s is not None:
+            out[Stage.GANG] = self.gang_s
+        total = self.init.summary().get("total")
+        if total is not None:
+            out[Stage.NCCL_INIT] = total.max
+        return out
+
+    def stages(self, pulls: Mapping[str, float] = {}) -> list[dict[str, float]]:
+        """Seconds per stage of each of the pair's finished pods (launcher first)."""
+        marks = self.marks()
+        return [
+            stage_seconds(p, Stage.SWEEP, marks, pulls) for p in self.pods if p.node and p.finished
+        ]
+
+
+def read_pair(backend: ClusterBackend, wl: Workload, index: int, log_container: str) -> PairRead:
+    """Pair ``index``'s pods and what they printed (``PairRead``)."""
     selector = f"{JOBSET_NAME_LABEL}={wl.name},{REPLICATED_JOB_LABEL}=pair-{index}"
     pods = sorted(backend.list_pods(wl.namespace, selector), key=pod_index)
     if not pods:
-        return None, None, InitTimings(), "the pair's pods were never created"
+        return PairRead(None, None, InitTimings(), "the pair's pods were never created")
     failure = None
     failed = [p for p in pods if p.phase == "Failed"]
     if failed:
@@ -122,10 +232,13 @@ def read_nccl_pair_init(
     elif any(p.phase != "Succeeded" for p in pods):
         failure = "the pair did not finish: " + ", ".join(f"{p.name} {p.phase}" for p in pods)
     run = None
+    gang = None
     launcher = pods[0]
     if launcher.node:
+        text = backend.pod_logs(launcher.name, wl.namespace)
+        gang = gang_mark(text)
         try:
-            run = parse_results(backend.pod_logs(launcher.name, wl.namespace))
+            run = parse_results(text)
         except ParseError as exc:
             failure = failure or str(exc)
     lines = "\n".join(rank_logs(backend, pods, wl.namespace, log_container)).splitlines()
@@ -133,7 +246,15 @@ def read_nccl_pair_init(
         info = classify_nccl_log(lines)
     except ParseError:  # no NCCL output at all: the verdict says the transport is unknown
         info = None
-    return run, info, read_init_timings(lines), failure
+    return PairRead(run, info, read_init_timings(lines), failure, pods, gang)
+
+
+def read_nccl_pair_init(
+    backend: ClusterBackend, wl: Workload, index: int, log_container: str
+) -> tuple[Any | None, Any | None, InitTimings, str | None]:
+    """:func:`read_nccl_pair` and the ranks' NCCL init timings, read from the same logs."""
+    r = read_pair(backend, wl, index, log_container)
+    return r.run, r.info, r.init, r.failure
 
 
 def init_alarm_notes(init: InitTimings) -> list[str]:

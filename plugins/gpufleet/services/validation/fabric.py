@@ -22,14 +22,17 @@ from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.health.retry import Try, plan_rechecks, retried
 from gpufleet.domain.pairing import Localizer
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
+from gpufleet.domain.stages import Stage, add_stages, stage_gpu_seconds
 from gpufleet.domain.verdicts import PairVerdict, judge_pair
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.services.common.collect import (
+    PairRead,
     Workload,
     gpu_seconds,
+    image_pulls,
     init_alarm_notes,
-    read_nccl_pair_init,
+    read_pair,
 )
 from gpufleet.services.nodes.drain import backend_clock
 from gpufleet.services.nodes.lifecycle import NodeLifecycle
@@ -225,13 +228,20 @@ class FabricValidation(FabricVerdict):
             assert self.health is not None, "a health round needs the health check"
             checks = self.health.collect(wl, state.health_levels)
             for node, check in checks.items():  # a recheck's pods hold the GPUs again
-                check.gpu_seconds += (state.health.get(node) or {}).get("gpu_seconds", 0.0)
+                before = state.health.get(node) or {}
+                check.gpu_seconds += before.get("gpu_seconds", 0.0)
+                add_stages(check.stages, before.get("stages") or {})
             state.health.update({n: h.to_dict() for n, h in checks.items()})
             self._note_in_use(state, checks)
             return self.recheck(state)
-        verdicts = [self._judge(wl, i, (pair[0], pair[1])) for i, pair in enumerate(wl.pairs)]
+        reads = [read_pair(self.backend, wl, i, NCCL_LOG_CONTAINER) for i in range(len(wl.pairs))]
+        verdicts = [
+            self._verdict(read, (pair[0], pair[1]))
+            for read, pair in zip(reads, wl.pairs, strict=True)
+        ]
         pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))
         state.gpu_seconds += gpu_seconds(pods, self.ref.pool.gpu.count)
+        self._note_stages(state, wl, reads)
         self.backend.delete(wl.kind, wl.name, wl.namespace)
         if state.round == 0:
             state.pass1 += [v.as_row(1) for v in verdicts]
@@ -295,20 +305,36 @@ class FabricValidation(FabricVerdict):
             return state
         return self._start_pass1(state)
 
+    def _note_stages(self, state: FabricState, wl: Workload, reads: list[PairRead]) -> None:
+        """Add the round's pairs' stages (``domain.stages``) to the state: GPU-seconds per
+        stage over every pod, and each pair's launcher's seconds per stage."""
+        pulls = image_pulls(self.backend, wl.namespace)
+        gpus = self.ref.pool.gpu.count
+        for read, pair in zip(reads, wl.pairs, strict=True):
+            per_pod = read.stages(pulls)
+            add_stages(state.stage_gpu_s, stage_gpu_seconds(per_pod, gpus))
+            state.scheduled_s += sum(p.get(Stage.SCHEDULED, 0.0) for p in per_pod)
+            if per_pod:
+                state.pair_stages.append(
+                    {"round": state.round, "nodes": list(pair), "stages": per_pod[0]}
+                )
+
     def _judge(self, wl: Workload, index: int, nodes: tuple[str, str]) -> PairVerdict:
-        run, info, init, failure = read_nccl_pair_init(self.backend, wl, index, NCCL_LOG_CONTAINER)
+        return self._verdict(read_pair(self.backend, wl, index, NCCL_LOG_CONTAINER), nodes)
+
+    def _verdict(self, read: PairRead, nodes: tuple[str, str]) -> PairVerdict:
         verdict = judge_pair(
             nodes,
-            run=run,
-            log=info,
+            run=read.run,
+            log=read.info,
             expected_transport=self.ref.pool.transport,
             expect_gdrdma=self.ref.pool.gdrdma,
             baseline=self.baseline,
             tolerance=self.tolerance,
-            failure=failure,
+            failure=read.failure,
         )
         # NCCL init alarms are notes after the verdict's reasons: they never fail the pair
-        notes = tuple(init_alarm_notes(init))
+        notes = tuple(init_alarm_notes(read.init))
         return replace(verdict, reasons=verdict.reasons + notes) if notes else verdict
 
     def _localizer(self, state: FabricState) -> Localizer:

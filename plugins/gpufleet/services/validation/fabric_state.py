@@ -32,6 +32,11 @@ class FabricState:
     pass2: list[dict[str, Any]] = field(default_factory=list)
     workload: Workload | None = None
     gpu_seconds: float = 0.0  # what the rounds so far held, from their pods' container times
+    # where that went (domain.stages): GPU-seconds per stage over the rounds' pods, the seconds
+    # they waited to be scheduled (no GPU held), each pair's launcher's seconds per stage
+    stage_gpu_s: dict[str, float] = field(default_factory=dict)
+    scheduled_s: float = 0.0
+    pair_stages: list[dict[str, Any]] = field(default_factory=list)
     phase: str = "fabric"
     health_levels: dict[str, int] = field(default_factory=dict)
     # the health round's Job deadline at the pool's GPU model's dcgmi diag timeouts (0: none)

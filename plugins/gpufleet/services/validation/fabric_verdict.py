@@ -143,6 +143,11 @@ class FabricVerdict:
                 "tolerance": self.tolerance,
                 "small_latency_us": statistics.median(latencies) if latencies else None,
                 **cost_details(state.gpu_seconds, len(tested)),
+                "stages": {
+                    "gpu_minutes": {k: round(v / 60, 3) for k, v in state.stage_gpu_s.items()},
+                    "scheduled_s": round(state.scheduled_s, 3),
+                    "pairs": state.pair_stages,
+                },
                 "passed_nodes": sorted(passed - apart) if verdict.passed else [],
                 **scope.details(),
                 "provider_subblocks": provider_view(cloud, pool.name) if cloud else None,

@@ -27,12 +27,20 @@ from gpufleet.domain.health.tiers import (
     diag_timeout,
     plan_diag,
 )
+from gpufleet.domain.stages import diag_stage
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.gpu_health import HEALTH_CONTAINER, job_deadline, render_gpu_health
 from gpufleet.parsing.health import parse_node_health
-from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds
+from gpufleet.services.common.collect import (
+    Workload,
+    cost_details,
+    gpu_seconds,
+    image_pulls,
+    stage_details,
+    stage_seconds,
+)
 from gpufleet.store import Ledger
 
 log = logging.getLogger(__name__)
@@ -57,6 +65,9 @@ class NodeHealth:
     verdict: str | None = None
     codes: list[str] = field(default_factory=list)
     burn_in: bool = False
+    # seconds per stage of its pod (``domain.stages``; its work is ``diag_r<level>``), a
+    # recheck's added to the first try's
+    stages: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -226,9 +237,14 @@ class GpuHealthCheck:
                 continue
             text = self.backend.pod_logs(pod.name, wl.namespace, HEALTH_CONTAINER)
             out[node] = read_node(text, node, level)
+        pulls = image_pulls(self.backend, wl.namespace)
         for node, check in out.items():
             if node in by_node:
-                check.gpu_seconds = gpu_seconds([by_node[node]], self.ref.pool.gpu.count)
+                pod = by_node[node]
+                check.gpu_seconds = gpu_seconds([pod], self.ref.pool.gpu.count)
+                if pod.finished:  # the level the node was asked for is what its pod ran
+                    work = diag_stage(levels.get(node, 1))
+                    check.stages = stage_seconds(pod, work, None, pulls)
         self.backend.delete(wl.kind, wl.name, wl.namespace)
         for node, health in out.items():
             if health.action != HealthAction.HEALTHY.value:
@@ -265,12 +281,12 @@ def record_health(
         cluster=ref.cluster.name,
         pool=ref.pool.name,
         started_at=started_at,
-        **health_row(checks, left_in_service),
+        **health_row(checks, left_in_service, gpus=ref.pool.gpu.count),
     )
 
 
 def health_row(
-    checks: Mapping[str, NodeHealth], left_in_service: Iterable[str] = ()
+    checks: Mapping[str, NodeHealth], left_in_service: Iterable[str] = (), *, gpus: int = 8
 ) -> dict[str, Any]:
     """The pool's ledger row of kind ``health`` (``Ledger.record_validation``'s fields). As a
     fabric verdict does with its bad nodes, it passes when every node that failed its check was
@@ -281,7 +297,8 @@ def health_row(
     gate leaves out of the pool's count). Its cost (``cost_details``) is the night's tier, the
     level-1 and level-2 checks, over the nodes that ran them (a busy node read passively, level
     0, holds nothing); the weekly level 3 is counted apart (``weekly_gpu_minutes``), as it runs
-    on a seventh of the nodes a night."""
+    on a seventh of the nodes a night. ``details.stages``: that cost per stage (``domain.stages``:
+    launch, ``diag_r<N>`` per level, teardown) on ``gpus``-GPU nodes, and each node's stages."""
     levels: dict[str, int] = {}
     for h in checks.values():
         levels[str(h.level)] = levels.get(str(h.level), 0) + 1
@@ -317,10 +334,13 @@ def health_row(
                     "notes": h.notes,
                     "codes": h.codes,
                     "burn_in": h.burn_in,
+                    "stages": h.stages,
                 }
                 for n, h in sorted(checks.items())
             },
             **cost_details(nightly, len(active)),
+            # the night's tier, as its cost: the levels below the weekly one
+            "stages": stage_details((h.stages for h in active), gpus),
             "weekly_gpu_minutes": round(weekly / 60, 3),
         },
     }

@@ -24,13 +24,22 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.domain.fleet import SATURATING_CLIENTS, PoolRef
 from gpufleet.domain.leases import Liveness, holder_text
+from gpufleet.domain.stages import Stage
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.domain.verdicts import judge_storage
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.errors import ParseError
 from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 from gpufleet.parsing import parse_fio_json
-from gpufleet.services.common.collect import Workload, cost_details, gpu_seconds, pod_index
+from gpufleet.services.common.collect import (
+    Workload,
+    cost_details,
+    gpu_seconds,
+    image_pulls,
+    pod_index,
+    stage_details,
+    stage_seconds,
+)
 from gpufleet.services.common.leases import hold_lease
 from gpufleet.services.common.snapshots import snapshot_pool
 from gpufleet.services.validation.new_nodes import release_new_nodes
@@ -226,6 +235,7 @@ class StorageValidation:
                     gpu_seconds(pods, self.ref.pool.gpu.count),
                     state.pool_nodes or len({p.node for p in pods if p.node}),
                 ),
+                "stages": _client_stages(self.backend, pods, self.ref.pool.gpu.count, wl.namespace),
             },
             started_at=datetime.fromisoformat(state.started_at),
         )
@@ -249,6 +259,15 @@ class StorageValidation:
             write_mb_s=verdict.write_mb_s,
             expected_mb_s=verdict.expected_mb_s,
         )
+
+
+def _client_stages(backend: ClusterBackend, pods: list, gpus: int, namespace: str) -> dict:
+    """The fio clients' ``details.stages`` (``domain.stages``; their work is ``io``)."""
+    pulls = image_pulls(backend, namespace)
+    per_node = {
+        p.node: stage_seconds(p, Stage.IO, None, pulls) for p in pods if p.node and p.finished
+    }
+    return stage_details(per_node.values(), gpus, nodes=per_node)
 
 
 def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any] | None:

@@ -9,9 +9,12 @@ fleet-wide readiness table is ``services.views.fleet``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.domain.stages import LAUNCH, ordered, per_node_minutes
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.services.views.fleet import (
     LAUNCH_DAG,
@@ -97,9 +100,52 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
                 "tolerance": ((fab or {}).get("details") or {}).get("tolerance"),
                 "expected_mb_s": sto["expected_mb_s"] if sto else None,
                 "gpu_minutes_per_node": (pool_cost(fab, sto, hea) or {}).get("per_node"),
+                "stages": night_stages([fab, sto, hea]),
             }
         )
     return nights
+
+
+def night_stages(rows: Iterable[dict[str, Any] | None]) -> dict[str, float]:
+    """Where a night's GPU time went: GPU-minutes per node per stage (``domain.stages``) over
+    the night's validation rows of a pool (fabric, storage, health), each row's stage figures
+    over the nodes its cost is counted on, as its ``gpu_minutes_per_node`` is; empty for rows
+    recorded before stages were."""
+    figures = []
+    for row in rows:
+        details = (row or {}).get("details") or {}
+        minutes = (details.get("stages") or {}).get("gpu_minutes")
+        nodes = details.get("cost_nodes")
+        if isinstance(minutes, dict) and isinstance(nodes, int) and not isinstance(nodes, bool):
+            clean = {
+                str(k): float(v)
+                for k, v in minutes.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            }
+            figures.append((clean, nodes))
+    return {k: round(v, 3) for k, v in per_node_minutes(figures).items()}
+
+
+def fleet_stages(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Where a run's GPU time went over every pool it validated: GPU-minutes per node per stage
+    (each stage's GPU-minutes over every pool's rows, over the nodes the pools' validations
+    cover: ``report.validation_cost``'s per node, split by stage), their total, and the nodes."""
+    totals: dict[str, float] = {}
+    nodes: dict[tuple[str, str], int] = {}
+    for row in rows:
+        details = row.get("details") or {}
+        minutes = (details.get("stages") or {}).get("gpu_minutes")
+        count = details.get("cost_nodes")
+        if not isinstance(minutes, dict) or not isinstance(count, int):
+            continue
+        key = (row["cluster"], row["pool"])
+        nodes[key] = max(nodes.get(key, 0), count)
+        for stage, value in minutes.items():
+            if isinstance(value, int | float) and math.isfinite(value):
+                totals[str(stage)] = totals.get(str(stage), 0.0) + float(value)
+    covered = sum(nodes.values())
+    per_node = {k: totals[k] / covered for k in ordered(totals)} if covered else {}
+    return {"per_node": per_node, "total": sum(per_node.values()), "nodes": covered}
 
 
 def pool_view(
@@ -134,8 +180,17 @@ def pool_view(
     expected = storage[-1] if storage else None
     if expected is None and ref.filesystem is not None:
         expected = ref.filesystem.expected_mb_s
+    last = history[-1]["stages"] if history else {}
+    total = sum(last.values())
+    launch = sum(v for k, v in last.items() if k in LAUNCH)
     return {
         "region": ref.region.name,
+        # where the last night's GPU time went, per node (domain.stages)
+        "stages": [
+            {"stage": k, "per_node": v, "share": v / total if total else None}
+            for k, v in last.items()
+        ],
+        "stages_launch_share": launch / total if total else None,
         "cluster": cluster,
         "pool": pool,
         "shape": f"{ref.pool.gpu.count}x{ref.pool.gpu.model}",

@@ -1,0 +1,109 @@
+"""Where a night's GPU time went, for people (the pool page) and for Prometheus (``/metrics``
+histograms per kind and stage), from the stages the validations keep in their rows (issue 35)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpufleet.config.catalog import load_catalog
+from gpufleet.store import Ledger
+
+CLUSTER, POOL = "a3u-sim", "h200-a"
+
+
+def record(ledger: Ledger, run_id: str = "night-1") -> None:
+    now = datetime.now(UTC)
+    pair = {
+        "scheduled": 1.0,
+        "image_pull": 0.0,
+        "container_start": 1.0,
+        "gang": 0.3,
+        "nccl_init": 2.0,
+        "sweep": 9.0,
+        "teardown": 1.0,
+    }
+    rows = {
+        "fabric": {
+            "gpu_minutes": 6.0, "cost_nodes": 6,
+            "stages": {"gpu_minutes": {"sweep": 3.6, "nccl_init": 0.8, "image_pull": 0.0,
+                                       "container_start": 0.4, "gang": 0.12, "teardown": 0.4,
+                                       "bogus": float("nan")},
+                       "pairs": [{"round": 0, "nodes": ["a", "b"], "stages": pair}] * 3},
+        },
+        "health": {
+            "gpu_minutes": 24.0, "cost_nodes": 6,
+            "nodes": {f"n{i}": {"level": 1, "stages": {"diag_r1": 33.0, "image_pull": 0.0}}
+                      for i in range(6)},
+            "stages": {"gpu_minutes": {"diag_r1": 22.0, "container_start": 2.0}},
+        },
+        "storage": {
+            "gpu_minutes": 3.0, "cost_nodes": 6,
+            "stages": {"gpu_minutes": {"io": 3.0}, "nodes": {"n0": {"io": 22.5, "teardown": 0.0}}},
+        },
+    }  # fmt: skip
+    for kind, details in rows.items():
+        ledger.record_validation(
+            run_id=run_id, cluster=CLUSTER, pool=POOL, kind=kind, passed=True,
+            started_at=now, details=details,
+        )  # fmt: skip
+
+
+def test_the_pool_page_shows_where_the_last_night_went(airflow_db, fleet_state):
+    from gpufleet.airflow.ui.pages import pool_page
+    from gpufleet.services.views.pool import pool_view
+
+    ledger = Ledger()
+    record(ledger)
+    view = pool_view(load_catalog(), ledger, CLUSTER, POOL)
+    per_node = {s["stage"]: s["per_node"] for s in view["stages"]}
+    # each row's GPU-minutes per stage over the nodes its cost is counted on, added up
+    assert per_node == pytest.approx(
+        {"image_pull": 0.0, "container_start": 0.4 / 6 + 2.0 / 6, "gang": 0.02,
+         "nccl_init": 0.8 / 6, "sweep": 0.6, "diag_r1": 22.0 / 6, "io": 0.5,
+         "teardown": 0.4 / 6}, abs=1e-3,
+    )  # fmt: skip
+    assert list(per_node)[:3] == ["image_pull", "container_start", "gang"]  # life's order
+    assert sum(s["share"] for s in view["stages"]) == pytest.approx(1.0)
+    assert view["stages_launch_share"] == pytest.approx(
+        (0.4 / 6 + 2.0 / 6 + 0.02 + 0.4 / 6) / sum(per_node.values()), abs=1e-3
+    )
+    page = pool_page(view)
+    assert '<tr data-stage="diag_r1"><td>diag_r1</td><td>3.667</td>' in page
+    assert view["nights"][-1]["stages"] == {k: round(v, 3) for k, v in per_node.items()}
+
+
+def test_metrics_have_a_histogram_per_kind_and_stage(airflow_db, fleet_state):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gpufleet.airflow.ui.metrics import exposition
+
+    ledger = Ledger()
+    record(ledger)
+    text = exposition(load_catalog(), ledger, datetime.now(UTC))
+    families = list(text_string_to_metric_families(text.decode()))
+
+    class Again:
+        def collect(self):
+            yield from families
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Again())
+    assert generate_latest(registry) == text  # the format, byte for byte
+    (stage,) = [f for f in families if f.name == "gpufleet_validation_stage_seconds"]
+    assert stage.type == "histogram"
+    count = {
+        (s.labels["kind"], s.labels["stage"]): s.value
+        for s in stage.samples
+        if s.name.endswith("_count")
+    }
+    assert count[("fabric", "gang")] == 3 and count[("health", "diag_r1")] == 6
+    assert count[("storage", "io")] == 1
+    buckets = {
+        s.labels["le"]: s.value
+        for s in stage.samples
+        if s.name.endswith("_bucket") and s.labels["stage"] == "diag_r1"
+    }
+    assert buckets["30.0"] == 0 and buckets["60.0"] == 6 and buckets["+Inf"] == 6
