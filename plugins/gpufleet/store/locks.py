@@ -75,6 +75,9 @@ class LeaseLock:
         heartbeat at ``now``; the lock's row either way (``run_id`` and ``holder`` say who
         holds it: this run, or the one to judge alive or dead)."""
         now = now or self.clock.now()
+        row = self.row()
+        if row is not None:  # held (perhaps by this run: a later round): no insert to refuse
+            return row
         values = {**self.key, "dag_id": dag_id, "run_id": run_id, **self._holder(holder)}
         try:
             with self.engine.begin() as conn:
