@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,13 @@ class InstanceStatus:
     system_impaired_since: datetime | None = None
     events: tuple[ScheduledEvent, ...] = ()
     zone: str = ""
+
+
+def iso_time(value: Any) -> datetime | None:
+    """An ISO 8601 time as a batch's JSON carries it; None when absent or not one."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None

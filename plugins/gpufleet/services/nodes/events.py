@@ -25,7 +25,7 @@ from typing import Any
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend, Taint
 from gpufleet.domain.admission import DEFAULT_WINDOW_S, PENDING_KEY, Session
-from gpufleet.domain.events import NodeCondition, version_after
+from gpufleet.domain.events import NodeCondition, iso_time, version_after
 from gpufleet.domain.fleet import Catalog, Cluster, PoolRef
 from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.signals import (
@@ -256,7 +256,7 @@ class EventResponse:
             node = str(ev.get("node") or "")
             reason, message = str(ev.get("reason") or ""), str(ev.get("message") or "")
             pool = (batch.nodes.get(node) or seen.get(node) or {}).get("pool")
-            at = _when(ev.get("last_seen")) or now
+            at = iso_time(ev.get("last_seen")) or now
             version = f"event:{uid}:{ev.get('count') or 1}"
             if announces_maintenance(reason):
                 out.append(
@@ -401,12 +401,3 @@ def _pool(batch: Batch, seen: dict[str, dict[str, Any]], node: str) -> str | boo
 
 def _versioned(sig: Signal, version: str) -> Signal:
     return replace(sig, version=version)
-
-
-def _when(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gpufleet.domain.events import InstanceStatus, ScheduledEvent
+from gpufleet.domain.events import InstanceStatus, ScheduledEvent, iso_time
 from gpufleet.domain.health import HealthAction, HealthDecision, decide_passive
 from gpufleet.domain.health.passive import PASSIVE_SIGNALS
 from gpufleet.errors import ParseError
@@ -93,15 +93,6 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-
-
 def instance_reading(status: InstanceStatus) -> dict[str, Any] | None:
     """An instance's status as the batch carries it; None when there is nothing to say (both
     checks not impaired, no event ahead)."""
@@ -138,17 +129,17 @@ def instance_of(fields: Mapping[str, Any]) -> InstanceStatus:
         state=str(fields.get("state") or ""),
         instance_status=str(fields.get("instance_status") or ""),
         system_status=str(fields.get("system_status") or ""),
-        instance_impaired_since=_parse_time(fields.get("instance_impaired_since")),
-        system_impaired_since=_parse_time(fields.get("system_impaired_since")),
+        instance_impaired_since=iso_time(fields.get("instance_impaired_since")),
+        system_impaired_since=iso_time(fields.get("system_impaired_since")),
         zone=str(fields.get("zone") or ""),
         events=tuple(
             ScheduledEvent(
                 code=str(e.get("code") or ""),
                 description=str(e.get("description") or ""),
                 event_id=str(e.get("event_id") or ""),
-                not_before=_parse_time(e.get("not_before")),
-                not_after=_parse_time(e.get("not_after")),
-                not_before_deadline=_parse_time(e.get("not_before_deadline")),
+                not_before=iso_time(e.get("not_before")),
+                not_after=iso_time(e.get("not_after")),
+                not_before_deadline=iso_time(e.get("not_before_deadline")),
             )
             for e in fields.get("events") or ()
             if isinstance(e, Mapping)

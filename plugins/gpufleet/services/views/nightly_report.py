@@ -98,30 +98,43 @@ RELIABILITY_HEAD = "Reliability"
 APPROVALS_HEAD = "Approvals"
 
 
+def _report_end(ledger: Ledger, rows: list[dict[str, Any]]) -> Any:
+    """The run's last verdict's time (now when none finished): what the sections read up to."""
+    ends = [r["finished_at"] for r in rows if r.get("finished_at") is not None]
+    return max(ends) if ends else ledger.clock.now()
+
+
+def _with_section(
+    md_text: str, html_text: str, section_id: str, head: str, lines: list[str]
+) -> tuple[str, str]:
+    """The report (Markdown and HTML) with a section of ``lines`` at its end; as it was when
+    there are none."""
+    from markupsafe import escape
+
+    if not lines:
+        return md_text, html_text
+    md_text = (
+        md_text.rstrip("\n") + "\n\n" + "\n".join([f"## {head}", "", *(f"- {x}" for x in lines)])
+    )
+    md_text += "\n"
+    items = "".join(f"<li>{escape(x)}</li>" for x in lines)
+    block = f'<section id="{section_id}"><h2>{escape(head)}</h2><ul>{items}</ul></section>'
+    body, sep, tail = html_text.rpartition("</body>")
+    html_text = body + block + sep + tail if sep else html_text + block
+    return md_text, html_text
+
+
 def _with_approvals(
     ledger: Ledger, rows: list[dict[str, Any]], md_text: str, html_text: str
 ) -> tuple[str, str]:
     """The report with the approvals waiting for a person and those answered in the day up to
     the run's last verdict (``services.views.approvals``: who, when, what came of it); nothing
     when there are none."""
-    from markupsafe import escape
-
     from gpufleet.services.views.approvals import approval_lines
 
-    ends = [r["finished_at"] for r in rows if r.get("finished_at") is not None]
-    lines = approval_lines(ledger, max(ends) if ends else ledger.clock.now())
-    if not lines:
-        return md_text, html_text
     head = f"{APPROVALS_HEAD} (docs/remediation.md#approvals)"
-    md_text = (
-        md_text.rstrip("\n") + "\n\n" + "\n".join([f"## {head}", "", *(f"- {x}" for x in lines)])
-    )
-    md_text += "\n"
-    items = "".join(f"<li>{escape(x)}</li>" for x in lines)
-    block = f'<section id="approvals"><h2>{escape(head)}</h2><ul>{items}</ul></section>'
-    body, sep, tail = html_text.rpartition("</body>")
-    html_text = body + block + sep + tail if sep else html_text + block
-    return md_text, html_text
+    lines = approval_lines(ledger, _report_end(ledger, rows))
+    return _with_section(md_text, html_text, "approvals", head, lines)
 
 
 def _with_reliability(
@@ -130,24 +143,11 @@ def _with_reliability(
     """The report with a line per pool with node incidents in the 30 days up to the run's last
     verdict (``services.views.reliability.report_lines``: MTTR, MTBI, open incidents), so the
     UI's run tab renders the same section the nightly wrote; nothing when no pool had one."""
-    from markupsafe import escape
-
     from gpufleet.services.views.reliability import WINDOW, report_lines
 
-    ends = [r["finished_at"] for r in rows if r.get("finished_at") is not None]
-    lines = report_lines(ledger, max(ends) if ends else ledger.clock.now())
-    if not lines:
-        return md_text, html_text
     head = f"{RELIABILITY_HEAD} (node incidents, last {WINDOW.days} days)"
-    md_text = (
-        md_text.rstrip("\n") + "\n\n" + "\n".join([f"## {head}", "", *(f"- {x}" for x in lines)])
-    )
-    md_text += "\n"
-    items = "".join(f"<li>{escape(x)}</li>" for x in lines)
-    block = f'<section id="reliability"><h2>{escape(head)}</h2><ul>{items}</ul></section>'
-    body, sep, tail = html_text.rpartition("</body>")
-    html_text = body + block + sep + tail if sep else html_text + block
-    return md_text, html_text
+    lines = report_lines(ledger, _report_end(ledger, rows))
+    return _with_section(md_text, html_text, "reliability", head, lines)
 
 
 def nightly_report(
