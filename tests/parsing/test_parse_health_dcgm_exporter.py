@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpufleet.errors import ParseError
 from gpufleet.parsing.health import ExporterLink, parse_dcgm_exporter
@@ -233,3 +235,16 @@ def test_a_label_value_with_an_escaped_newline_is_refused(labels):
     report = parse_dcgm_exporter(metrics(f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} 79"))
     assert report.problems, report
     assert all(gpu.last_xid is None for gpu in report.gpus)
+
+
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=4))
+def test_any_label_value_written_escaped_reads_back_as_written(values):
+    """Each label value, escaped as Prometheus writes it (``\\\\``, ``\\"``, ``\\n``), reads
+    back as it was: the reader's unescaping is the writer's inverse."""
+
+    def escaped(v: str) -> str:
+        return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    labels = ",".join(f'l{i}="{escaped(v)}"' for i, v in enumerate(values))
+    (sample,) = read_samples(f"m{{{labels}}} 1\n")
+    assert sample.labels == {f"l{i}": v for i, v in enumerate(values)}

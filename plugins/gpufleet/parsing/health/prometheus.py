@@ -21,7 +21,13 @@ _SAMPLE = re.compile(
     r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)"
     r"(?:\s+(?P<ts>-?\d{1,20}))?\s*$"
 )
-_LABEL = re.compile(r'\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*')
+# a value's characters as an unrolled loop (runs of plain characters between escapes): the
+# same strings as ``(?:[^"\\]|\\.)*``, without a branch per character
+_LABEL = re.compile(
+    r'\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*"(?P<value>[^"\\]*(?:\\.[^"\\]*)*)"\s*'
+)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_ESCAPE = re.compile(r"\\.")
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _WORDS = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
 
@@ -45,7 +51,9 @@ def _labels(text: str) -> dict[str, str] | None:
         found = _LABEL.match(text, position)
         if found is None:
             return None
-        value = re.sub(r"\\.", lambda m: _ESCAPES.get(m.group(), m.group()), found["value"])
+        value = found["value"]
+        if "\\" in value:  # escapes are rare: unescape only a value that has one
+            value = _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(), m.group()), value)
         if found["key"] in labels:
             return None
         labels[found["key"]] = value
@@ -61,7 +69,7 @@ def _value(text: str) -> float | None:
     word = text.lower()
     if word in _WORDS:
         return _WORDS[word]
-    if not re.fullmatch(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", text):
+    if not _NUMBER.fullmatch(text):
         return None
     return float(text)
 
@@ -69,7 +77,9 @@ def _value(text: str) -> float | None:
 def read_samples(text: str) -> Iterator[Sample | int]:
     """Each sample of ``text`` in order; the number of a line that is neither a sample, a
     comment nor blank."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only (the format's; ``splitlines`` would also break a label value at
+    # \x1c-\x1e, \x85 or \u2028, which the format leaves as they are)
+    for number, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
