@@ -129,11 +129,16 @@ def ledger_dump(url: str) -> str:
 
 
 def files_text(*folders: Path) -> dict[str, str]:
-    """Every file under ``folders`` (bytes decoded leniently), by path."""
+    """Every file under ``folders`` (bytes decoded leniently), by path. A file gone between
+    the listing and its read is left out: SQLite's ``-shm``/``-wal`` files go with the last
+    connection, which a child process of the run may close just then."""
     out = {}
     for folder in folders:
         for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-            out[str(path)] = path.read_bytes().decode("utf-8", "replace")
+            try:
+                out[str(path)] = path.read_bytes().decode("utf-8", "replace")
+            except FileNotFoundError:
+                continue
     return out
 
 
