@@ -24,11 +24,10 @@ from airflow.sdk import dag
 
 from gpufleet.airflow.dagkit import default_args, param, watch
 from gpufleet.airflow.operators.approvals import (
-    DEFAULT_TIMEOUT_HOURS,
-    MAX_TIMEOUT_HOURS,
     LedgerApprovalOperator,
     RequestBreakerResetOperator,
     SettleApprovalsOperator,
+    approval_timeout_param,
 )
 from gpufleet.domain.remediation import BREAKER_RESET
 
@@ -54,11 +53,7 @@ from gpufleet.domain.remediation import BREAKER_RESET
             description="pool: CLUSTER/POOL; cluster: CLUSTER; fleet: fleet",
         ),
         "reason": param(None, type="string", minLength=1, maxLength=2000, title="Why reset it"),
-        "approval_timeout_hours": param(
-            DEFAULT_TIMEOUT_HOURS,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=MAX_TIMEOUT_HOURS,
+        "approval_timeout_hours": approval_timeout_param(
             title="Hours to answer",
             description="How long the approval waits; then Reject (the breaker stays tripped)",
         ),

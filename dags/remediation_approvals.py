@@ -28,13 +28,12 @@ from datetime import datetime
 from airflow.sdk import dag
 
 from gpufleet.airflow.assets import POOL_VALIDATED
-from gpufleet.airflow.dagkit import default_args, param, watch
+from gpufleet.airflow.dagkit import default_args, watch
 from gpufleet.airflow.operators.approvals import (
-    DEFAULT_TIMEOUT_HOURS,
-    MAX_TIMEOUT_HOURS,
     LedgerApprovalOperator,
     OpenApprovalsOperator,
     SettleApprovalsOperator,
+    approval_timeout_param,
 )
 from gpufleet.domain.remediation import REPAIR_BELOW_FLOOR, REPORT_SUBBLOCK
 
@@ -50,11 +49,7 @@ from gpufleet.domain.remediation import REPAIR_BELOW_FLOOR, REPORT_SUBBLOCK
     tags=["gpufleet", "remediation", "approvals"],
     default_args=default_args("remediation approvals failed", retries=1),
     params={
-        "approval_timeout_hours": param(
-            DEFAULT_TIMEOUT_HOURS,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=MAX_TIMEOUT_HOURS,
+        "approval_timeout_hours": approval_timeout_param(
             title="Hours to answer",
             description="How long each approval waits for a person; then Reject (nothing done)",
         ),

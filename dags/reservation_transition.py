@@ -45,15 +45,13 @@ from gpufleet.airflow.assets import POOL_RETIRED
 from gpufleet.airflow.dagkit import (
     default_args,
     index,
-    param,
     transition_params,
     validation,
     watch,
 )
 from gpufleet.airflow.operators.approvals import (
-    DEFAULT_TIMEOUT_HOURS,
-    MAX_TIMEOUT_HOURS,
     RetireApprovalOperator,
+    approval_timeout_param,
 )
 from gpufleet.airflow.operators.transition import (
     TransitionAbandonOperator,
@@ -82,11 +80,7 @@ RETIRE = (  # after a person's approval (approve_retire)
 )
 # the retire's approval: how long a person has to answer (then: Reject, the old pool is kept)
 APPROVAL_PARAMS = {
-    "approval_timeout_hours": param(
-        DEFAULT_TIMEOUT_HOURS,
-        type="number",
-        exclusiveMinimum=0,
-        maximum=MAX_TIMEOUT_HOURS,
+    "approval_timeout_hours": approval_timeout_param(
         title="Hours to approve the retire",
         description="How long approve_retire waits for a person (UI or REST API); then the "
         "default is Reject: the old pool is kept and the run fails saying so",

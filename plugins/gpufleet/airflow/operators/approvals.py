@@ -36,6 +36,22 @@ ANSWER_WITH = (
 )
 
 
+def approval_timeout_param(title: str, description: str, **schema: Any) -> Any:
+    """The ``approval_timeout_hours`` Param of a DAG with an approval task: hours, in
+    (0, ``MAX_TIMEOUT_HOURS``], default ``DEFAULT_TIMEOUT_HOURS`` (``timeout_of`` reads it)."""
+    from gpufleet.airflow.params import param
+
+    return param(
+        DEFAULT_TIMEOUT_HOURS,
+        type="number",
+        exclusiveMinimum=0,
+        maximum=MAX_TIMEOUT_HOURS,
+        title=title,
+        description=description,
+        **schema,
+    )
+
+
 def _when(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
