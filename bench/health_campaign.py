@@ -68,20 +68,27 @@ def _wait(backend, workload) -> None:
         waited += STEP_S
 
 
+def validate_fabric(ref, ledger, run_id: str):
+    """A pool's fabric validation (with its GPU health round) to its verdict on the sim's
+    clock: begin, wait for each workload, collect, finish. Returns ``finish``'s summary."""
+    from gpufleet.services.validation.fabric import FabricValidation
+
+    fab = FabricValidation(ref, ledger)
+    state = fab.begin(run_id)
+    while state.workload:
+        _wait(fab.backend, state.workload)
+        state = fab.collect(state)
+    return fab.finish(state)
+
+
 def nightly(catalog, ledger, run_id: str) -> None:
     """The nightly's per-pool work on every pool."""
     from gpufleet.services.nodes.remediation import NodeRemediation
-    from gpufleet.services.validation.fabric import FabricValidation
     from gpufleet.services.validation.storage import StorageValidation
 
     for cluster, pool in POOLS:
         ref = catalog.pool(cluster, pool)
-        fab = FabricValidation(ref, ledger)
-        state = fab.begin(run_id)
-        while state.workload:
-            _wait(fab.backend, state.workload)
-            state = fab.collect(state)
-        fab.finish(state)
+        validate_fabric(ref, ledger, run_id)
         sto = StorageValidation(ref, ledger)
         st = sto.begin(run_id)
         if st.workload:

@@ -52,7 +52,7 @@ from typing import Any
 
 import yaml
 
-from bench.health_campaign import DAY_S, FABRIC_FAULT, GPU_FAULTS, _wait
+from bench.health_campaign import DAY_S, FABRIC_FAULT, GPU_FAULTS, validate_fabric
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLLOUT_POOL = ("a3u-sim", "h200-a")
@@ -89,17 +89,11 @@ def nightly(catalog, ledger, run_id: str) -> dict[str, Any]:
     """The nightly's per-pool work on every pool: the fabric validation (GPU health check,
     retests first), then the remediation pass. Returns each pool's remediation result."""
     from gpufleet.services.nodes.remediation import NodeRemediation
-    from gpufleet.services.validation.fabric import FabricValidation
 
     results = {}
     for cluster, pool in POOLS:
         ref = catalog.pool(cluster, pool)
-        fab = FabricValidation(ref, ledger)
-        state = fab.begin(run_id)
-        while state.workload:
-            _wait(fab.backend, state.workload)
-            state = fab.collect(state)
-        fab.finish(state)
+        validate_fabric(ref, ledger, run_id)
         results[ref.key] = NodeRemediation(ref, ledger, catalog=catalog).step(run_id)
     return results
 

@@ -65,19 +65,13 @@ def catalog_dir() -> Path:
 
 
 def nightly(catalog, ledger, run_id: str) -> dict:
-    from bench.health_campaign import _wait
+    from bench.health_campaign import validate_fabric
     from gpufleet.services.nodes.remediation import NodeRemediation
-    from gpufleet.services.validation.fabric import FabricValidation
 
     out = {}
     for pool in SIZES:
         ref = catalog.pool(CLUSTER, pool)
-        fab = FabricValidation(ref, ledger)
-        state = fab.begin(run_id)
-        while state.workload:
-            _wait(fab.backend, state.workload)
-            state = fab.collect(state)
-        out[pool] = fab.finish(state)
+        out[pool] = validate_fabric(ref, ledger, run_id)
         NodeRemediation(ref, ledger).step(run_id)
     return out
 
