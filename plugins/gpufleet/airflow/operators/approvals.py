@@ -26,6 +26,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from gpufleet.airflow.operators.common import catalog, ledger
+from gpufleet.airflow.params import param
 
 DEFAULT_TIMEOUT_HOURS = 24.0
 MAX_TIMEOUT_HOURS = 24.0 * 30
@@ -39,8 +40,6 @@ ANSWER_WITH = (
 def approval_timeout_param(title: str, description: str, **schema: Any) -> Any:
     """The ``approval_timeout_hours`` Param of a DAG with an approval task: hours, in
     (0, ``MAX_TIMEOUT_HOURS``], default ``DEFAULT_TIMEOUT_HOURS`` (``timeout_of`` reads it)."""
-    from gpufleet.airflow.params import param
-
     return param(
         DEFAULT_TIMEOUT_HOURS,
         type="number",
