@@ -48,6 +48,7 @@ def generate_catalog(folder: Path, pools: int, per_cluster: int = 10, regions: i
                         "nodes": 16,
                         "reservation": {"name": res},
                         "transport": "gib",
+                        "level1_every_nights": 4,  # as include/fleet/sim.yaml's pools
                         "filesystem": "lustre",
                     }
                 )

@@ -96,6 +96,24 @@ def fleet_state(tmp_path, monkeypatch) -> Path:
     return state
 
 
+@pytest.fixture
+def level1_every_night(tmp_path, monkeypatch) -> Path:
+    """The shipped sim catalog with every pool's ``level1_every_nights`` at 1: for tests of
+    the GPU health check itself, where every idle node runs ``dcgmi diag`` each night (the
+    rotation has its own tests: tests/services/validation/test_level1_rotation.py)."""
+    import re
+
+    from gpufleet.config.paths import include_dir
+
+    folder = tmp_path / "catalog-every-night"
+    folder.mkdir()
+    for src in (include_dir() / "fleet").glob("*.yaml"):
+        text = re.sub(r"level1_every_nights: \d+", "level1_every_nights: 1", src.read_text())
+        (folder / src.name).write_text(text)
+    monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def trigger_clock(monkeypatch):
     """Triggers poll and wait on the sim's clock, advanced instead of slept on

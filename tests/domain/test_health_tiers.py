@@ -15,7 +15,9 @@ from gpufleet.domain.health.tiers import (
     default_limits,
     diag_level,
     diag_timeout,
+    level1_tonight,
     plan_diag,
+    resting,
     weekly_day,
 )
 
@@ -132,3 +134,54 @@ def test_a_level_above_the_models_highest_is_capped_and_the_reason_says_so():
 def test_bad_limits_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         DcgmLimits("H200", **kwargs)
+
+
+# --- the level-1 rotation (issue 35) --------------------------------------------------------
+
+
+NODES = [f"a3u-sim-h200-a-{i}" for i in range(64)]
+
+
+@pytest.mark.parametrize("every", [1, 2, 3, 4, 7])
+def test_the_rotation_gives_each_node_level_1_once_in_every_nights_on_the_same_nights(every):
+    nights = [MONDAY + timedelta(days=i) for i in range(3 * every)]
+    for node in NODES:
+        due = [i for i, night in enumerate(nights) if level1_tonight(node, night, every)]
+        assert len(due) == 3  # once a cycle, never twice, never skipped
+        assert [b - a for a, b in zip(due, due[1:], strict=False)] == [every, every]
+
+
+def test_the_rotation_spreads_a_pools_nodes_over_its_nights():
+    nights = [MONDAY + timedelta(days=i) for i in range(4)]
+    per_night = [sum(level1_tonight(n, night, 4) for n in NODES) for night in nights]
+    assert sum(per_night) == len(NODES)
+    assert max(per_night) <= 2 * len(NODES) // 4  # no night carries the pool alone
+
+
+def test_every_night_rests_nothing():
+    assert resting(NODES, MONDAY, 1) == []
+
+
+def test_a_pending_node_and_a_node_on_its_weekly_day_never_rest():
+    nights = [MONDAY + timedelta(days=i) for i in range(14)]
+    pending = set(NODES[:8])
+    for night in nights:
+        rest = resting(NODES, night, 4, pending=pending)
+        assert not pending & set(rest)
+        assert all(weekly_day(n) != night.weekday() for n in rest)
+        assert all(not level1_tonight(n, night, 4) for n in rest)
+        # every other node rests: the nights it is not due
+        others = [
+            n
+            for n in NODES
+            if n not in pending
+            and weekly_day(n) != night.weekday()
+            and not level1_tonight(n, night, 4)
+        ]
+        assert rest == others
+
+
+@pytest.mark.parametrize("every", [0, 8, -1, True, 2.0, "4", None])
+def test_a_rotation_outside_1_to_7_whole_nights_is_refused(every):
+    with pytest.raises(ValueError, match="level1_every_nights must be a whole number from 1 to 7"):
+        level1_tonight("gke-train-7", MONDAY, every)

@@ -124,15 +124,16 @@ def frozen_sim_clock():
     return clock
 
 
-def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True) -> dict:
+def validate(cluster: str, pool: str, run_id: str = "seed", storage: bool = True, ref=None) -> dict:
     """Run a real fabric (and storage) validation of one sim pool through the services; the
-    summaries as the operators hand them to XCom (``to_dict``)."""
+    summaries as the operators hand them to XCom (``to_dict``). ``ref``: the pool as a test
+    changed it (default: the catalog's)."""
     from gpufleet.config.catalog import load_catalog
     from gpufleet.services.validation.fabric import FabricValidation
     from gpufleet.services.validation.storage import StorageValidation
     from gpufleet.store import Ledger
 
-    ref = load_catalog().pool(cluster, pool)
+    ref = ref or load_catalog().pool(cluster, pool)
     ledger = Ledger()
     svc = FabricValidation(ref, ledger)
     state = svc.begin(run_id)

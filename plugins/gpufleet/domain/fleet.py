@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpufleet.domain.health.tiers import MAX_LEVEL1_EVERY_NIGHTS
 from gpufleet.domain.inputs import Flag, shown
 from gpufleet.domain.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from gpufleet.domain.remediation import Profile, RemediationPolicy
@@ -168,6 +169,16 @@ class NodePool(_Model):
         default=False,
         description="true: dcgmi diag level 4 (NVIDIA's burn-in, 1.5 to 2 hours) at the first "
         "GPU health check of a new node (one still tainted gpufleet.io/validation-pending)",
+    )
+    level1_every_nights: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_LEVEL1_EVERY_NIGHTS,
+        strict=True,
+        description="dcgmi diag level 1 on each idle node once in this many nights (1: every "
+        "night); on its other nights a node's dcgm-exporter is read instead, and a node whose "
+        "reading is not healthy (a fault, or nothing to read) is checked at level 1 anyway "
+        "(docs/health.md#the-level-1-rotation)",
     )
     profile: Profile = Field(
         default="remediate",

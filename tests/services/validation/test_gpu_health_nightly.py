@@ -30,6 +30,9 @@ from gpufleet.services.validation.fabric import FabricValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import frozen_sim_clock, lifecycle_night, validate
 
+# the health check itself: every idle node checked each night (the rotation: its own tests)
+pytestmark = pytest.mark.usefixtures("level1_every_night")
+
 CLUSTER, POOL = "a3u-sim", "h200-a"
 NODES = [f"{CLUSTER}-{POOL}-{i}" for i in range(6)]
 BAD = NODES[3]

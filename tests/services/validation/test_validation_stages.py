@@ -21,6 +21,9 @@ from gpufleet.manifests.addons.prepull import render_image_prepull
 from gpufleet.store import Ledger
 from tests.support.fleet import validate
 
+# the health check itself: every idle node checked each night (the rotation: its own tests)
+pytestmark = pytest.mark.usefixtures("level1_every_night")
+
 CLUSTER, POOL = "a3u-sim", "h200-a"
 GPUS = 8
 NCCL_PULL = COLD_PULL_S["nccl"] + COLD_PULL_S["small"]  # nccl-tests and the log sidecar

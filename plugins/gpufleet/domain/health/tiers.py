@@ -7,7 +7,7 @@ docs/design/gpu-health.md.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from types import MappingProxyType
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_DIAG_TIMEOUT_S",
     "DIAG_LEVELS",
     "KILL_AFTER_S",
+    "MAX_LEVEL1_EVERY_NIGHTS",
     "MAX_DIAG_TIMEOUT_S",
     "NIGHTLY_LEVEL",
     "RETEST_LEVEL",
@@ -29,7 +30,9 @@ __all__ = [
     "default_limits",
     "diag_level",
     "diag_timeout",
+    "level1_tonight",
     "plan_diag",
+    "resting",
     "weekly_day",
 ]
 
@@ -40,6 +43,8 @@ WEEKLY_LEVEL = 3
 BURN_IN_LEVEL = 4
 # dcgmi diag's hard timeout per level, seconds (the module's docstring says where each is from)
 DEFAULT_DIAG_TIMEOUT_S: Mapping[int, int] = MappingProxyType({1: 120, 2: 900, 3: 2700, 4: 9000})
+MAX_LEVEL1_EVERY_NIGHTS = 7  # the weekly level 3 runs level 1's tests too: a longer rotation
+# would change nothing
 MAX_DIAG_TIMEOUT_S = 6 * 3600  # a catalog's timeout above this is a typo (level 4: 2.25 h)
 TOOL_TIMEOUT_S = 60  # nvidia-smi and dmesg, which answer in seconds
 KILL_AFTER_S = 10  # timeout --kill-after: SIGKILL this long after the SIGTERM
@@ -121,9 +126,51 @@ class DiagPlan:
 def weekly_day(node: str) -> int:
     """The day of the week (Monday 0 ... Sunday 6) ``node`` gets its weekly level 3: the same
     every week, spread evenly over a pool's nodes by a hash of the name."""
+    return _spread(node, "", 7)
+
+
+def _spread(node: str, salt: str, buckets: int) -> int:
+    """``node``'s bucket of ``buckets``: the same every time, spread evenly over a pool's
+    nodes by a hash of the name (salted per use, so the weekly day and the rotation's night are
+    independent)."""
     if not isinstance(node, str) or not node:
-        raise ValueError(f"a node name is needed to place its weekly diagnostic, got {node!r}")
-    return int(hashlib.sha256(node.encode()).hexdigest()[:8], 16) % 7
+        raise ValueError(f"a node name is needed to place its diagnostic, got {node!r}")
+    return int(hashlib.sha256(f"{salt}{node}".encode()).hexdigest()[:8], 16) % buckets
+
+
+def level1_tonight(node: str, night: date, every: int) -> bool:
+    """Whether ``night`` is ``node``'s night for its level-1 rotation of ``every`` nights
+    (1: every night): each node once in ``every`` nights, on the same nights every cycle, a
+    pool's nodes spread evenly over the cycle by a hash of the name."""
+    if (
+        isinstance(every, bool)
+        or not isinstance(every, int)
+        or not 1 <= every <= MAX_LEVEL1_EVERY_NIGHTS
+    ):
+        raise ValueError(
+            f"level1_every_nights must be a whole number from 1 to {MAX_LEVEL1_EVERY_NIGHTS}, "
+            f"not {every!r}"
+        )
+    return every == 1 or _spread(node, "level1:", every) == night.toordinal() % every
+
+
+def resting(
+    nodes: Iterable[str], night: date, every: int, *, pending: Iterable[str] = ()
+) -> list[str]:
+    """The idle ``nodes`` whose ``dcgmi diag`` may rest tonight: tonight is not their night of
+    the level-1 rotation (:func:`level1_tonight`) nor their weekly level 3's, and they are not
+    ``pending`` (new or back in service, awaiting validation: always checked, a burn-in
+    included). Retested nodes are never passed here. The caller reads them passively instead
+    and checks actively every one whose reading is not healthy: a rest never takes an unknown
+    for healthy."""
+    waiting = set(pending)
+    return [
+        node
+        for node in nodes
+        if node not in waiting
+        and weekly_day(node) != night.weekday()
+        and not level1_tonight(node, night, every)
+    ]
 
 
 def plan_diag(

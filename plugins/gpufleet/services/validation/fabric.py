@@ -19,7 +19,9 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
 from gpufleet.config.baselines import find_baseline
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.health import HealthAction
 from gpufleet.domain.health.retry import Try, plan_rechecks, retried
+from gpufleet.domain.health.tiers import resting
 from gpufleet.domain.pairing import Localizer
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.stages import Stage, add_stages, stage_gpu_seconds
@@ -134,18 +136,25 @@ class FabricValidation(FabricVerdict):
             len(busy),
             len(quarantined),
         )
-        if self.health is not None:  # busy nodes: what their dcgm-exporter serves
-            passive = passive_checks(self.backend, self.ref, busy)
-            state.health = {n: h.to_dict() for n, h in passive.items()}
-        if self.health is not None and (idle or retest):
+        if self.health is None:
+            return self._start_pass1(state)
+        night = datetime.fromtimestamp(backend_clock(self.backend).time(), UTC).date()
+        new = self._new_nodes(nodes) if idle else []
+        # busy nodes, and idle ones whose level 1 rests tonight: what their dcgm-exporter serves
+        pending = [n.name for n in nodes if n.unvalidated]
+        rest = resting(idle, night, self.ref.pool.level1_every_nights, pending=pending)
+        passive = passive_checks(self.backend, self.ref, busy + rest)
+        rested = self._rested(rest, passive)
+        state.health = {n: h.to_dict() for n, h in passive.items() if n not in rest or n in rested}
+        checked = [n for n in idle if n not in rested]
+        if checked or retest:
             self._prepare_namespace()
             state.phase = "health"
-            night = datetime.fromtimestamp(backend_clock(self.backend).time(), UTC).date()
             state.health_levels = plan_levels(
-                idle,
+                checked,
                 retest,
                 night,
-                new=self._new_nodes(nodes),
+                new=new,
                 burn_in=self.ref.pool.burn_in,
                 limits=self.ref.dcgm_limits,
             )
@@ -154,6 +163,32 @@ class FabricValidation(FabricVerdict):
             state.health_submitted_at = backend_clock(self.backend).time()
             return state
         return self._start_pass1(state)
+
+    def _rested(self, rest: list[str], passive: dict[str, NodeHealth]) -> set[str]:
+        """The nodes of ``rest`` (level 1 not due tonight) whose dcgm-exporter reads healthy:
+        their level 1 rests. Every other one (a finding, a page that could not be read, no
+        exporter) is checked at level 1 tonight: unknown is never healthy."""
+        every = self.ref.pool.level1_every_nights
+        rested = set()
+        for node in rest:
+            health = passive.get(node)
+            if health is not None and health.action == HealthAction.HEALTHY.value:
+                health.notes.append(
+                    f"dcgmi diag level 1 rests tonight (once in {every} nights): "
+                    "its dcgm-exporter reads healthy"
+                )
+                health.rested = True
+                rested.add(node)
+        if rest:
+            log.info(
+                "%s: level 1 rests tonight on %d of %d idle nodes not due (exporter healthy); "
+                "%d checked anyway",
+                self.ref.key,
+                len(rested),
+                len(rest),
+                len(rest) - len(rested),
+            )
+        return rested
 
     def _new_nodes(self, nodes: list) -> list[str]:
         """The nodes a burn-in is owed: still tainted ``unvalidated`` and not burnt in yet."""

@@ -68,6 +68,9 @@ class NodeHealth:
     # seconds per stage of its pod (``domain.stages``; its work is ``diag_r<level>``), a
     # recheck's added to the first try's
     stages: dict[str, float] = field(default_factory=dict)
+    # an idle node whose level 1 rested tonight (``tiers.resting``) on a healthy passive read:
+    # covered by the night's tier at no GPU cost
+    rested: bool = False
 
     @property
     def failed(self) -> bool:
@@ -297,7 +300,9 @@ def health_row(
     gate leaves out of the pool's count). Its cost (``cost_details``) is the night's tier, the
     level-1 and level-2 checks, over the nodes that ran them (a busy node read passively, level
     0, holds nothing); the weekly level 3 is counted apart (``weekly_gpu_minutes``), as it runs
-    on a seventh of the nodes a night. ``details.stages``: that cost per stage (``domain.stages``:
+    on a seventh of the nodes a night. The nodes it is counted over are those checked at level 1
+    or 2 and the idle ones whose level 1 rested tonight (``NodeHealth.rested``: the rotation
+    covers them at no cost). ``details.stages``: that cost per stage (``domain.stages``:
     launch, ``diag_r<N>`` per level, teardown) on ``gpus``-GPU nodes, and each node's stages."""
     levels: dict[str, int] = {}
     for h in checks.values():
@@ -305,6 +310,7 @@ def health_row(
     weekly = sum(h.gpu_seconds for h in checks.values() if h.level >= WEEKLY_LEVEL)
     active = [h for h in checks.values() if 0 < h.level < WEEKLY_LEVEL]  # level 0: passive
     nightly = sum(h.gpu_seconds for h in active)
+    covered = len(active) + sum(1 for h in checks.values() if h.rested)
     failed = {n: h for n, h in checks.items() if h.failed}
     unrun = {n: h for n, h in checks.items() if h.could_not_run}
     left = set(left_in_service)
@@ -335,10 +341,11 @@ def health_row(
                     "codes": h.codes,
                     "burn_in": h.burn_in,
                     "stages": h.stages,
+                    "rested": h.rested,
                 }
                 for n, h in sorted(checks.items())
             },
-            **cost_details(nightly, len(active)),
+            **cost_details(nightly, covered),
             # the night's tier, as its cost: the levels below the weekly one
             "stages": stage_details((h.stages for h in active), gpus),
             "weekly_gpu_minutes": round(weekly / 60, 3),

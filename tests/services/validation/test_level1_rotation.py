@@ -1,0 +1,145 @@
+"""The level-1 rotation (issue 35; ``level1_every_nights`` in the catalog): an idle node runs
+``dcgmi diag -r 1`` once in that many nights; on its other nights its dcgm-exporter is read
+instead, and a node whose reading is not healthy (a finding, or nothing to read) is checked at
+level 1 anyway. On the simulated fleet through the real services.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from gpufleet.backends import cluster_backend
+from gpufleet.backends.base import Taint
+from gpufleet.backends.sim.state import SimState
+from gpufleet.config.catalog import load_catalog
+from gpufleet.domain.health.tiers import level1_tonight, weekly_day
+from gpufleet.domain.workloads import UNVALIDATED_KEY
+from gpufleet.store import Ledger
+from tests.support.fleet import frozen_sim_clock, validate
+
+CLUSTER, POOL = "a3u-sim", "h200-a"
+NODES = [f"{CLUSTER}-{POOL}-{i}" for i in range(6)]
+EVERY = 4
+
+
+def rotating(every: int = EVERY, ref=None):
+    ref = ref or load_catalog().pool(CLUSTER, POOL)
+    return ref.model_copy(
+        update={"pool": ref.pool.model_copy(update={"level1_every_nights": every})}
+    )
+
+
+def tonight():
+    return datetime.fromtimestamp(frozen_sim_clock().time(), UTC).date()
+
+
+def checks(run_id: str) -> dict[str, dict]:
+    row = Ledger().latest_validation(CLUSTER, POOL, "health")
+    assert row is not None and row["run_id"] == run_id
+    return row["details"]["nodes"]
+
+
+def resting_tonight() -> list[str]:
+    night = tonight()
+    return [
+        n for n in NODES if not level1_tonight(n, night, EVERY) and weekly_day(n) != night.weekday()
+    ]
+
+
+def test_the_catalog_refuses_a_rotation_outside_1_to_7_nights():
+    from pydantic import ValidationError
+
+    for bad in (0, 8, True, "4", 2.5):
+        with pytest.raises(ValidationError, match="level1_every_nights"):
+            rotating(1).pool.model_validate(
+                {**rotating(1).pool.model_dump(), "level1_every_nights": bad}
+            )
+
+
+def test_nodes_not_due_rest_on_a_healthy_reading_and_cost_no_gpu_time(fleet_state):
+    rest = resting_tonight()
+    assert rest and len(rest) < len(NODES)  # the frozen night has both kinds
+    summary = validate(CLUSTER, POOL, run_id="night-1", storage=False, ref=rotating())
+    assert summary["passed"]
+    nodes = checks("night-1")
+    assert set(nodes) == set(NODES)  # every node has tonight's health, rested or checked
+    for node in rest:
+        assert (nodes[node]["level"], nodes[node]["action"], nodes[node]["rested"]) == (
+            0,
+            "healthy",
+            True,
+        )
+        assert nodes[node]["stages"] == {}  # no pod held it
+        assert any("level 1 rests tonight (once in 4 nights)" in n for n in nodes[node]["notes"])
+    checked = [n for n in NODES if n not in rest]
+    for node in checked:
+        assert nodes[node]["level"] >= 1 and not nodes[node]["rested"]
+        assert nodes[node]["stages"]["diag_r" + str(nodes[node]["level"])] > 0
+    # the night's tier is counted over every node it covered: the rested ones cost nothing
+    details = Ledger().latest_validation(CLUSTER, POOL, "health")["details"]
+    level1 = [n for n in checked if nodes[n]["level"] == 1]
+    assert details["cost_nodes"] == len(level1) + len(rest)
+    assert details["gpu_minutes_per_node"] == pytest.approx(
+        details["gpu_minutes"] / (len(level1) + len(rest)), abs=0.001
+    )
+
+
+def test_every_night_checks_every_idle_node_as_before(fleet_state):
+    validate(CLUSTER, POOL, run_id="night-1", storage=False, ref=rotating(1))
+    assert all(c["level"] >= 1 for c in checks("night-1").values())
+
+
+def test_a_resting_node_with_a_finding_is_checked_tonight_and_quarantined(fleet_state):
+    node = resting_tonight()[0]
+    SimState().inject(CLUSTER, POOL, f"xid:{node}:79")
+    summary = validate(CLUSTER, POOL, run_id="night-1", storage=False, ref=rotating())
+    assert summary["quarantined"] == [node]
+    check = checks("night-1")[node]
+    assert check["level"] == 1 and check["action"] == "reboot"  # dcgmi diag ran on it
+
+
+def test_a_resting_node_without_an_exporter_is_checked_never_taken_for_healthy(fleet_state):
+    ref = load_catalog().pool(CLUSTER, POOL)
+    bare = ref.cluster.model_copy(
+        update={"sim": ref.cluster.sim.model_copy(update={"dcgm_exporter": False})}
+    )
+    validate(
+        CLUSTER,
+        POOL,
+        run_id="night-1",
+        storage=False,
+        ref=rotating(ref=ref.model_copy(update={"cluster": bare})),
+    )
+    assert all(c["level"] >= 1 and not c["rested"] for c in checks("night-1").values())
+
+
+def test_a_pending_node_is_checked_whatever_its_rotation(fleet_state):
+    node = resting_tonight()[0]
+    kube = cluster_backend(load_catalog().pool(CLUSTER, POOL).cluster)
+    kube.add_taint(node, Taint(UNVALIDATED_KEY, "true", "NoSchedule"))
+    validate(CLUSTER, POOL, run_id="night-1", storage=False, ref=rotating())
+    assert checks("night-1")[node]["level"] >= 1
+
+
+def test_a_fault_only_dcgmi_diag_sees_waits_for_the_nodes_night(fleet_state):
+    """The trade-off the rotation makes, pinned: ``dcgmi diag -r 1``'s own findings (here its
+    whole run failing) on a node whose exporter reads healthy are found on the node's night of
+    the rotation, within ``level1_every_nights`` nights, not the next night."""
+    node = resting_tonight()[0]
+    SimState().inject(CLUSTER, POOL, f"dcgm-fail-all:{node}")
+    clock = frozen_sim_clock()
+    for night in range(EVERY):
+        run_id = f"night-{night}"
+        validate(CLUSTER, POOL, run_id=run_id, storage=False, ref=rotating())
+        check = checks(run_id)[node]
+        due = level1_tonight(node, tonight(), EVERY) or weekly_day(node) == tonight().weekday()
+        assert (check["level"] >= 1) == due
+        if due:
+            assert check["action"] != "healthy"
+            break
+        assert check["action"] == "healthy" and check["level"] == 0
+        clock.advance(86_400)
+    else:
+        pytest.fail(f"{node} was not checked within {EVERY} nights")
