@@ -28,8 +28,10 @@ Airflow's and gpufleet's own costs, not the simulated programs' run times.
 
 Two baselines: the no-op planner, and one whose fabric and storage tasks defer as often as a
 validation does on a healthy night, on a trigger that fires at once (Airflow's own cost of a
-deferral). Both ratios are printed; exits 1 when a run does not succeed or the nightly is over
-1.5 times the plain no-op (issue 35), or, when only the deferring one runs, that one.
+deferral). Both ratios are printed, and the night's validation cost from the ledger (GPU-minutes
+per node per night, by stage: ``views.pool.cost_breakdown``); exits 1 when a run does not
+succeed, the nightly is over 1.5 times the plain no-op (issue 35), or, when only the deferring
+one runs, that one, or the night costs over 3 GPU-minutes per node.
 ``--baselines deferring`` runs only the deferring one (at 2,000 pools each phase takes most of
 an hour).
 Needs PostgreSQL and Redis on 127.0.0.1 (the CI machines have both).
@@ -61,6 +63,7 @@ DEFERRING = "bench_deferring_fleet"
 DEFERRING_CHILD = "bench_deferring_cluster"
 CHILDREN = {PLANNER: CHILD, NOOP: NOOP_CHILD, DEFERRING: DEFERRING_CHILD}
 GOAL = 1.5
+GPU_GOAL = 3.0  # GPU-minutes per node per night, the nightly tier (issue 35)
 PER_CLUSTER = 20  # pools per generated cluster: one cluster run each
 POLL_S = 2  # both planners look at their runs every POLL_S seconds
 
@@ -260,6 +263,25 @@ def ledger_rows(url: str) -> dict[str, int]:
     return out
 
 
+def night_cost(url: str) -> dict:
+    """The night's validation cost from the ledger (every row in it is the nightly's: the
+    no-op planners write none): GPU-minutes per node per night (``report.validation_cost``)
+    and its lines by stage (``views.pool.cost_breakdown``)."""
+    from sqlalchemy import text
+
+    from gpufleet.domain.verdicts import latest_per_check
+    from gpufleet.services.views.pool import cost_breakdown
+    from gpufleet.services.views.report import validation_cost
+    from gpufleet.store import Ledger
+
+    ledger = Ledger(url)
+    with ledger.engine.connect() as conn:
+        runs = [r[0] for r in conn.execute(text("SELECT DISTINCT run_id FROM gf_validations"))]
+    rows = latest_per_check([row for run in runs for row in ledger.validations_for_run(run)])
+    ledger.engine.dispose()
+    return {"per_node": validation_cost(rows)["per_node"], "lines": cost_breakdown(rows)}
+
+
 def point(
     pools: int, nodes: int, speed: float, timeout: float, concurrency: int, phases: list[str]
 ) -> dict:
@@ -306,9 +328,10 @@ def point(
             raise SystemExit("bench/nightly_scale.py needs PostgreSQL and Redis (CeleryExecutor)")
         runs = {label: run_once(live, PHASES[label], timeout) for label in phases}
         rows = ledger_rows(live.env["GPUFLEET_LEDGER_URL"])
+        cost = night_cost(live.env["GPUFLEET_LEDGER_URL"])
     finally:
         live.stop()
-    return {"pools": pools, **runs, "ledger": rows, "api": api_calls(call_log)}
+    return {"pools": pools, **runs, "ledger": rows, "cost": cost, "api": api_calls(call_log)}
 
 
 def api_calls(folder: Path) -> dict:
@@ -405,6 +428,17 @@ def main() -> int:
             f"{ratios['deferring']:.2f}"
         )
         print(f"{n:>6} ledger rows after one night: {result['ledger']}", flush=True)
+        cost = result["cost"]
+        for line in cost["lines"]:
+            print(f"{n:>6} {line}", flush=True)
+        # issue 35: the nightly tier (level 1 + fabric + Lustre) within GPU_GOAL per node
+        over = cost["per_node"] is None or cost["per_node"] > GPU_GOAL
+        failed |= over
+        print(
+            f"{n:>6} GPU goal {GPU_GOAL} GPU-minutes per node per night: "
+            f"{'MISSED' if over else 'met'}",
+            flush=True,
+        )
         api = result["api"]
         if api["clusters"]:
             print(

@@ -152,12 +152,9 @@ def run_dag(dag_id: str, conf: dict, logs: Path, expect: str, show: str) -> bool
 
 def stage_breakdown(home: Path) -> None:
     """Where the last nightly's GPU time went (``domain.stages``), from the ledger's rows of its
-    run: GPU-minutes per node per stage, and the launch's share (what pre-pulling, the
-    rendezvous and fewer pods per node can cut)."""
-    from gpufleet.domain.stages import LAUNCH
+    run (``services.views.pool.cost_breakdown``)."""
     from gpufleet.domain.verdicts import latest_per_check
-    from gpufleet.services.views.pool import fleet_stages
-    from gpufleet.services.views.report import cost_line, validation_cost
+    from gpufleet.services.views.pool import cost_breakdown
     from gpufleet.store import Ledger
 
     report = home / "gpufleet" / "reports" / "latest" / "report.md"
@@ -165,18 +162,8 @@ def stage_breakdown(home: Path) -> None:
         return
     head = report.read_text().splitlines()[0]
     run_id = head.rsplit(": ", 1)[-1].strip()
-    rows = latest_per_check(Ledger().validations_for_run(run_id))
-    stages = fleet_stages(rows)
-    if not stages["per_node"]:
-        return
-    print(f"    {cost_line(validation_cost(rows))}")
-    parts = ", ".join(f"{k} {v:.2f}" for k, v in stages["per_node"].items())
-    launch = sum(v for k, v in stages["per_node"].items() if k in LAUNCH)
-    print(f"    | GPU-minutes per node by stage ({stages['nodes']} nodes): {parts}")
-    print(
-        f"    | launch (image_pull, container_start, gang, teardown): {launch:.2f} of "
-        f"{stages['total']:.2f} GPU-minutes per node"
-    )
+    for line in cost_breakdown(latest_per_check(Ledger().validations_for_run(run_id))):
+        print(f"    {line}")
 
 
 def fresh_fleet(home: Path) -> None:

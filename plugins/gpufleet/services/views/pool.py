@@ -148,6 +148,27 @@ def fleet_stages(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {"per_node": per_node, "total": sum(per_node.values()), "nodes": covered}
 
 
+def cost_breakdown(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """A run's validation cost as lines of text (``make run`` and ``bench.nightly_scale`` print
+    them): the cost line (``report.cost_line``), GPU-minutes per node by stage, and the
+    launch's share (what pre-pulling, the rendezvous and fewer pods per node can cut). Empty
+    when the rows record no stages."""
+    from gpufleet.services.views.report import cost_line, validation_cost
+
+    rows = list(rows)
+    stages = fleet_stages(rows)
+    if not stages["per_node"]:
+        return []
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in stages["per_node"].items())
+    launch = sum(v for k, v in stages["per_node"].items() if k in LAUNCH)
+    return [
+        cost_line(validation_cost(rows)),
+        f"| GPU-minutes per node by stage ({stages['nodes']} nodes): {parts}",
+        f"| launch (image_pull, container_start, gang, teardown): {launch:.2f} of "
+        f"{stages['total']:.2f} GPU-minutes per node",
+    ]
+
+
 def pool_view(
     catalog: Catalog,
     ledger: Ledger,
