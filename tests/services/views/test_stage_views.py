@@ -107,3 +107,27 @@ def test_metrics_have_a_histogram_per_kind_and_stage(airflow_db, fleet_state):
         if s.name.endswith("_bucket") and s.labels["stage"] == "diag_r1"
     }
     assert buckets["30.0"] == 0 and buckets["60.0"] == 6 and buckets["+Inf"] == 6
+
+
+def test_the_runs_cost_lines_add_its_stages_per_node_and_name_the_launchs_share(fleet_state):
+    """``make run`` and ``bench.nightly_scale`` print these: the night's cost per node, each
+    stage's GPU-minutes over the nodes the pool's validations covered, and the launch's part."""
+    from gpufleet.services.views.pool import cost_breakdown
+
+    ledger = Ledger()
+    record(ledger)
+    rows = ledger.validations_for_run("night-1")
+    for row in rows:  # the per-node figure as each service writes it
+        row["details"]["gpu_minutes_per_node"] = row["details"]["gpu_minutes"] / 6
+    cost, stages, launch = cost_breakdown(rows)
+    assert cost == (
+        "Validation cost: 5.5 GPU-minutes per node per night (33.0 GPU-minutes over 6 nodes)"
+    )
+    # over 6 nodes: sweep 3.6, diag 22, io 3; launch: start 0.4 + 2.0, gang 0.12, teardown 0.4
+    assert stages.startswith("| GPU-minutes per node by stage (6 nodes): ")
+    assert "diag_r1 3.67" in stages and "sweep 0.60" in stages and "io 0.50" in stages
+    assert "bogus" not in stages  # a stage that is no number is left out
+    assert launch == (
+        "| launch (image_pull, container_start, gang, teardown): 0.49 of 5.39 GPU-minutes per node"
+    )
+    assert cost_breakdown([]) == []  # nothing recorded: nothing printed
