@@ -54,6 +54,7 @@ GPU_FAULTS = {
 FABRIC_FAULT = "bad-node:{node}:nic"
 STEP_S = 0.5  # the sim clock's step while a workload runs
 DAY_S = 86400.0
+PERSON = "campaign-operator"  # who resets a tripped breaker in the morning
 SETTLE = 3  # nights without a new fault at the end, for the last faults' actions
 
 
@@ -170,8 +171,14 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
             }
         )
 
+    resets = 0
     for night in range(1, args.nights + SETTLE + 1):  # then nights for the last actions
         run_id = f"night-{night}"
+        # the morning: a person looked at each tripped breaker (issue 34: a small pool with a
+        # node out and two acted on trips it) and resets it, as `gpufleet node breaker-reset`
+        for trip in ledger.tripped_breakers():
+            ledger.reset_breaker(trip["scope"], trip["key"], PERSON, "faults looked at")
+            resets += 1
         out = out_of_service()
         # a pool of 5 or 6 nodes may have one node out at a time (max_quarantine_share 0.2):
         # faults go onto pools with none out and none in force, or the cap would (rightly)
@@ -282,6 +289,7 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
     print(f"faults detected by the next nightly: {detected} of {len(log)} ({len(gpu)} GPU)")
     print(f"actions taken as NVIDIA recommends (within 3 nights): {acted} of {len(log)}")
     print(f"healthy nodes taken out of service: {len(healthy_out)} {healthy_out or ''}")
+    print(f"breakers a person reset in the morning: {resets}")
     print(
         "cost per node per night (GPU-minutes): nightly tier (fabric + Lustre + health L1/L2) "
         f"mean {statistics.mean(tier_costs):.2f}, max {max(tier_costs):.2f}; weekly level 3 "

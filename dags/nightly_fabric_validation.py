@@ -8,7 +8,9 @@ most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming 
 
 - **GPU health** first: every idle node runs NVIDIA's tools (the kernel log's Xid events, row
   remapping and ECC, NVLink, thermal slowdown, `dcgmi diag` at level 1; level 2 for a node
-  retested, level 3 once a week per node). A node whose signals call for an action is left out
+  retested, level 3 once a week per node). A pool with `level1_every_nights: N` in the catalog
+  checks each idle node once in N nights and reads its dcgm-exporter on the others; a reading
+  that is not healthy, or none, is checked that night (docs/health.md). A node whose signals call for an action is left out
   of the pairs and quarantined with NVIDIA's action in its reason; its retest sends it to a
   reboot, the cloud's repair or a person, as NVIDIA recommends (docs/health.md).
 - **Fabric**: 2-node NCCL all-reduce pairs covering every idle node, judged on large-message
