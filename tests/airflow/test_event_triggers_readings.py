@@ -149,8 +149,8 @@ def test_ec2_status_and_scheduled_events_of_an_eks_cluster(fleet_state):
 
 def test_a_gke_cluster_has_no_instance_status_source(fleet_state):
     trigger = NodeWatchTrigger(cluster=GKE)
-    assert trigger.instance_source() is None
-    assert NodeWatchTrigger(cluster=EKS).instance_source() is not None
+    assert trigger.readings.instance_source() is None
+    assert NodeWatchTrigger(cluster=EKS).readings.instance_source() is not None
 
 
 @pytest.mark.parametrize("bad", [-1, float("nan"), "60", True])

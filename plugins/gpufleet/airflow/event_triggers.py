@@ -26,19 +26,13 @@ with no acknowledged cursor starts from its first list: a relist batch of every 
 list's version (the baseline), and the Events from the Events list's version on (Events from
 before gpufleet watched are not replayed).
 
-Between watch rounds, every ``exporter_interval_s`` (60 s), one round of interval readings per
-cluster (docs/events.md): the cluster's dcgm-exporter pods listed once
-(``ClusterBackend.dcgm_exporters``) and each pod's ``/metrics`` read through the API server's
-proxy (``exporter_metrics``) in a pool of threads of its own (``SCRAPE_THREADS``, at most
-``SCRAPES_AT_ONCE`` per cluster), decided by the nightly's passive rule
-(``services.nodes.readings``); and, on an EKS cluster, EC2's ``DescribeInstanceStatus`` of the
-nodes' instances (``backends.instance_status``), one request per 100 nodes. Only the nodes the
-watcher knows in a pool and not NotReady are read (the ledger's nodes as last seen, then the
-watch's). The readings that say something (a bad or unknown exporter reading, an impaired
-check, a scheduled event) are a snapshot handed on in a batch when it differs from the last one
-handed on (``Batch.read``; its version, the time read, is acknowledged as stream ``readings``);
-a snapshot not acknowledged within ``redeliver_s`` is handed on again, and a new watcher hands
-on its first one: the response records each reading once (docs/events.md, "Coalescing").
+Between watch rounds, every ``exporter_interval_s`` (60 s), one round of interval readings
+(dcgm-exporter, and EC2 instance status on EKS: ``airflow.interval_readings.IntervalReadings``,
+which the trigger composes). A snapshot of the readings that say something is handed on in a
+batch when it differs from the last one handed on (``Batch.read``; its version, the time read,
+is acknowledged as stream ``readings``); a snapshot not acknowledged within ``redeliver_s`` is
+handed on again, and a new watcher hands on its first one: the response records each reading
+once (docs/events.md, "Coalescing").
 
 Kwargs are plain JSON; ``run`` reads the ledger and the cluster and creates nothing. Time comes
 from ``PollingTrigger.clock`` (tests install one they advance). ``api_calls`` counts this
@@ -60,6 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from gpufleet.airflow.interval_readings import INTERVAL_S, IntervalReadings
 from gpufleet.airflow.triggers import PollingTrigger
 from gpufleet.domain.clock import sleep_async
 from gpufleet.domain.events import later_version
@@ -70,10 +65,8 @@ if TYPE_CHECKING:  # imported where used: a DAG file builds these triggers at ev
 
 STREAMS = ("nodes", "events")
 READINGS = "readings"  # the stream the interval readings' snapshots are acknowledged as
-EXPORTER_INTERVAL_S = 60.0  # dcgm-exporter and EC2 status read this often (docs/events.md)
+EXPORTER_INTERVAL_S = INTERVAL_S  # dcgm-exporter and EC2 status read this often
 SCRAPE_THREADS = 64  # the interval scrapes' own threads, every cluster's
-SCRAPES_AT_ONCE = 16  # one cluster's exporter reads in flight at once
-SOURCE_TTL_S = 600.0  # a cloud's instance status client is built again this often
 ERROR_BACKOFF_S = 30.0  # after an error that is not a 410: look again this much later, at most
 REDELIVER_S = 1800.0  # a yielded batch not acknowledged by then is read again
 ACK_LOOK_S = 60.0  # how often the acknowledged versions are read while batches are unacked
@@ -147,13 +140,9 @@ class NodeWatchTrigger(BaseEventTrigger):
         self.ledger_conn_id = ledger_conn_id
         self.exporter_interval_s = float(exporter_interval_s)
         self._ledger: Any = None
-        # the nodes the watcher knows: name -> {"pool", "provider_id", "ready"} (what the
-        # interval readings read), from the ledger's nodes as last seen, then the watch's
-        self._nodes: dict[str, dict[str, Any]] = {}
-        self._next_read: float | None = None  # when the next readings round is due
-        self._shipped: str | None = None  # the key of the last snapshot handed on
-        self._source: tuple[float, Any] | None = None  # (built at, instance status source)
-        self._exporters_seen: bool | None = None  # the cluster runs dcgm-exporter pods
+        # the interval readings, of the nodes the watcher knows (the ledger's as last seen,
+        # then the watch's)
+        self.readings = IntervalReadings(cluster, self.exporter_interval_s, self._call, self.log)
         self.api_calls: Counter[str] = Counter()
         self.batches = 0  # yielded by this instance
         self.errors = 0  # failed calls (the watch went on)
@@ -204,17 +193,6 @@ class NodeWatchTrigger(BaseEventTrigger):
 
         return polling_cluster_backend(load_catalog().cluster(self.cluster))
 
-    def instance_source(self):
-        """The cluster's EC2 instance status source (None: its cloud has none, GKE), built
-        again every ``SOURCE_TTL_S``."""
-        from gpufleet.backends.instance_status import instance_status_source
-        from gpufleet.config.catalog import load_catalog
-
-        now = PollingTrigger.clock.monotonic()
-        if self._source is None or now - self._source[0] >= SOURCE_TTL_S:
-            self._source = (now, instance_status_source(load_catalog().cluster(self.cluster)))
-        return self._source[1]
-
     async def _call(
         self, what: str, fn: Callable[..., Any], *args: Any, pool: str = "watch"
     ) -> Any:
@@ -232,8 +210,7 @@ class NodeWatchTrigger(BaseEventTrigger):
 
         clock = PollingTrigger.clock
         backend, at = await self._start()
-        if self.exporter_interval_s:
-            self._next_read = clock.time()  # the first round with the first watch round
+        self.readings.start()  # the first round with the first watch round
         batch = Batch(self.cluster)
         batch.nodes_from, batch.events_from = at["nodes"], at["events"]
         urgent = await self._first_lists(backend, at, batch)  # a list to hand over at once
@@ -255,7 +232,7 @@ class NodeWatchTrigger(BaseEventTrigger):
                 rewind = await self._unacknowledged(unacked, looked)
                 if rewind is not None:
                     at, batch, opened = rewind, Batch(self.cluster), None
-                    self._shipped = None  # the readings are handed on again too
+                    self.readings.again()  # the readings are handed on again too
                     batch.nodes_from, batch.events_from = at["nodes"], at["events"]
                     urgent = await self._begin(backend, at, batch)
             if not urgent:
@@ -305,16 +282,14 @@ class NodeWatchTrigger(BaseEventTrigger):
         to be handed on at once, whether a call failed.)"""
         from gpufleet.backends.base import WatchExpired
 
-        clock = PollingTrigger.clock
         urgent = failed = False
-        reading = self._next_read is not None and clock.time() >= self._next_read
+        reading = self.readings.due()
         calls = [
             self._call("watch_nodes", backend.watch_nodes, at["nodes"], round_s),
             self._call("watch_events", backend.watch_node_events, at["events"], round_s),
         ]
         if reading:
-            self._next_read = clock.time() + self.exporter_interval_s
-            calls.append(self._read_round(backend, batch))
+            calls.append(self.readings.round(backend, batch))
         results = list(await asyncio.gather(*calls, return_exceptions=True))
         if reading:
             urgent = self._took(results.pop())
@@ -346,7 +321,7 @@ class NodeWatchTrigger(BaseEventTrigger):
             try:
                 at = await asyncio.to_thread(self.acked)
                 if self.exporter_interval_s:
-                    self._nodes = await asyncio.to_thread(self.known_nodes)
+                    self.readings.nodes = await asyncio.to_thread(self.known_nodes)
                 backend = await asyncio.to_thread(self.backend)
                 return backend, at
             except Exception as exc:  # noqa: BLE001 - an asset watcher keeps watching
@@ -378,7 +353,7 @@ class NodeWatchTrigger(BaseEventTrigger):
         if at["nodes"] is None:
             nodes, version = await self._call("list_nodes", backend.list_nodes_versioned)
             batch.listed(nodes, version)
-            self._know(nodes, whole=True)
+            self.readings.know(nodes, whole=True)
             at["nodes"], urgent = version, True
         if at["events"] is None:
             _, version = await self._call("list_events", backend.list_node_events, None)
@@ -434,20 +409,13 @@ class NodeWatchTrigger(BaseEventTrigger):
                 batch.add(change)
                 if change.node is not None:
                     if change.change is Change.DELETED:
-                        self._nodes.pop(change.node.name, None)
+                        self.readings.forget(change.node.name)
                     else:
-                        self._know([change.node])
+                        self.readings.know([change.node])
             at = later_version(at, change.version)
         return at
 
-    # --- the interval readings (dcgm-exporter, EC2 status) ---------------------------------------
-
-    def _know(self, nodes, whole: bool = False) -> None:
-        """Keep what the readings need of ``nodes`` (``whole``: they are every node)."""
-        known = {
-            n.name: {"pool": n.pool, "provider_id": n.provider_id, "ready": n.ready} for n in nodes
-        }
-        self._nodes = known if whole else {**self._nodes, **known}
+    # --- the interval readings' outcome --------------------------------------------------------
 
     def _took(self, result: Any) -> bool:
         """A readings round's outcome: the snapshot it put in the batch (True), none (False:
@@ -460,88 +428,6 @@ class NodeWatchTrigger(BaseEventTrigger):
             return False
         return bool(result)
 
-    async def _read_round(self, backend, batch: Batch) -> bool:
-        """One round of interval readings; the snapshot put in ``batch`` when it differs from
-        the last one handed on. Whether it did."""
-        from gpufleet.services.nodes.readings import key_of
-
-        clock = PollingTrigger.clock
-        read = {
-            n: v for n, v in self._nodes.items() if v.get("pool") and v.get("ready") is not False
-        }
-        exporters, instances = await asyncio.gather(
-            self._scrape(backend, read), self._instances(read)
-        )
-        key = key_of([exporters, instances])
-        if key == self._shipped or (self._shipped is None and not exporters and not instances):
-            return False
-        self._shipped = key
-        batch.read(exporters, instances, str(int(clock.time() * 1000)))
-        return True
-
-    async def _scrape(self, backend, nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """Every node's dcgm-exporter reading that is not healthy (one list of the pods, one
-        read of each). A cluster that runs no exporter pod at all has no such source."""
-        from gpufleet.services.nodes.readings import unknown_reading
-
-        pods = await self._call("list_exporters", backend.dcgm_exporters, pool="scrape")
-        if not pods:
-            if self._exporters_seen is not False:
-                self.log.info("%s runs no dcgm-exporter: its metrics are not read", self.cluster)
-            self._exporters_seen = False
-            return {}
-        self._exporters_seen = True
-        out: dict[str, Any] = {}
-        targets = []
-        for node in sorted(nodes):
-            pod = pods.get(node)
-            if pod is None:
-                out[node] = unknown_reading("no dcgm-exporter pod runs on the node", "no-pod")
-            elif pod.phase != "Running":
-                why = f"its dcgm-exporter pod {pod.namespace}/{pod.name} is {pod.phase}"
-                out[node] = unknown_reading(why, "not-running")
-            else:
-                targets.append((node, pod))
-        gate = asyncio.Semaphore(SCRAPES_AT_ONCE)
-
-        async def one(node: str, pod) -> tuple[str, Any]:
-            async with gate:
-                try:
-                    return node, await self._call(
-                        "scrape_exporter", _read_exporter, backend, pod, node, pool="scrape"
-                    )
-                except Exception as exc:  # noqa: BLE001 - unknown, never healthy
-                    why = f"its dcgm-exporter could not be read ({exc})"
-                    return node, unknown_reading(why, "unreadable")
-
-        for node, reading in await asyncio.gather(*(one(n, p) for n, p in targets)):
-            if reading is not None:
-                out[node] = reading
-        return dict(sorted(out.items()))
-
-    async def _instances(self, nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """Every node's EC2 instance status that says something (one request per 100
-        instances); none on a cloud without the source."""
-        from gpufleet.backends.base import INSTANCE_STATUS_BATCH
-        from gpufleet.services.nodes.readings import instance_reading
-
-        source = await asyncio.to_thread(self.instance_source)
-        if source is None:
-            return {}
-        by_pid = {v["provider_id"]: n for n, v in nodes.items() if v.get("provider_id")}
-        pids = sorted(by_pid)
-        out: dict[str, Any] = {}
-        for i in range(0, len(pids), INSTANCE_STATUS_BATCH):
-            chunk = pids[i : i + INSTANCE_STATUS_BATCH]
-            found = await self._call(
-                "describe_instance_status", source.instance_statuses, chunk, pool="scrape"
-            )
-            for pid, status in found.items():
-                reading = instance_reading(status)
-                if reading is not None and pid in by_pid:
-                    out[by_pid[pid]] = reading
-        return dict(sorted(out.items()))
-
     async def _relist(self, backend, stream: str, at: str | None, batch: Batch) -> str:
         """After a 410: the nodes as listed now, or the Events changed since ``at`` (all the
         Events the server still keeps when ``at`` itself is too old); the new position."""
@@ -551,7 +437,7 @@ class NodeWatchTrigger(BaseEventTrigger):
         if stream == "nodes":
             nodes, version = await self._call("list_nodes", backend.list_nodes_versioned)
             batch.listed(nodes, version)
-            self._know(nodes, whole=True)
+            self.readings.know(nodes, whole=True)
             return version
         try:
             events, version = await self._call("list_events", backend.list_node_events, at)
@@ -561,10 +447,3 @@ class NodeWatchTrigger(BaseEventTrigger):
             batch.add(WatchEvent(Change.MODIFIED, version, event=event))
         batch.reached("events", version)
         return version
-
-
-def _read_exporter(backend, pod, node: str) -> dict[str, Any] | None:
-    """Read one exporter pod and decide (in a scrape thread: parsing is CPU, off the loop)."""
-    from gpufleet.services.nodes.readings import exporter_reading
-
-    return exporter_reading(backend.exporter_metrics(pod), node)
