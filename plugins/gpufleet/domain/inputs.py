@@ -58,6 +58,11 @@ def finite(value: Any, what: str) -> float:
     return number
 
 
+def whole(value: Any, low: int, high: int) -> bool:
+    """Whether ``value`` is a whole number (an int, not a bool) from ``low`` to ``high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 def flag(value: Any) -> bool:
     """``value`` if it is true or false, else ValueError naming it (a catalog or Param flag)."""
     if not isinstance(value, bool):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.inputs import whole
 from gpufleet.manifests.labels import (
     VALIDATION_NAMESPACE,
     check_namespace,
@@ -73,11 +74,7 @@ def render_storage_validation(
         raise ValueError(
             f"size_gib_per_node must be a positive integer (got {size_gib_per_node!r})"
         )
-    if runtime_seconds is not None and (
-        isinstance(runtime_seconds, bool)
-        or not isinstance(runtime_seconds, int)
-        or not 1 <= runtime_seconds <= FIO_RUNTIME_SECONDS
-    ):
+    if runtime_seconds is not None and not whole(runtime_seconds, 1, FIO_RUNTIME_SECONDS):
         raise ValueError(
             f"runtime_seconds must be an integer from 1 to {FIO_RUNTIME_SECONDS} "
             f"(got {runtime_seconds!r})"

@@ -13,6 +13,8 @@ from datetime import date
 from types import MappingProxyType
 from typing import Any
 
+from gpufleet.domain.inputs import whole
+
 __all__ = [
     "BURN_IN_LEVEL",
     "B_SERIES",
@@ -81,11 +83,7 @@ class DcgmLimits:
                 f"got levels {sorted(self.timeouts_s)}"
             )
         for level, seconds in self.timeouts_s.items():
-            if (
-                isinstance(seconds, bool)
-                or not isinstance(seconds, int)
-                or not 1 <= seconds <= MAX_DIAG_TIMEOUT_S
-            ):
+            if not whole(seconds, 1, MAX_DIAG_TIMEOUT_S):
                 raise ValueError(
                     f"GPU model {self.model!r}: the level-{level} timeout must be a whole number "
                     f"of seconds from 1 to {MAX_DIAG_TIMEOUT_S}, not {seconds!r}"
@@ -142,11 +140,7 @@ def level1_tonight(node: str, night: date, every: int) -> bool:
     """Whether ``night`` is ``node``'s night for its level-1 rotation of ``every`` nights
     (1: every night): each node once in ``every`` nights, on the same nights every cycle, a
     pool's nodes spread evenly over the cycle by a hash of the name."""
-    if (
-        isinstance(every, bool)
-        or not isinstance(every, int)
-        or not 1 <= every <= MAX_LEVEL1_EVERY_NIGHTS
-    ):
+    if not whole(every, 1, MAX_LEVEL1_EVERY_NIGHTS):
         raise ValueError(
             f"level1_every_nights must be a whole number from 1 to {MAX_LEVEL1_EVERY_NIGHTS}, "
             f"not {every!r}"
