@@ -14,7 +14,12 @@ morning (its faults cleared, `released` by hand). It reports:
   check's reason with the action NVIDIA recommends; an Xid 13 is an application's, left in
   service with a note);
 - actions taken as NVIDIA recommends within two more nights (a reboot for a GPU reset or a
-  reboot, the cloud's repair for hardware, a person for what only a person settles);
+  reboot, the cloud's repair for hardware, a person for what only a person settles), on the
+  remediation ladder (issue 34): a node given a rung in the last 7 days climbs above it
+  (``domain.remediation.next_rung``, from the node's history when the fault lands);
+- the breakers a person reset in the morning (a tripped breaker holds every action in its
+  scope until then); the ledger keeps the sim's time, so the breakers' and the ladder's
+  windows count simulated nights;
 - healthy nodes taken out of service (a node moved out with no fault in force on it);
 - the cost per node per night of the nightly tier (fabric + Lustre + the level-1/2 health
   check, from the ledger's rows) and of the weekly level 3 averaged over the week.
@@ -128,13 +133,17 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
     from gpufleet.config.catalog import load_catalog
     from gpufleet.domain.health import repair_kind
     from gpufleet.domain.nodes import NodeState
+    from gpufleet.domain.remediation import next_rung
     from gpufleet.services.nodes.lifecycle import NodeLifecycle
     from gpufleet.store import Ledger
 
     rng = random.Random(args.seed)
-    catalog, ledger, sim = load_catalog(), Ledger(), SimState()
+    sim = SimState()
     clock = sim.clock
     clock.freeze()
+    # the ledger's times are the sim's: the ladder's window (7 days), the breakers' (24 h) and
+    # the Lustre full test's (a night) count simulated nights, not the seconds the run takes
+    catalog, ledger = load_catalog(), Ledger(clock=clock)
     nodes_of = {
         key: [n.name for n in cluster_backend(catalog.cluster(key[0])).list_nodes(key[1])]
         for key in POOLS
@@ -160,12 +169,22 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
         key = pool_of[node]
         sim.inject(key[0], key[1], text.format(node=node), scope=f"campaign:{node}")
         faulty[node] = (night, text.format(node=node), expected)
+        # the action taken: the ladder's rung for NVIDIA's (issue 34), from the node's history
+        # and this fault's incident (it leaves service now): a node given a rung in the last 7
+        # days climbs above it
+        rung = expected
+        if expected != "healthy":
+            now = ledger.clock.now()
+            leaves = {"from_state": "released", "to_state": "quarantined", "at": now}
+            history = [*ledger.node_history(key[0], node), leaves]
+            rung = next_rung(history, expected, now).rung.value
         log.append(
             {
                 "night": night,
                 "node": node,
                 "fault": text.format(node=node),
                 "expected": expected,
+                "rung": rung,
                 "detected": None,
                 "action": None,
             }
@@ -228,10 +247,10 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
                     health = (row or {}).get("evidence", {}).get("health") or {}
                     entry["detected"] = health.get("action") == entry["expected"]
             elif entry["action"] is None and night - entry["night"] <= 3:
-                if entry["expected"] == "needs_human":
+                if entry["rung"] == "needs_human":
                     took = any(e["to_state"] == "needs_human" for e in history)
                 else:
-                    want = repair_kind({"action": entry["expected"]})
+                    want = repair_kind({"action": entry["rung"]})
                     took = any(
                         e["to_state"] == "repairing"
                         and (e["evidence"] or {}).get("kind", "repair") == want
@@ -271,10 +290,11 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
     gpu = [e for e in log if not e["fault"].startswith("bad-node")]
     print(f"GPU health campaign: {args.nights} nights, seed {args.seed}, {took:.0f} s wall")
     for e in log:
+        climbed = f" (the ladder: {e['rung']})" if e["rung"] != e["expected"] else ""
         print(
             f"  night {e['night']:2d}: {e['fault']:40s} -> {e['expected']:11s} "
             f"{'detected' if e['detected'] else 'MISSED'}, "
-            f"{'action taken' if e['action'] else 'NO ACTION'}"
+            f"{'action taken' if e['action'] else 'NO ACTION'}{climbed}"
         )
         if not (e["detected"] and e["action"]):
             moves = [
