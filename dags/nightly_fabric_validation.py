@@ -10,9 +10,10 @@ most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming 
   remapping and ECC, NVLink, thermal slowdown, `dcgmi diag` at level 1; level 2 for a node
   retested, level 3 once a week per node). A pool with `level1_every_nights: N` in the catalog
   checks each idle node once in N nights and reads its dcgm-exporter on the others; a reading
-  that is not healthy, or none, is checked that night (docs/health.md). A node whose signals call for an action is left out
-  of the pairs and quarantined with NVIDIA's action in its reason; its retest sends it to a
-  reboot, the cloud's repair or a person, as NVIDIA recommends (docs/health.md).
+  that is not healthy, or none, is checked that night (docs/health.md). A node whose signals
+  call for an action is left out of the pairs and quarantined with NVIDIA's action in its
+  reason; its retest sends it to a reboot, the cloud's repair or a person, as NVIDIA recommends
+  (docs/health.md).
 - **Fabric**: 2-node NCCL all-reduce pairs covering every idle node, judged on large-message
   bus bandwidth against the baseline *and* on the transport NCCL actually used (a silent
   fallback to TCP sockets fails even when the bandwidth looks fine). Failed pairs are
