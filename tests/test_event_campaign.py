@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench.event_campaign import BENIGN_XIDS, COVER, DAY_S, FATAL_XIDS, SETTLE_S, plan
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.campaigns import run_campaign
 
 
 def test_a_plan_covers_every_class_first_and_stays_in_the_day():
@@ -35,15 +31,7 @@ def test_a_plan_covers_every_class_first_and_stays_in_the_day():
 
 @pytest.mark.slow
 def test_a_small_campaign_with_kills_keeps_every_promise(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.event_campaign", "--events", "12", "--kills", "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    out = run.stdout
-    assert run.returncode == 0, out + run.stderr[-3000:]
+    out = run_campaign("event_campaign", "--events", "12", "--kills", "2")
     assert re.search(r"12 events over a simulated day, 2 watcher SIGKILLs", out), out
     latency = re.search(
         r"out of schedulable capacity \((\d+)\)\s+p50 (\d+) s, p95 (\d+) s, max (\d+) s", out

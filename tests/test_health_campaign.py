@@ -6,27 +6,16 @@ acted on within the week), no healthy node taken out, no breaker tripped."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.campaigns import run_campaign
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_short_campaign_finds_every_fault_and_takes_the_ladders_action():
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.health_campaign", "--nights", "12", "--seed", "11"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    out = run.stdout
-    assert run.returncode == 0, out + run.stderr[-3000:]
+    out = run_campaign("health_campaign", "--nights", "12", "--seed", "11")
     found = re.search(r"faults detected by the next nightly: (\d+) of (\d+)", out)
     assert found is not None and found.group(1) == found.group(2) != "0", out
     acted = re.search(

@@ -5,16 +5,13 @@ NVIDIA's, a third reboot in a week, a healthy node acted on, an action past a tr
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from bench.remediation_campaign import check_rungs, healthy_acted_on, mttr, past_breakers
+from tests.support.campaigns import run_campaign
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -98,15 +95,7 @@ def test_mttr_is_leaving_service_to_release_by_who_released():
 
 @pytest.mark.slow
 def test_a_short_campaign_with_a_roll_out_keeps_every_promise():
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.remediation_campaign", "--nights", "6", "--seed", "7"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    out = run.stdout
-    assert run.returncode == 0, out + run.stderr[-3000:]
+    out = run_campaign("remediation_campaign", "--nights", "6", "--seed", "7")
     handled = re.search(r"rung NVIDIA's catalog names: (\d+) of (\d+)", out)
     assert handled is not None and handled.group(1) == handled.group(2) != "0", out
     rollouts = re.search(r"roll-outs: (\d+), pool breaker trips: (\d+)", out)
