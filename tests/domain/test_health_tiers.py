@@ -16,6 +16,7 @@ from gpufleet.domain.health.tiers import (
     diag_level,
     diag_timeout,
     level1_tonight,
+    next_level1,
     plan_diag,
     resting,
     weekly_day,
@@ -185,3 +186,15 @@ def test_a_pending_node_and_a_node_on_its_weekly_day_never_rest():
 def test_a_rotation_outside_1_to_7_whole_nights_is_refused(every):
     with pytest.raises(ValueError, match="level1_every_nights must be a whole number from 1 to 7"):
         level1_tonight("gke-train-7", MONDAY, every)
+
+
+@pytest.mark.parametrize("every", [1, 3, 4, 7])
+def test_the_next_level_1_is_the_first_night_of_the_nodes_rotation_after_tonight(every):
+    for node in NODES[:16]:
+        nxt = next_level1(node, MONDAY, every)
+        assert MONDAY < nxt <= MONDAY + timedelta(days=every)
+        assert level1_tonight(node, nxt, every)
+        assert not any(
+            level1_tonight(node, MONDAY + timedelta(days=d), every)
+            for d in range(1, (nxt - MONDAY).days)
+        )

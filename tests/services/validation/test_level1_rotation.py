@@ -14,7 +14,7 @@ from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import Taint
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
-from gpufleet.domain.health.tiers import level1_tonight, weekly_day
+from gpufleet.domain.health.tiers import level1_tonight, next_level1, weekly_day
 from gpufleet.domain.workloads import UNVALIDATED_KEY
 from gpufleet.store import Ledger
 from tests.support.fleet import frozen_sim_clock, validate
@@ -72,7 +72,10 @@ def test_nodes_not_due_rest_on_a_healthy_reading_and_cost_no_gpu_time(fleet_stat
             True,
         )
         assert nodes[node]["stages"] == {}  # no pod held it
-        assert any("level 1 rests tonight (once in 4 nights)" in n for n in nodes[node]["notes"])
+        nxt = next_level1(node, tonight(), EVERY)
+        assert f"level 1 rests tonight (once in 4 nights; next on {nxt:%Y-%m-%d})" in " ".join(
+            nodes[node]["notes"]
+        )
     checked = [n for n in NODES if n not in rest]
     for node in checked:
         assert nodes[node]["level"] >= 1 and not nodes[node]["rested"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "diag_level",
     "diag_timeout",
     "level1_tonight",
+    "next_level1",
     "plan_diag",
     "resting",
     "weekly_day",
@@ -146,6 +147,15 @@ def level1_tonight(node: str, night: date, every: int) -> bool:
             f"not {every!r}"
         )
     return every == 1 or _spread(node, "level1:", every) == night.toordinal() % every
+
+
+def next_level1(node: str, night: date, every: int) -> date:
+    """The first night after ``night`` that is ``node``'s in its level-1 rotation of ``every``
+    nights (:func:`level1_tonight`)."""
+    following = night + timedelta(days=1)
+    while not level1_tonight(node, following, every):
+        following += timedelta(days=1)
+    return following
 
 
 def resting(

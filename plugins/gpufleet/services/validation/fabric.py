@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from gpufleet.backends import cluster_backend
@@ -21,7 +21,7 @@ from gpufleet.config.baselines import find_baseline
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.domain.health import HealthAction
 from gpufleet.domain.health.retry import Try, plan_rechecks, retried
-from gpufleet.domain.health.tiers import resting
+from gpufleet.domain.health.tiers import next_level1, resting
 from gpufleet.domain.pairing import Localizer
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER
 from gpufleet.domain.stages import Stage, add_stages, stage_gpu_seconds
@@ -144,7 +144,7 @@ class FabricValidation(FabricVerdict):
         pending = [n.name for n in nodes if n.unvalidated]
         rest = resting(idle, night, self.ref.pool.level1_every_nights, pending=pending)
         passive = passive_checks(self.backend, self.ref, busy + rest)
-        rested = self._rested(rest, passive)
+        rested = self._rested(rest, passive, night)
         state.health = {n: h.to_dict() for n, h in passive.items() if n not in rest or n in rested}
         checked = [n for n in idle if n not in rested]
         if checked or retest:
@@ -164,7 +164,7 @@ class FabricValidation(FabricVerdict):
             return state
         return self._start_pass1(state)
 
-    def _rested(self, rest: list[str], passive: dict[str, NodeHealth]) -> set[str]:
+    def _rested(self, rest: list[str], passive: dict[str, NodeHealth], night: date) -> set[str]:
         """The nodes of ``rest`` (level 1 not due tonight) whose dcgm-exporter reads healthy:
         their level 1 rests. Every other one (a finding, a page that could not be read, no
         exporter) is checked at level 1 tonight: unknown is never healthy."""
@@ -174,8 +174,8 @@ class FabricValidation(FabricVerdict):
             health = passive.get(node)
             if health is not None and health.action == HealthAction.HEALTHY.value:
                 health.notes.append(
-                    f"dcgmi diag level 1 rests tonight (once in {every} nights): "
-                    "its dcgm-exporter reads healthy"
+                    f"dcgmi diag level 1 rests tonight (once in {every} nights; next on "
+                    f"{next_level1(node, night, every):%Y-%m-%d}): its dcgm-exporter reads healthy"
                 )
                 health.rested = True
                 rested.add(node)
