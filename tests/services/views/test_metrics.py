@@ -17,6 +17,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
 from tests.support.ledger_builder import LedgerBuilder
 from tests.support.ledger_helpers import unreachable_ledger_connection
+from tests.support.prometheus import families_written_back
 
 TOKEN = "s3cret-scrape-token"
 CONN = "AIRFLOW_CONN_GPUFLEET_METRICS"
@@ -214,8 +215,6 @@ def test_the_exposition_is_prometheus_clients_own_byte_for_byte(airflow_db, flee
     writes, parsed by prometheus_client and written again by ``generate_latest``, comes back
     byte for byte, hostile label values (a drift metric's name is ledger text) and figures of
     every size included."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
     from gpufleet.airflow.ui.metrics import exposition
 
     ledger = Ledger()
@@ -236,15 +235,7 @@ def test_the_exposition_is_prometheus_clients_own_byte_for_byte(airflow_db, flee
                      "nodes": {}, "levels": {"1": 3}},
         )  # fmt: skip
     text = exposition(load_catalog(), ledger, now)
-    families = list(text_string_to_metric_families(text.decode()))
-
-    class Again:
-        def collect(self):
-            yield from families
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Again())
-    assert generate_latest(registry) == text
+    families = families_written_back(text)
     drift = {
         (s.name, s.labels["metric"]): s.value
         for f in families

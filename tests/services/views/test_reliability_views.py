@@ -13,6 +13,7 @@ from gpufleet.domain.nodes import NodeState as N
 from gpufleet.store import Ledger
 from gpufleet.store.nodes import NodeMove
 from tests.support.clock import ManualClock
+from tests.support.prometheus import families_written_back
 
 CLUSTER, POOL, OTHER = "a3u-sim", "h200-a", "h200-b"
 HOUR = 3600.0
@@ -88,8 +89,6 @@ def test_the_window_reads_incidents_open_since_before_it(airflow_db, fleet_state
 
 
 def test_metrics_histograms_and_open_gauge_in_the_exposition_format(history):
-    from prometheus_client import CollectorRegistry, generate_latest
-
     from gpufleet.airflow.ui.metrics import exposition
     from gpufleet.airflow.ui.reliability_series import BETWEEN, BUCKETS, OPEN, REPAIR
 
@@ -116,15 +115,7 @@ def test_metrics_histograms_and_open_gauge_in_the_exposition_format(history):
     assert opened[(CLUSTER, POOL)] == 1 and opened[(CLUSTER, OTHER)] == 0
     assert all(set(s.labels) == set(where) for s in families[OPEN].samples)
     # written as prometheus_client writes it: parsed and written again, byte for byte
-    parsed = list(text_string_to_metric_families(text.decode()))
-
-    class Again:
-        def collect(self):
-            yield from parsed
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Again())
-    assert generate_latest(registry) == text
+    families_written_back(text)
 
 
 def test_the_nightly_report_has_a_line_per_pool_with_incidents(history):

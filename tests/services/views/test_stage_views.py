@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
+from tests.support.prometheus import families_written_back
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
 
@@ -76,22 +76,12 @@ def test_the_pool_page_shows_where_the_last_night_went(airflow_db, fleet_state):
 
 
 def test_metrics_have_a_histogram_per_kind_and_stage(airflow_db, fleet_state):
-    from prometheus_client import CollectorRegistry, generate_latest
-
     from gpufleet.airflow.ui.metrics import exposition
 
     ledger = Ledger()
     record(ledger)
     text = exposition(load_catalog(), ledger, datetime.now(UTC))
-    families = list(text_string_to_metric_families(text.decode()))
-
-    class Again:
-        def collect(self):
-            yield from families
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Again())
-    assert generate_latest(registry) == text  # the format, byte for byte
+    families = families_written_back(text)  # the format, byte for byte
     (stage,) = [f for f in families if f.name == "gpufleet_validation_stage_seconds"]
     assert stage.type == "histogram"
     count = {
