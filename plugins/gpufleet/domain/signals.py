@@ -266,11 +266,8 @@ def exporter_signal(
     read again (a counter that stays where it is) record nothing; a changed value does."""
     key = str(reading.get("key") or "")[:52]
     version = f"exporter:{key}"
-    if "unknown" in reading:
-        said = (
-            f"dcgm-exporter: no reading ({reading['unknown']}): unknown, not healthy; "
-            "not a quarantine by itself"
-        )
+
+    def unknown(said: str) -> Signal:
         return Signal(
             cluster,
             node,
@@ -282,6 +279,12 @@ def exporter_signal(
             pool,
             version=version,
         )
+
+    if "unknown" in reading:
+        return unknown(
+            f"dcgm-exporter: no reading ({reading['unknown']}): unknown, not healthy; "
+            "not a quarantine by itself"
+        )
     try:
         action = HealthAction(str(reading.get("action")))
     except ValueError:
@@ -290,17 +293,7 @@ def exporter_signal(
         return None
     reason = str(reading.get("reason") or "dcgm-exporter")
     if action is A.COULD_NOT_RUN:
-        return Signal(
-            cluster,
-            node,
-            Source.EXPORTER,
-            EXPORTER_UNKNOWN,
-            Response.NOTE,
-            reason,
-            at,
-            pool,
-            version=version,
-        )
+        return unknown(reason)
     return Signal(
         cluster,
         node,
