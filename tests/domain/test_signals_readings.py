@@ -48,8 +48,12 @@ def test_a_healthy_reading_says_nothing_and_an_unknown_one_is_a_note():
     assert sig is not None and "not healthy" in sig.reason
 
 
-def test_a_reading_of_no_action_we_know_says_nothing():
-    assert exporter_signal("c", "n", {"action": "explode", "reason": "?", "key": "k"}, T0) is None
+def test_a_reading_of_no_action_we_know_is_an_unknown_note_never_healthy():
+    for action in ("explode", None, 7):
+        sig = exporter_signal("c", "n", {"action": action, "reason": "?", "key": "k"}, T0)
+        assert sig is not None
+        assert (sig.what, sig.response, sig.action) == ("unknown", Response.NOTE, None)
+        assert "no action gpufleet knows" in sig.reason and "not healthy" in sig.reason
 
 
 def test_a_failed_check_quarantines_and_its_version_is_when_it_began():

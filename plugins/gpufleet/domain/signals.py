@@ -15,6 +15,7 @@ from typing import Any
 from gpufleet.domain.events import InstanceStatus, NodeCondition, later_version
 from gpufleet.domain.health.catalog import SEVERITY, A, HealthAction
 from gpufleet.domain.health.decide import xid_finding
+from gpufleet.domain.inputs import shown
 
 # GKE's node-health prediction: the key Google's page documents (gke.google.com/), and the
 # cloud.google.com/ spelling some of Google's pages use
@@ -262,7 +263,8 @@ def exporter_signal(
     "key"}`` (the decision; ``key`` names the values it was taken from) or ``{"unknown", "key"}``
     (the exporter is down, unreadable or serves none of the fields: never healthy, and not a
     quarantine by itself: a note). An action beyond ``healthy`` quarantines, with NVIDIA's
-    action; ``healthy`` says nothing. The version is the reading's ``key``: the same values
+    action; ``healthy`` says nothing; a reading whose action is none gpufleet knows is the
+    unknown note too. The version is the reading's ``key``: the same values
     read again (a counter that stays where it is) record nothing; a changed value does."""
     key = str(reading.get("key") or "")[:52]
     version = f"exporter:{key}"
@@ -287,8 +289,11 @@ def exporter_signal(
         )
     try:
         action = HealthAction(str(reading.get("action")))
-    except ValueError:
-        return None
+    except ValueError:  # a reading this gpufleet cannot read: unknown, never healthy
+        return unknown(
+            f"dcgm-exporter: a reading with no action gpufleet knows "
+            f"({shown(reading.get('action'))}): unknown, not healthy"
+        )
     if action is A.HEALTHY:
         return None
     reason = str(reading.get("reason") or "dcgm-exporter")
