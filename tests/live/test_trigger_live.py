@@ -567,22 +567,19 @@ def _signal_assets(airflow: LiveAirflow) -> dict[str, dict]:
 
 
 def _asset_events(airflow: LiveAirflow, asset_id: int) -> list[dict]:
-    """The asset's events, oldest first. A 5xx is asked again (up to 3 times, 0.5 s apart):
-    once in a full suite run the api-server answered 500 while the scheduler was creating the
-    run an event triggers (the list joins each event's created runs); one that persists fails
-    with the server's body."""
-    import time
+    """The asset's events, oldest first. A 5xx is asked again (``_until``, for 1.5 s): once in
+    a full suite run the api-server answered 500 while the scheduler was creating the run an
+    event triggers (the list joins each event's created runs); one that persists fails."""
 
-    for attempt in range(3):
+    def answered():
         response = airflow.request(
             "GET",
             "/api/v2/assets/events",
             params={"asset_id": asset_id, "order_by": "timestamp", "limit": 100},
         )
-        if response.status_code < 500 or attempt == 2:
-            break
-        time.sleep(0.5)
-    assert response.status_code < 500, f"{response.status_code}: {response.text[:2000]}"
+        return (response,) if response.status_code < 500 else None  # a 4xx is an answer too
+
+    (response,) = _until("the asset-event list answers without a 5xx", answered, airflow, 1.5)
     response.raise_for_status()
     return sorted(response.json()["asset_events"], key=lambda e: (e["timestamp"], e["id"]))
 
