@@ -139,9 +139,9 @@ class FabricValidation(FabricVerdict):
         if self.health is None:
             return self._start_pass1(state)
         night = datetime.fromtimestamp(backend_clock(self.backend).time(), UTC).date()
-        new = self._new_nodes(nodes) if idle else []
+        pending = [n.name for n in nodes if n.unvalidated]  # never rested
+        new = self._owed_burn_in(pending) if idle else []
         # busy nodes, and idle ones whose level 1 rests tonight: what their dcgm-exporter serves
-        pending = [n.name for n in nodes if n.unvalidated]
         rest = resting(idle, night, self.ref.pool.level1_every_nights, pending=pending)
         passive = passive_checks(self.backend, self.ref, busy + rest)
         rested = self._rested(rest, passive, night)
@@ -190,9 +190,9 @@ class FabricValidation(FabricVerdict):
             )
         return rested
 
-    def _new_nodes(self, nodes: list) -> list[str]:
-        """The nodes a burn-in is owed: still tainted ``unvalidated`` and not burnt in yet."""
-        new = [n.name for n in nodes if n.unvalidated]
+    def _owed_burn_in(self, new: list[str]) -> list[str]:
+        """Of the ``new`` nodes (still tainted ``unvalidated``), those a burn-in is owed: all of
+        them, or with the pool's ``burn_in``, those not burnt in yet."""
         if not new or not self.ref.pool.burn_in:
             return new
         done = burned_in(self.ledger, self.ref.cluster.name, self.ref.pool.name)
