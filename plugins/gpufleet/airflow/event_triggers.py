@@ -65,7 +65,6 @@ if TYPE_CHECKING:  # imported where used: a DAG file builds these triggers at ev
 
 STREAMS = ("nodes", "events")
 READINGS = "readings"  # the stream the interval readings' snapshots are acknowledged as
-EXPORTER_INTERVAL_S = INTERVAL_S  # dcgm-exporter and EC2 status read this often
 SCRAPE_THREADS = 64  # the interval scrapes' own threads, every cluster's
 ERROR_BACKOFF_S = 30.0  # after an error that is not a 410: look again this much later, at most
 REDELIVER_S = 1800.0  # a yielded batch not acknowledged by then is read again
@@ -112,7 +111,7 @@ class NodeWatchTrigger(BaseEventTrigger):
         watch_timeout_s: float = 60.0,
         redeliver_s: float = REDELIVER_S,
         ledger_conn_id: str | None = None,
-        exporter_interval_s: float = EXPORTER_INTERVAL_S,
+        exporter_interval_s: float = INTERVAL_S,
     ):
         super().__init__()
         number = isinstance(exporter_interval_s, int | float) and not isinstance(
