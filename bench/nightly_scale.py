@@ -289,27 +289,23 @@ def night_cost(url: str) -> dict:
 def prepull(catalog: Path, state: Path) -> int:
     """Apply each generated cluster's image pre-pull DaemonSet to the sim, as
     ``region_onboarding`` does: a fleet gpufleet onboarded, whose nodes hold the validation
-    images (a steady night). Returns the clusters."""
-    saved = {k: os.environ.get(k) for k in ("GPUFLEET_CATALOG_DIR", "GPUFLEET_STATE_DIR")}
-    os.environ["GPUFLEET_CATALOG_DIR"], os.environ["GPUFLEET_STATE_DIR"] = str(catalog), str(state)
-    try:
-        from gpufleet.backends import cluster_backend
-        from gpufleet.config.catalog import load_catalog
-        from gpufleet.manifests.addons import render_image_prepull
-        from gpufleet.manifests.labels import VALIDATION_NAMESPACE
+    images (a steady night). Returns the clusters. The bench's own environment is left as it
+    was."""
+    from unittest.mock import patch
 
+    from gpufleet.backends import cluster_backend
+    from gpufleet.config.catalog import load_catalog
+    from gpufleet.manifests.addons import render_image_prepull
+    from gpufleet.manifests.labels import VALIDATION_NAMESPACE
+
+    fleet = {"GPUFLEET_CATALOG_DIR": str(catalog), "GPUFLEET_STATE_DIR": str(state)}
+    with patch.dict(os.environ, fleet):
         clusters = [c for _, c in load_catalog(catalog).clusters.values()]
         for cluster in clusters:
             backend = cluster_backend(cluster)
             for manifest in render_image_prepull(cluster, VALIDATION_NAMESPACE):
                 backend.apply(manifest)
-        return len(clusters)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return len(clusters)
 
 
 def point(  # noqa: PLR0913  one bench point's settings
