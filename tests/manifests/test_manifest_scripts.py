@@ -215,3 +215,6 @@ def test_a_pool_check_caps_each_fio_pass_and_bad_runtimes_are_refused(gke_ref: P
     for bad in (0, 601, 1.5, True, "60"):
         with pytest.raises(ValueError, match="runtime_seconds must be an integer from 1 to 600"):
             args(runtime_seconds=bad)
+    for bad in (0, -1, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="size_gib_per_node must be a positive integer"):
+            args(size_gib_per_node=bad)

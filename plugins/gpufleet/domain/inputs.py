@@ -14,7 +14,7 @@ catalog, the CLI): numbers that must be finite, and refused values echoed cut sh
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
 from pydantic import BeforeValidator
 
@@ -58,8 +58,9 @@ def finite(value: Any, what: str) -> float:
     return number
 
 
-def whole(value: Any, low: int, high: int) -> bool:
-    """Whether ``value`` is a whole number (an int, not a bool) from ``low`` to ``high``."""
+def whole(value: Any, low: float, high: float = math.inf) -> TypeGuard[int]:
+    """Whether ``value`` is a whole number (an int, not a bool) from ``low`` to ``high`` (no
+    upper bound by default)."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 

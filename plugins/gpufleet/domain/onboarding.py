@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.domain.fleet import Cluster, NodePool, Region
+from gpufleet.domain.inputs import whole
 
 # The steps of one onboarding run, in order (the DAG's task ids follow them).
 STEPS = (
@@ -217,9 +218,7 @@ def host_counts(h: SubBlockReport) -> tuple[int | None, int | None, int | None]:
     out = []
     for name in ("hosts", "healthy_hosts", "degraded_hosts"):
         value = getattr(h, name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
+        if value is not None and not whole(value, 0):
             raise ValueError(f"sub-block {h.key}: {name} {value!r} is not a host count")
         out.append(value)
     return out[0], out[1], out[2]

@@ -66,11 +66,7 @@ def render_storage_validation(
     dupes = sorted({n for n in checked if checked.count(n) > 1})
     if dupes:
         raise ValueError(f"nodes lists {', '.join(dupes)} more than once (one fio pod per node)")
-    if (
-        isinstance(size_gib_per_node, bool)
-        or not isinstance(size_gib_per_node, int)
-        or size_gib_per_node < 1
-    ):
+    if not whole(size_gib_per_node, 1):
         raise ValueError(
             f"size_gib_per_node must be a positive integer (got {size_gib_per_node!r})"
         )

@@ -60,7 +60,7 @@ _B_SERIES_WHY = (
 
 
 def _level(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value not in DIAG_LEVELS:
+    if not whole(value, DIAG_LEVELS[0], DIAG_LEVELS[-1]):
         raise ValueError(f"{what} must be a dcgmi diag level: 1, 2, 3 or 4, not {value!r}")
     return value
 
