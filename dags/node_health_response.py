@@ -20,7 +20,9 @@ waiting batches are handled by one run, merged per cluster).
   (`gpufleet.io/quarantine`, NoSchedule: a running job is not killed) and goes through the node
   lifecycle as a nightly finding does. A node that appears or comes back (autoscaled, replaced,
   rebooted, repaired, uncordoned by hand) is tainted `gpufleet.io/validation-pending`
-  (NoSchedule) and joins its pool's re-admission session. Signals are recorded once (a batch
+  (NoSchedule) and joins its pool's re-admission session. A node in service that goes
+  NotReady is tainted `validation-pending` at once (no session), so one that reboots comes back
+  already held; back with the same boot id, the hold is lifted. Signals are recorded once (a batch
   handled twice changes nothing) and the batch is acknowledged: a triggerer killed mid-watch
   resumes from the last acknowledged version.
 - **admission_session** (one per session a response opened): waits until the session's
@@ -28,7 +30,7 @@ waiting batches are handled by one run, merged per cluster).
   pool's fabric validation with its GPU health round (waiting for another run's validation of
   the pool), then releases each node that passed, quarantines each that failed, and carries
   the rest to the pool's next session. Only a session, or a person's recorded release, removes
-  the pending taint.
+  the pending taint of a node that came back (the NotReady hold's own is lifted as above).
 
 Trigger it by hand with `batches` (a list of batches as the watchers emit them) to replay what
 a watcher saw. See docs/events.md.

@@ -41,5 +41,6 @@ def test_a_small_campaign_with_kills_keeps_every_promise(tmp_path):
     assert int(latency.group(4)) <= 300
     assert re.search(r"healthy nodes taken out\s+0\s", out), out
     assert re.search(r"schedulable before their session passed\s+0 of [1-9]", out), out
+    assert re.search(r"rebooted nodes schedulable before held pending\s+0 of [1-9]", out), out
     assert re.search(r"events lost \(no signal nor admission recorded\)\s+0 of 12\s", out), out
     assert "BROKEN" not in out and out.rstrip().endswith("PASS")

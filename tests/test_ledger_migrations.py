@@ -95,6 +95,11 @@ def write_typical_rows(conn, url: str, version: int) -> None:
                failed_repairs=0, evidence="{}", since=NOW)  # fmt: skip
 
 
+SIGNAL = (
+    "INSERT INTO gf_node_signals (cluster, node, source, what, response, reason, observed_at, "
+    "version, count, recorded_at) VALUES ('c', 'n', 'lifecycle', '{response}', '{response}', "
+    "'r', :at, '1', 1, :at)"
+)
 REFUSED = [  # what today's CHECKs refuse (v4, widened by v9 and v15)
     "INSERT INTO gf_gate_decisions (cluster, pools, nodes, launch, reasons, decided_at) "
     "VALUES ('c', '[]', 1, 2, '[]', :at)",
@@ -114,6 +119,8 @@ REFUSED = [  # what today's CHECKs refuse (v4, widened by v9 and v15)
     # v12: a snapshot counting more ready nodes than it has
     "INSERT INTO gf_node_snapshots (cluster, pool, taken_at, source, nodes, ready, free, "
     "quarantined, busy, detail) VALUES ('c', 'p', :at, 'fabric', 2, 3, 0, 0, 0, '[]')",
+    # v18, widened by v21: a node signal's response
+    SIGNAL.format(response="park"),
 ]
 
 
@@ -127,6 +134,9 @@ def assert_constraints_hold(ledger: Ledger, url: str) -> None:
         run_id="r-health", cluster="c", pool="p", kind="health", passed=True, started_at=NOW
     )
     assert ledger.latest_validation("c", "p", "health")["run_id"] == "r-health"
+    with ledger.engine.begin() as conn:  # v21: the NotReady hold and its lift
+        for response in ("hold", "lift"):
+            conn.execute(text(SIGNAL.format(response=response)), {"at": _at(url)})
     found, created = ledger.ensure_launch(**LAUNCH, run_id="r1", pool="c", state="submitting")
     assert not created and found["pool"] == "b"  # v2: the key
     with pytest.raises(IntegrityError):  # v7: one running transition per cluster
@@ -155,7 +165,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0020"
+        assert migrations.current_revision(conn) == migrations.head() == "0021"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -243,7 +253,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 20
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 21
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)

@@ -223,3 +223,20 @@ def test_a_snapshot_never_acknowledged_is_handed_on_again(fleet_state):
     first, again = [b for b in got if node in b.exporters]
     assert again.exporters == first.exporters
     assert trigger.redeliveries == 1 and ledger.watch_cursor(GKE, "readings") is None
+
+
+def test_after_a_restart_a_node_last_seen_notready_is_not_read(fleet_state):
+    from dataclasses import replace
+
+    from gpufleet.domain.events import NodeCondition
+
+    kube = SimClusterBackend(load_catalog().cluster(GKE))
+    down, *rest = sorted(kube.list_nodes(), key=lambda n: n.name)
+    others = tuple(c for c in down.conditions if c.type != "Ready")
+    batch = Batch(GKE)
+    not_ready = replace(down, ready=False, conditions=(NodeCondition("Ready", "False"), *others))
+    batch.listed([not_ready, *rest], "100")
+    EventResponse(Ledger(), load_catalog()).respond(batch, "baseline")
+    known = NodeWatchTrigger(cluster=GKE).known_nodes()  # a new trigger: the ledger's nodes
+    assert known[down.name]["ready"] is False
+    assert {known[n.name]["ready"] for n in rest} == {True}

@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from gpufleet.domain.events import NodeCondition
 from gpufleet.domain.health.catalog import A
 from gpufleet.domain.signals import (
+    HOLD_VALUE,
     MAINTENANCE_LABEL,
     PREDICTION_LABEL,
+    RANK,
     Response,
     Signal,
     Source,
@@ -36,6 +38,15 @@ class Node:
     boot_id: str | None = "b1"
     provider_id: str | None = "sim://c/n"
     unschedulable: bool = False
+    conditions: tuple = ()
+    pending: str | None = None
+
+
+def _ready(status: str) -> tuple:
+    return (NodeCondition("Ready", status),)
+
+
+UP, DOWN = _ready("True"), _ready("False")
 
 
 def test_xid_79_quarantines_with_nvidias_words():
@@ -126,6 +137,55 @@ def test_uncordon_admits_only_while_gpufleet_holds_the_node_out():
     assert lifecycle_signal("c", cordoned, open_, T0) is None
     s = lifecycle_signal("c", cordoned, open_, T0, held_out=True)
     assert s is not None and s.what == "uncordoned" and s.response is Response.ADMIT
+
+
+def test_a_node_in_service_going_notready_is_held_at_once():
+    s = lifecycle_signal("c", Node("n1", conditions=UP), Node("n1", conditions=DOWN), T0)
+    assert s is not None and s.response is Response.HOLD and s.what == HOLD_VALUE
+    unknown = Node("n1", conditions=_ready("Unknown"))  # the node controller's lost heartbeat
+    assert lifecycle_signal("c", Node("n1", conditions=UP), unknown, T0).response is Response.HOLD
+
+
+def test_no_hold_out_of_service_already_pending_or_still_notready():
+    up, down = Node("n1", conditions=UP), Node("n1", conditions=DOWN)
+    assert lifecycle_signal("c", up, down, T0, held_out=True) is None  # the lifecycle has it
+    pending = Node("n1", conditions=DOWN, pending="rebooted")  # in a session: not re-held
+    assert lifecycle_signal("c", up, pending, T0) is None
+    assert lifecycle_signal("c", down, down, T0) is None
+    assert lifecycle_signal("c", Node("n1"), down, T0) is None  # Ready not known before
+
+
+def test_back_without_a_reboot_lifts_only_gpufleets_own_hold():
+    down = Node("n1", conditions=DOWN)
+    back = Node("n1", conditions=UP, pending=HOLD_VALUE)
+    s = lifecycle_signal("c", down, back, T0)
+    assert s is not None and s.response is Response.LIFT
+    other = Node("n1", conditions=UP, pending="appeared")  # a new node's: its session decides
+    assert lifecycle_signal("c", down, other, T0) is None
+    assert lifecycle_signal("c", down, Node("n1", conditions=UP), T0) is None
+
+
+def test_back_from_a_reboot_is_admitted_and_an_unknown_boot_keeps_the_hold():
+    down = Node("n1", conditions=DOWN)
+    rebooted = Node("n1", boot_id="b2", conditions=UP, pending=HOLD_VALUE)
+    s = lifecycle_signal("c", down, rebooted, T0)
+    assert s is not None and s.what == "rebooted" and s.response is Response.ADMIT
+    # a boot id missing on either side is never taken for "no reboot"
+    for before, after in (
+        (Node("n1", boot_id=None, conditions=DOWN), Node("n1", conditions=UP, pending=HOLD_VALUE)),
+        (down, Node("n1", boot_id=None, conditions=UP, pending=HOLD_VALUE)),
+        (
+            Node("n1", boot_id=None, conditions=DOWN),
+            Node("n1", boot_id=None, conditions=UP, pending=HOLD_VALUE),
+        ),
+    ):
+        assert lifecycle_signal("c", before, after, T0) is None
+
+
+def test_a_hold_ranks_below_admission_and_quarantine():
+    assert RANK[Response.NOTE] < RANK[Response.LIFT] < RANK[Response.FORGET]
+    assert RANK[Response.FORGET] < RANK[Response.HOLD] < RANK[Response.ADMIT]
+    assert RANK[Response.ADMIT] < RANK[Response.QUARANTINE]
 
 
 def _sig(node="n1", what="79", response=Response.QUARANTINE, at=T0, version="1"):

@@ -174,12 +174,24 @@ class NodeWatchTrigger(BaseEventTrigger):
         }
 
     def known_nodes(self) -> dict[str, dict[str, Any]]:
-        """The cluster's nodes as the ledger last saw them (gone ones left out): where the
-        interval readings start before the watch has said anything."""
+        """The cluster's nodes as the ledger last saw them (gone ones left out), each Ready as
+        its kept ``Ready`` condition says (None: none kept): where the interval readings start
+        before the watch has said anything, so a node last seen NotReady is not read."""
         if self._ledger is None:
             self.acked()
         return {
-            node: {"pool": row.get("pool"), "provider_id": row.get("provider_id"), "ready": None}
+            node: {
+                "pool": row.get("pool"),
+                "provider_id": row.get("provider_id"),
+                "ready": next(
+                    (
+                        c.get("status") == "True"
+                        for c in row.get("conditions") or ()
+                        if isinstance(c, dict) and c.get("type") == "Ready"
+                    ),
+                    None,
+                ),
+            }
             for node, row in self._ledger.watched_nodes(self.cluster).items()
             if not row.get("gone")
         }

@@ -49,7 +49,9 @@ class Response(StrEnum):
     """What a signal asks for, least to most urgent (the most urgent of a node's wins)."""
 
     NOTE = "note"
+    LIFT = "lift"  # take off the hold of a node back from NotReady that did not reboot
     FORGET = "forget"
+    HOLD = "hold"  # taint a NotReady node validation-pending, no session: it may come back rebooted
     ADMIT = "admit"
     QUARANTINE = "quarantine"
 
@@ -461,6 +463,46 @@ def lifecycle_signal(
     if held_out and before.unschedulable and not after.unschedulable:
         said = "uncordoned while out of service: validation pending"
         return Signal(cluster, node, Source.LIFECYCLE, "uncordoned", Response.ADMIT, said, at, pool)
+    return _readiness_signal(cluster, before, after, at, held_out)
+
+
+# The value of the validation-pending taint while gpufleet holds a NotReady node (its ``what``).
+HOLD_VALUE = "not-ready"
+
+
+def ready_of(node: Any) -> bool | None:
+    """Whether ``node`` (NodeInfo-like, with ``conditions``) reports Ready: its ``Ready``
+    condition's status is ``True``; False for ``False``/``Unknown``; None: no Ready condition."""
+    for cond in getattr(node, "conditions", None) or ():
+        if cond.type == "Ready":
+            return cond.status == "True"
+    return None
+
+
+def _readiness_signal(
+    cluster: str, before: Any, after: Any, at: datetime, held_out: bool
+) -> Signal | None:
+    """A node in service going NotReady is held: tainted validation-pending at once (no
+    session), so that if it comes back from a reboot it is already held when it turns Ready,
+    with no window for a job to land on it before the watcher sees the new boot id. Back Ready
+    with the same boot id, both known (no reboot: a kubelet restart, a network partition), the
+    hold is lifted; a new boot id is ``rebooted`` (admitted), and a boot id not known either
+    side is never taken as "no reboot": the hold stays for the pool's next validation. A node
+    already pending (``after.pending``: its validation-pending taint's value) is not held again,
+    and only gpufleet's own hold (``HOLD_VALUE``) is lifted."""
+    was, now = ready_of(before), ready_of(after)
+    node, pool = after.name, after.pool
+    pending = getattr(after, "pending", None)
+    if was is True and now is False and not held_out and pending is None:
+        said = (
+            "the node is NotReady: held validation-pending until it is back (a reboot is "
+            "validated before a job lands on it)"
+        )
+        return Signal(cluster, node, Source.LIFECYCLE, HOLD_VALUE, Response.HOLD, said, at, pool)
+    same_boot = before.boot_id is not None and before.boot_id == after.boot_id
+    if was is False and now is True and pending == HOLD_VALUE and same_boot:
+        said = "Ready again without a reboot (the same boot id): the NotReady hold is lifted"
+        return Signal(cluster, node, Source.LIFECYCLE, "ready", Response.LIFT, said, at, pool)
     return None
 
 

@@ -31,7 +31,7 @@ from sqlalchemy import (
 from gpufleet.store.schema_base import metadata
 from gpufleet.store.schema_base import timestamp as _ts
 
-RESPONSES = ("note", "forget", "admit", "quarantine")
+RESPONSES = ("note", "lift", "forget", "hold", "admit", "quarantine")
 SESSION_STATES = ("open", "validating", "done")
 
 node_signals = Table(

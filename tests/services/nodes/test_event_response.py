@@ -12,6 +12,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.admission import PENDING_KEY
 from gpufleet.domain.events import NodeCondition
 from gpufleet.domain.nodes import NodeState
+from gpufleet.domain.signals import HOLD_VALUE
 from gpufleet.domain.workloads import QUARANTINE_KEY
 from gpufleet.services.nodes.admission import AdmissionSessions
 from gpufleet.services.nodes.events import EventResponse
@@ -138,6 +139,99 @@ def test_a_reboot_admits_and_joins_the_open_session(fleet):
     assert len(r1.sessions) == 1 and r2.sessions == []  # joined, not opened
     [session] = ledger.sessions(CLUSTER, POOL)
     assert set(session.nodes) == {a.name, b.name}
+
+
+def _readiness(node, ready: bool, **changes):
+    """``node`` reporting Ready (or NotReady), its other conditions kept."""
+    others = tuple(c for c in node.conditions if c.type != "Ready")
+    cond = NodeCondition("Ready", "True" if ready else "False")
+    return replace(node, ready=ready, conditions=(cond, *others), **changes)
+
+
+def _pending_value(backend, node):
+    return next((t.value for t in _nodes(backend)[node].taints if t.key == PENDING_KEY), None)
+
+
+def _hold(catalog, backend, ledger, name):
+    """A baseline, then ``name`` going NotReady: the response's report."""
+    nodes = _nodes(backend)
+    batch = Batch(CLUSTER)
+    batch.listed([_readiness(n, True, boot_id="b1") for n in nodes.values()], "100")
+    EventResponse(ledger, catalog).respond(batch, "baseline")
+    down = _readiness(nodes[name], False, boot_id="b1")
+    return EventResponse(ledger, catalog).respond(
+        Batch(CLUSTER, nodes={name: node_fields(down, "101")}, nodes_version="101"), "r1"
+    )
+
+
+def test_a_node_going_notready_is_held_pending_at_once_without_a_session(fleet):
+    catalog, backend, ledger = fleet
+    name = f"{CLUSTER}-{POOL}-1"
+    report = _hold(catalog, backend, ledger, name)
+    assert list(report.held) == [name] and report.admitted == {} and report.sessions == []
+    assert _pending_value(backend, name) == HOLD_VALUE
+    assert ledger.sessions(CLUSTER, POOL) == []
+    [sig] = [s for s in ledger.node_signals(CLUSTER, name) if s["what"] == HOLD_VALUE]
+    assert sig["response"] == "hold"
+
+
+def test_back_without_a_reboot_the_hold_is_lifted(fleet):
+    catalog, backend, ledger = fleet
+    name = f"{CLUSTER}-{POOL}-1"
+    _hold(catalog, backend, ledger, name)
+    back = _readiness(_nodes(backend)[name], True, boot_id="b1")  # carries the hold's taint
+    report = EventResponse(ledger, catalog).respond(
+        Batch(CLUSTER, nodes={name: node_fields(back, "102")}, nodes_version="102"), "r2"
+    )
+    assert report.lifted == [name] and report.admitted == {}
+    assert _pending_value(backend, name) is None
+    assert ledger.sessions(CLUSTER, POOL) == []
+
+
+def test_back_from_a_reboot_it_was_never_free_and_joins_a_session(fleet):
+    catalog, backend, ledger = fleet
+    name = f"{CLUSTER}-{POOL}-1"
+    _hold(catalog, backend, ledger, name)
+    back = _readiness(_nodes(backend)[name], True, boot_id="b2")
+    # Ready again with a new boot id: held already, before the response reads it
+    assert _pending_value(backend, name) == HOLD_VALUE
+    report = EventResponse(ledger, catalog).respond(
+        Batch(CLUSTER, nodes={name: node_fields(back, "102")}, nodes_version="102"), "r2"
+    )
+    assert list(report.admitted) == [name] and report.lifted == []
+    assert _pending_value(backend, name) == "rebooted"
+    [session] = ledger.sessions(CLUSTER, POOL)
+    assert set(session.nodes) == {name}
+
+
+def test_after_a_restart_the_ledger_knows_the_node_was_notready(fleet):
+    catalog, backend, ledger = fleet
+    name = f"{CLUSTER}-{POOL}-1"
+    _hold(catalog, backend, ledger, name)
+    # a new watcher relists (its first batch after a restart or 410 Gone): the node is back
+    relist = Batch(CLUSTER)
+    relist.listed([_readiness(n, True, boot_id="b1") for n in backend.list_nodes()], "300")
+    report = EventResponse(Ledger(), catalog).respond(relist, "r3")
+    assert report.lifted == [name] and report.admitted == {}
+    assert _pending_value(backend, name) is None
+
+
+def test_a_quarantined_node_going_notready_is_left_to_the_lifecycle(fleet):
+    catalog, backend, ledger = fleet
+    name = f"{CLUSTER}-{POOL}-2"
+    nodes = _nodes(backend)
+    batch = Batch(CLUSTER)
+    batch.listed([_readiness(n, True, boot_id="b1") for n in nodes.values()], "100")
+    EventResponse(ledger, catalog).respond(batch, "baseline")
+    EventResponse(ledger, catalog).respond(
+        Batch(CLUSTER, events={"e1": _event(name, XID_79)}, events_version="7"), "r1"
+    )
+    down = _readiness(_nodes(backend)[name], False, boot_id="b1")
+    report = EventResponse(ledger, catalog).respond(
+        Batch(CLUSTER, nodes={name: node_fields(down, "101")}, nodes_version="101"), "r2"
+    )
+    assert report.held == {} and _pending_value(backend, name) is None
+    assert QUARANTINE_KEY in _taints(backend, name)
 
 
 def test_an_older_version_never_moves_a_node_back(fleet):

@@ -14,8 +14,8 @@ with their sources), so a watch (``watch_log``) sees the same dialect as on a re
   ``SysLogsXIDErrorIsNotHealthy``; a non-fatal one an Event of that type and reason; message
   ``ErrorCode:79 PCI:0000:9a:00 <driver line> Recommended Action=RESTART_BM;``). The fault
   ``xid:<node>:<code>`` is put in force too, so the node's health tools see it.
-- **reboot**: the cloud's reboot (``machines.reboot``): NotReady, then Ready with a new
-  ``bootID`` once the reboot's time has passed.
+- **reboot**: the machine reboots on its own, through the cloud's reboot (``machines.reboot``):
+  NotReady, then Ready with a new ``bootID`` once it has booted (``HOST_REBOOT_S``).
 - **replace** (a cloud's auto-repair): the node is DELETED and a node under a NEW name is ADDED
   in the same pool, NotReady until it has booted (``REPLACE_BOOT_S``), tainted as new nodes
   come up (``gpufleet.io/validation-pending``, NoSchedule) with the GPU taint; the old machine's
@@ -54,7 +54,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.backends.base import NodeInfo
+from gpufleet.backends.base import EnsureAction, NodeInfo
 from gpufleet.backends.kube.node_objects import format_time
 from gpufleet.backends.sim import events_schedule, watch_log
 from gpufleet.backends.sim.base import SimBackendBase
@@ -97,6 +97,13 @@ _NON_FATAL_BUCKETS = frozenset({"IGNORE", "RESTART_APP"})
 # NVSentinel's recommended action for an Xid, from NVIDIA's resolution bucket
 _NVSENTINEL_ACTION = {"RESET_GPU": "COMPONENT_RESET", "RESTART_APP": "NONE", "IGNORE": "NONE"}
 REPLACE_BOOT_S = 300.0  # a replacement or added node: NotReady until its machine has booted
+# A machine that reboots on its own (a crash, a host's maintenance): NotReady until it has booted
+# again, as long as a new machine's boot. Kubernetes shows it NotReady at once on a graceful
+# shutdown, else after node-monitor-grace-period (40 s by default; 50 s in newer releases,
+# kubernetes/kubernetes#127352); an 8-GPU server's firmware and boot take minutes. gpufleet's
+# own reboot of a drained node through the cloud (``cloud.reboot_node``) keeps the cloud
+# table's short ``CREATE_S["reboot"]``, so the remediation's tests do not wait for it.
+HOST_REBOOT_S = REPLACE_BOOT_S
 MAINTENANCE_WINDOW_S = 3600.0  # an EC2 scheduled event's NotAfter, after its NotBefore
 
 
@@ -343,6 +350,16 @@ class SimNodeActions(SimBackendBase):
         cloud = SimCloudBackend(self.cluster, self.state)
         info = next(n for n in self.nodes() if n.name == node)
         ensured = cloud.reboot_node(info)
+        if ensured.action is EnsureAction.CREATED:  # booting as long as a machine does
+            with self.state.tx() as conn:
+                conn.execute(
+                    "UPDATE cloud SET body=? WHERE cluster=? AND kind='reboot' AND name=?",
+                    (
+                        json.dumps({"node": node, "ready_at": at + HOST_REBOOT_S * speed()}),
+                        self.cluster.name,
+                        node,
+                    ),
+                )
         return {"action": "reboot", "node": node, "result": str(ensured.action)}
 
     def _replace(self, conn: sqlite3.Connection, node: str, at: float) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from gpufleet.domain.events import NodeCondition, iso_time, version_after
 from gpufleet.domain.fleet import Catalog, Cluster, PoolRef
 from gpufleet.domain.nodes import NodeState
 from gpufleet.domain.signals import (
+    HOLD_VALUE,
     Response,
     Signal,
     by_node,
@@ -66,6 +67,7 @@ class _Seen:
     conditions: tuple[NodeCondition, ...]
     labels: dict[str, str]
     version: str
+    pending: str | None = None  # its validation-pending taint's value (a batch's node only)
 
     @classmethod
     def of(cls, name: str, fields: dict[str, Any]) -> _Seen:
@@ -87,6 +89,7 @@ class _Seen:
             ),
             labels={str(k): str(v) for k, v in (fields.get("labels") or {}).items()},
             version=str(fields.get("version")),
+            pending=None if fields.get("pending") is None else str(fields["pending"]),
         )
 
 
@@ -98,6 +101,8 @@ class ResponseReport:
     signals: list[Signal] = field(default_factory=list)  # the new ones
     quarantined: dict[str, str] = field(default_factory=dict)
     admitted: dict[str, str] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)  # NotReady: held validation-pending
+    lifted: list[str] = field(default_factory=list)  # back without a reboot: hold lifted
     forgotten: list[str] = field(default_factory=list)
     sessions: list[dict[str, str]] = field(default_factory=list)  # opened by this response
     notes: list[str] = field(default_factory=list)
@@ -120,6 +125,8 @@ class ResponseReport:
             ],
             "quarantined": self.quarantined,
             "admitted": self.admitted,
+            "held": self.held,
+            "lifted": self.lifted,
             "forgotten": self.forgotten,
             "sessions": self.sessions,
             "notes": self.notes,
@@ -319,7 +326,7 @@ class EventResponse:
             if response is Response.FORGET:
                 report.forgotten.append(node)
             elif ref is None:
-                if response in (Response.QUARANTINE, Response.ADMIT):
+                if response in (Response.QUARANTINE, Response.ADMIT, Response.HOLD):
                     report.notes.append(
                         f"{node}: {sig.reason}; in no pool of the catalog: recorded only"
                     )
@@ -327,6 +334,14 @@ class EventResponse:
                 self._quarantine(ref, backend, node, sig, run_id, report)
             elif response is Response.ADMIT:
                 self._admit(ref, backend, node, sig, now, opened, report)
+            elif response is Response.HOLD:
+                backend.add_taint(node, Taint(PENDING_KEY, HOLD_VALUE, "NoSchedule"))
+                report.held[node] = sig.reason
+                log.info("%s: %s held validation-pending: %s", ref.key, node, sig.reason)
+            elif response is Response.LIFT:
+                backend.remove_taint(node, PENDING_KEY)
+                report.lifted.append(node)
+                log.info("%s: %s: %s", ref.key, node, sig.reason)
         for orphan in orphaned_sessions(self.ledger, cluster.name, now):
             opened.setdefault(orphan.id, orphan)  # no run waits for it: this one will
         for session in opened.values():

@@ -10,6 +10,7 @@ from typing import Any
 from gpufleet.backends.base import NodeInfo, WatchEvent
 from gpufleet.domain.events import Change, NodeEvent, later_version, version_after
 from gpufleet.domain.signals import MAINTENANCE_LABEL, PREDICTION_LABELS
+from gpufleet.domain.workloads import PENDING_KEYS
 
 # the labels the response reads (the rest of a node's labels never leave the watcher)
 WATCHED_LABELS = (*PREDICTION_LABELS, MAINTENANCE_LABEL)
@@ -25,6 +26,9 @@ def node_fields(node: NodeInfo, version: str) -> dict[str, Any]:
         "provider_id": node.provider_id,
         "unschedulable": node.unschedulable,
         "ready": node.ready,
+        # the value of its validation-pending taint ("" without one; None: not tainted): what
+        # the NotReady hold reads (``domain.signals``); not kept in the ledger
+        "pending": next((t.value or "" for t in node.taints if t.key in PENDING_KEYS), None),
         "conditions": [
             {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
             for c in node.conditions
