@@ -33,39 +33,6 @@ POOLS = [("a3u-sim", "h200-a"), ("a3u-sim", "h200-b"), ("p5-sim", "h100-a")]
 FAULTS = ("fabric-down", "bad-node", "bad-node-nic", "lustre-slow", "none")
 
 
-def _wait(backend, workload, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not backend.workload_status(workload.kind, workload.name, workload.namespace).done:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{workload.name} did not finish")
-        time.sleep(0.02)
-
-
-def nightly(catalog, ledger, run_id: str) -> dict:
-    """The nightly's per-pool work on every pool; returns (cluster, pool) -> outcomes."""
-    from gpufleet.services.nodes.remediation import NodeRemediation
-    from gpufleet.services.validation.fabric import FabricValidation
-    from gpufleet.services.validation.storage import StorageValidation
-
-    out = {}
-    for cluster, pool in POOLS:
-        ref = catalog.pool(cluster, pool)
-        fab = FabricValidation(ref, ledger)
-        state = fab.begin(run_id)
-        while state.workload:
-            _wait(fab.backend, state.workload)
-            state = fab.collect(state)
-        fabric = fab.finish(state)
-        sto = StorageValidation(ref, ledger)
-        st = sto.begin(run_id)
-        if st.workload:
-            _wait(sto.backend, st.workload)
-        storage = sto.finish(st)
-        remediation = NodeRemediation(ref, ledger).step(run_id)
-        out[(cluster, pool)] = {"fabric": fabric, "storage": storage, "remediation": remediation}
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nights", type=int, default=30)
@@ -73,10 +40,11 @@ def main() -> int:
     args = parser.parse_args()
     state_dir = tempfile.mkdtemp(prefix="gpufleet-campaign-")
     os.environ["GPUFLEET_STATE_DIR"] = state_dir
-    os.environ.setdefault("GPUFLEET_SIM_SPEED", "0.05")
-    for var in ("GPUFLEET_LEDGER_URL", "AIRFLOW_CONN_GPUFLEET_LEDGER"):
+    for var in ("GPUFLEET_LEDGER_URL", "AIRFLOW_CONN_GPUFLEET_LEDGER", "GPUFLEET_SIM_SPEED"):
         os.environ.pop(var, None)
 
+    from bench.health_campaign import DAY_S
+    from bench.health_campaign import nightly as campaign_night
     from gpufleet.backends import cluster_backend
     from gpufleet.backends.sim.state import SimState
     from gpufleet.config.catalog import load_catalog
@@ -84,12 +52,16 @@ def main() -> int:
     from gpufleet.store import Ledger
 
     rng = random.Random(args.seed)
-    catalog, ledger, sim = load_catalog(), Ledger(), SimState()
+    sim = SimState()
+    sim.clock.freeze()
+    # the nights are the sim's, and so are the ledger's times: the breakers' and the ladder's
+    # windows, a node's night of rotation, count simulated nights (bench.health_campaign)
+    catalog, ledger = load_catalog(), Ledger(clock=sim.clock)
     nodes_of = {
         key: [n.name for n in cluster_backend(catalog.cluster(key[0])).list_nodes(key[1])]
         for key in POOLS
     }
-    nightly(catalog, ledger, "night-0")  # a clean first night: every pool validated
+    campaign_night(catalog, ledger, "night-0", POOLS)  # a clean first night: all validated
     faults, detected, good_quarantined, bad_launches = [], 0, [], []
     out_since: dict[str, int] = {}  # node -> night its fault was cleared (or repaired)
     late: list[tuple[str, int]] = []
@@ -106,7 +78,7 @@ def main() -> int:
         }.get(kind)
         if fault:
             sim.inject(key[0], key[1], fault, scope="campaign")
-        results = nightly(catalog, ledger, f"night-{night}")
+        results = campaign_night(catalog, ledger, f"night-{night}", POOLS)
         res = results[key]
         quarantined_now = {r["node"] for r in ledger.quarantined()}
         if kind in ("fabric-down", "bad-node", "bad-node-nic"):
@@ -133,7 +105,7 @@ def main() -> int:
                 del out_since[n]
             elif night - since > 2:
                 late.append((n, night - since))
-        time.sleep(0.2)  # let simulated repairs finish before the next night
+        sim.clock.advance(DAY_S)  # the next night; simulated repairs are done by then
     took = time.monotonic() - started
     injected = sum(1 for f in faults if f[1] != "none")
     print(f"fault campaign: {args.nights} nights, seed {args.seed}, {took:.0f} s")

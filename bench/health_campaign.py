@@ -77,30 +77,42 @@ def _wait(backend, workload) -> None:
 def validate_fabric(ref, ledger, run_id: str):
     """A pool's fabric validation (with its GPU health round) to its verdict on the sim's
     clock: begin, wait for each workload, collect, finish. Returns ``finish``'s summary."""
+    from gpufleet.services.nodes.drain import backend_clock
     from gpufleet.services.validation.fabric import FabricValidation
 
     fab = FabricValidation(ref, ledger)
     state = fab.begin(run_id)
-    while state.workload:
-        _wait(fab.backend, state.workload)
-        state = fab.collect(state)
+    while state.workload or state.health_recheck_at is not None:
+        if state.workload:
+            _wait(fab.backend, state.workload)
+            state = fab.collect(state)
+            continue
+        # nodes DCGM found in use: checked again once their recheck is due (as the operator
+        # waits for it, deferred)
+        clock = backend_clock(fab.backend)
+        clock.advance(max(0.0, state.health_recheck_at - clock.time()))
+        state = fab.recheck(state)
     return fab.finish(state)
 
 
-def nightly(catalog, ledger, run_id: str) -> None:
-    """The nightly's per-pool work on every pool."""
+def nightly(catalog, ledger, run_id: str, pools=POOLS) -> dict:
+    """The nightly's per-pool work on each of ``pools`` (fabric with its GPU health round,
+    storage, the remediation pass) on the sim's clock: (cluster, pool) -> their outcomes."""
     from gpufleet.services.nodes.remediation import NodeRemediation
     from gpufleet.services.validation.storage import StorageValidation
 
-    for cluster, pool in POOLS:
+    out = {}
+    for cluster, pool in pools:
         ref = catalog.pool(cluster, pool)
-        validate_fabric(ref, ledger, run_id)
+        fabric = validate_fabric(ref, ledger, run_id)
         sto = StorageValidation(ref, ledger)
         st = sto.begin(run_id)
         if st.workload:
             _wait(sto.backend, st.workload)
-        sto.finish(st)
-        NodeRemediation(ref, ledger).step(run_id)
+        storage = sto.finish(st)
+        remediation = NodeRemediation(ref, ledger).step(run_id)
+        out[(cluster, pool)] = {"fabric": fabric, "storage": storage, "remediation": remediation}
+    return out
 
 
 def night_cost(ledger, run_id: str) -> tuple[list[float], list[float]]:

@@ -94,8 +94,10 @@ def main() -> int:  # noqa: C901  a campaign script read top to bottom: options,
     from gpufleet.store import Ledger
 
     rng = random.Random(args.seed)
-    catalog, ledger, sim = load_catalog(), Ledger(), SimState()
+    sim = SimState()
     sim.clock.freeze()
+    # the ledger's times are the sim's nights, as bench.health_campaign's are
+    catalog, ledger = load_catalog(), Ledger(clock=sim.clock)
     backend = cluster_backend(catalog.cluster(CLUSTER))
     nodes_of = {p: [n.name for n in backend.list_nodes(p)] for p in SIZES}
     rack_of = {
