@@ -283,7 +283,33 @@ def night_cost(url: str) -> dict:
         runs = [r[0] for r in conn.execute(text("SELECT DISTINCT run_id FROM gf_validations"))]
     rows = latest_per_check([row for run in runs for row in ledger.validations_for_run(run)])
     ledger.engine.dispose()
-    return {"per_node": validation_cost(rows)["per_node"], "lines": cost_breakdown(rows)}
+    return {
+        "per_node": validation_cost(rows)["per_node"],
+        "lines": cost_breakdown(rows),
+        "waits": waits_per_pool(rows),
+    }
+
+
+def waits_per_pool(rows: list[dict]) -> dict[str, float]:
+    """How often the night's validations waited per pool, from their ledger rows (each wait is
+    a deferral, and Airflow resumes the task for it): the fabric task's GPU health round (a
+    health row that ran ``dcgmi diag`` on a node: a level above 0), its NCCL rounds (the
+    rounds of its pairs' stages), the storage task's fio run (a storage row whose pods ran).
+    ``pools``: the pools with a fabric row."""
+    pools = {(r["cluster"], r["pool"]) for r in rows if r["kind"] == "fabric"}
+    health = nccl = fio = 0
+    for r in rows:
+        details = r.get("details") or {}
+        if r["kind"] == "health":
+            health += any(level != "0" for level in details.get("levels") or {})
+        elif r["kind"] == "fabric":
+            pairs = (details.get("stages") or {}).get("pairs") or []
+            nccl += len({p.get("round") for p in pairs})
+        elif r["kind"] == "storage":
+            fio += bool((details.get("stages") or {}).get("nodes"))
+    n = len(pools) or 1
+    out = {"health": health / n, "nccl": nccl / n, "fio": fio / n}
+    return {"pools": len(pools), **out, "all": sum(out.values())}
 
 
 def prepull(catalog: Path, state: Path) -> int:
@@ -473,6 +499,12 @@ def main() -> int:
         cost = result["cost"]
         for line in cost["lines"]:
             print(f"{n:>6} {line}", flush=True)
+        w = cost["waits"]  # the deferrals per pool the ratio's model counts (PERFORMANCE.md)
+        print(
+            f"{n:>6} waits per pool (from the ledger, {w['pools']} pools): {w['all']:.2f} "
+            f"(GPU health {w['health']:.2f}, NCCL rounds {w['nccl']:.2f}, fio {w['fio']:.2f})",
+            flush=True,
+        )
         # issue 35: the nightly tier (level 1 + fabric + Lustre) within GPU_GOAL per node
         over = cost["per_node"] is None or cost["per_node"] > GPU_GOAL
         failed |= over

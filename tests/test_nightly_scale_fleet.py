@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from bench.fleetgen import generate_catalog
-from bench.nightly_scale import prepull
+from bench.nightly_scale import prepull, waits_per_pool
 
 
 def test_a_generated_fleet_after_prepull_holds_every_validation_image(tmp_path, monkeypatch):
@@ -28,3 +28,23 @@ def test_a_generated_fleet_after_prepull_holds_every_validation_image(tmp_path, 
     with SimState().read() as conn:
         for name, (_, cluster) in fleet.clusters.items():
             assert set(validation_images(cluster)) <= prepulled_images(conn, name)
+
+
+def _row(kind, pool, details):
+    return {"cluster": "c", "pool": pool, "kind": kind, "details": details}
+
+
+def test_the_waits_per_pool_are_counted_from_the_nights_rows():
+    pair = {"nodes": ["a", "b"], "stages": {}}
+    rows = [
+        # p1: every node rested (levels 0 only), one NCCL round, a fio run
+        _row("health", "p1", {"levels": {"0": 4}}),
+        _row("fabric", "p1", {"stages": {"pairs": [{**pair, "round": 0}, {**pair, "round": 0}]}}),
+        _row("storage", "p1", {"stages": {"nodes": {"a": {}}}}),
+        # p2: a health round, pass 1 and one localization round, no fio pod ran
+        _row("health", "p2", {"levels": {"0": 2, "1": 2}}),
+        _row("fabric", "p2", {"stages": {"pairs": [{**pair, "round": 0}, {**pair, "round": 1}]}}),
+        _row("storage", "p2", {"stages": {}}),
+    ]
+    w = waits_per_pool(rows)
+    assert w == {"pools": 2, "health": 0.5, "nccl": 1.5, "fio": 0.5, "all": 2.5}
