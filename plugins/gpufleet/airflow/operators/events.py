@@ -136,6 +136,10 @@ class NodeEventResponseOperator(BaseOperator):
                 self.log.warning("%s: quarantined %s: %s", name, node, why)
             for node, why in sorted(report.admitted.items()):
                 self.log.info("%s: %s held validation-pending: %s", name, node, why)
+            for node, why in sorted(report.held.items()):
+                self.log.info("%s: %s held while NotReady: %s", name, node, why)
+            for node in report.lifted:
+                self.log.info("%s: %s back without a reboot: hold lifted", name, node)
             for node in report.forgotten:
                 self.log.info("%s: %s is gone", name, node)
             for note in report.notes:
