@@ -6,6 +6,7 @@ with its rows and today's constraints; a new ledger is created at head; a newer 
 from __future__ import annotations
 
 import multiprocessing
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from alembic import command
 from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from gpufleet.domain.signals import Response, Signal, Source
 from gpufleet.errors import LedgerError
 from gpufleet.store import Ledger, migrations
 from gpufleet.store import schema as s
@@ -93,6 +95,10 @@ def write_typical_rows(conn, url: str, version: int) -> None:
     if version >= 8:
         insert(conn, url, "gf_node_states", cluster="c", node="n1", pool="p", state="quarantined",
                failed_repairs=0, evidence="{}", since=NOW)  # fmt: skip
+    if version >= 18:  # a signal the event path recorded and acted on
+        insert(conn, url, "gf_node_signals", cluster="c", node="n1", pool="p", source="xid",
+               what="79", response="quarantine", reason="Xid 79", observed_at=NOW, version="7",
+               count=1, recorded_at=NOW)  # fmt: skip
 
 
 SIGNAL = (
@@ -165,7 +171,7 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     tables = set(inspect(engine).get_table_names())
     assert migrations.VERSION_TABLE in tables and migrations.LEGACY_VERSION_TABLE not in tables
     with engine.connect() as conn:
-        assert migrations.current_revision(conn) == migrations.head() == "0021"
+        assert migrations.current_revision(conn) == migrations.head() == "0022"
     ledger = Ledger(ledger_url)
 
     by_run = {r["run_id"]: r for r in ledger.validations_for_run("v-pass")}
@@ -191,6 +197,9 @@ def test_a_ledger_of_every_earlier_version_upgrades_with_its_rows(ledger_url, ve
     assert latest[("p", "fabric")]["run_id"] == "v-fail"
     assert ledger.node_snapshots() == {}  # v12: no snapshot until a task lists the pool
     assert ledger.approvals() == []  # v20: no request until a destructive step asks
+    if version >= 18:  # v22: a signal recorded before was acted on then: a replay is nothing
+        xid = Signal("c", "n1", Source.XID, "79", Response.QUARANTINE, "Xid 79", NOW, "p")
+        assert ledger.record_signals([replace(xid, version="7")]) == []
     versions = ledger.cluster_versions()  # v17: empty until a write; then the writes move it
     ledger.set_pool_state("c", "p", "validated")
     assert ledger.cluster_versions()["c"] > versions.get("c", 0)
@@ -253,7 +262,7 @@ def test_a_v10_ledger_carries_its_quarantines_into_the_node_lifecycle(ledger_url
         insert(conn, ledger_url, "gf_node_events", cluster="c", node="n3", pool="p",
                from_state="quarantined", to_state="retesting", evidence="{}", at=NOW)  # fmt: skip
 
-    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 21
+    assert migrations.ensure_schema(engine) == s.SCHEMA_VERSION == 22
     engine.dispose()
     assert "gf_quarantined_nodes" not in inspect(engine).get_table_names()
     ledger = Ledger(ledger_url)

@@ -26,7 +26,9 @@ class EventRecords:
 
     def record_signals(self, signals: Iterable[Signal], run_id: str | None = None) -> list[Signal]:
         """Record each signal once (a replay of the same version records nothing): returns
-        those that were new."""
+        those to act on: the new ones, and those recorded before but never acted on
+        (``acted_at`` NULL: the response that recorded them died or failed before
+        ``mark_acted``)."""
         now = self.clock.now()
         new: list[Signal] = []
         t = s.node_signals
@@ -49,10 +51,32 @@ class EventRecords:
             try:
                 with self.engine.begin() as conn:
                     conn.execute(insert(t).values(**row))
-            except IntegrityError:
-                continue  # already recorded: this version was seen before
+            except IntegrityError:  # already recorded: this version was seen before
+                if self._acted(sig):
+                    continue
             new.append(sig)
         return new
+
+    def _acted(self, sig: Signal) -> bool:
+        t = s.node_signals
+        with self.engine.connect() as conn:
+            acted = conn.execute(
+                select(t.c.acted_at).where(*_signal_key(t, sig))
+            ).scalar_one_or_none()
+        return acted is not None
+
+    def mark_acted(self, signals: Iterable[Signal]) -> None:
+        """The response acted on ``signals`` (recorded by ``record_signals``): a replay of
+        their batch does not act on them again."""
+        t = s.node_signals
+        now = self.clock.now()
+        with self.engine.begin() as conn:
+            for sig in signals:
+                conn.execute(
+                    update(t)
+                    .where(*_signal_key(t, sig), t.c.acted_at.is_(None))
+                    .values(acted_at=now)
+                )
 
     def node_signals(
         self, cluster: str, node: str | None = None, limit: int = 200
@@ -288,3 +312,14 @@ class EventRecords:
                     )
                 ).rowcount
             )
+
+
+def _signal_key(t, sig: Signal) -> tuple:
+    """The WHERE of a signal's row: its unique key (``uq_gf_node_signals``)."""
+    return (
+        t.c.cluster == sig.cluster,
+        t.c.node == sig.node,
+        t.c.source == sig.source.value,
+        t.c.what == sig.what,
+        t.c.version == (sig.version or ""),
+    )

@@ -28,7 +28,7 @@ from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.store.schema_base import metadata
 from gpufleet.store.schema_base import timestamp as _ts
 
-SCHEMA_VERSION = 21  # the head revision, ``store/alembic/versions/0021_notready_hold.py``
+SCHEMA_VERSION = 22  # the head revision, ``store/alembic/versions/0022_signals_acted.py``
 
 
 class StrictBoolean(TypeDecorator):

@@ -51,6 +51,9 @@ node_signals = Table(
     Column("count", Integer, nullable=False, default=1),
     _ts("recorded_at", nullable=False),
     Column("run_id", String(250)),
+    # when the response acted on it (v22); NULL: recorded, not yet acted on (its run died or
+    # failed between the two): a replay of its batch acts on it
+    _ts("acted_at"),
     UniqueConstraint("cluster", "node", "source", "what", "version", name="uq_gf_node_signals"),
     CheckConstraint(
         "response IN (" + ", ".join(f"'{r}'" for r in RESPONSES) + ")",

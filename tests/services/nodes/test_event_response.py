@@ -85,6 +85,33 @@ def test_an_xid_79_quarantines_at_once_and_a_replay_does_nothing(fleet):
     assert len(ledger.node_history(CLUSTER, node)) == moves
 
 
+def test_a_response_the_cluster_refused_acts_when_its_batch_comes_again(fleet):
+    from gpufleet.backends.sim.state import SimState
+    from gpufleet.errors import BackendError
+    from tests.support.fleet import frozen_sim_clock
+
+    catalog, backend, ledger = fleet
+    frozen_sim_clock()  # the backend's retries wait on the sim's clock
+    _baseline(catalog, backend, ledger)
+    node = f"{CLUSTER}-{POOL}-2"
+    batch = Batch(CLUSTER, events={"e1": _event(node, XID_79)}, events_version="7")
+    SimState().inject(CLUSTER, POOL, "api-errors:1", scope="busy")  # every call: 503
+    with pytest.raises(BackendError):
+        EventResponse(ledger, catalog).respond(batch, "r1")
+    SimState().clear(scope="busy")
+    assert [s["what"] for s in ledger.node_signals(CLUSTER, node)] == ["79"]  # recorded...
+    assert QUARANTINE_KEY not in _taints(backend, node)  # ...but not acted on
+    assert ledger.watch_cursor(CLUSTER, "events") is None  # nor acknowledged
+    # the lifecycle recorded the quarantine before the cluster refused its taint
+    assert ledger.node_state(CLUSTER, node)["state"] == NodeState.QUARANTINED
+    report = EventResponse(ledger, catalog).respond(batch, "r1-retry")  # Airflow's retry
+    assert [s.what for s in report.signals] == ["79"]  # acted on this time
+    assert QUARANTINE_KEY in _taints(backend, node)
+    assert ledger.watch_cursor(CLUSTER, "events") == "7"
+    again = EventResponse(ledger, catalog).respond(batch, "r2")  # acted on: a replay is nothing
+    assert again.signals == [] and again.notes == []
+
+
 def test_an_xid_the_catalog_leaves_to_the_application_changes_nothing(fleet):
     catalog, backend, ledger = fleet
     _baseline(catalog, backend, ledger)

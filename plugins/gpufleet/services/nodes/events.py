@@ -163,9 +163,11 @@ class EventResponse:
             if r["state"] != NodeState.RELEASED.value
         }
         signals, keep = self.decide(batch, seen, held_out, now)
+        # the new signals, and those a response that died or failed before acting recorded
         new = self.ledger.record_signals(signals, run_id=run_id)
         report.signals = new
-        self._act(cluster, backend, new, run_id, now, report)
+        self._act(cluster, backend, new, run_id, now, report)  # each action is idempotent
+        self.ledger.mark_acted(new)
         self.ledger.see_nodes(cluster.name, keep)
         for stream, version in (
             ("nodes", batch.nodes_version),
@@ -363,6 +365,12 @@ class EventResponse:
     ) -> None:
         row = self.ledger.node_state(ref.cluster.name, node)
         if row is not None and row["state"] != NodeState.RELEASED.value:
+            if row["state"] == NodeState.QUARANTINED.value:
+                # its taint as recorded (idempotent): a response that failed after recording
+                # the quarantine (the cluster's API busy) may have left the node untainted
+                NodeLifecycle(ref, self.ledger, backend).quarantine(
+                    node, row["reason"], run_id=run_id
+                )
             report.notes.append(
                 f"{node}: {sig.reason} (already {row['state']}: the lifecycle has it)"
             )
