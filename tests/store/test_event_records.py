@@ -28,9 +28,20 @@ def sig(node="n1", what="79", response=Response.QUARANTINE, at=T0, version="5", 
 def test_a_replayed_signal_is_recorded_once(ledger):
     first = ledger.record_signals([sig(), sig(node="n2")], run_id="r1")
     assert len(first) == 2
+    ledger.mark_acted(first)
     again = ledger.record_signals([sig(), sig(node="n2"), sig(version="6")], run_id="r2")
     assert [s.version for s in again] == ["6"]
     assert len(ledger.node_signals("c", "n1")) == 2
+
+
+def test_a_signal_recorded_but_never_acted_on_is_handed_back_until_it_is(ledger):
+    [first] = ledger.record_signals([sig()], run_id="r1")  # the response died before acting
+    assert ledger.record_signals([sig()], run_id="r1-retry") == [first]  # recorded once...
+    assert len(ledger.node_signals("c", "n1")) == 1
+    ledger.mark_acted([first])
+    assert ledger.record_signals([sig()], run_id="r2") == []  # ...and acted on once
+    [row] = ledger.node_signals("c", "n1")
+    assert row["acted_at"] is not None and row["run_id"] == "r1"
 
 
 def test_newest_bad_signal_per_node(ledger):
