@@ -159,3 +159,22 @@ def test_a_drain_takes_the_clock_it_is_given(fleet_state):
     assert first.state["started_at"] == 5000.0
     manual.advance(300)
     assert any("draining batch" in note for note in drain.step(first.state).notes)
+
+
+def test_a_pair_whose_node_went_away_fails_at_its_jobs_deadline(fleet_state):
+    from gpufleet.manifests.nccl_validation import NCCL_DEADLINE_SECONDS, render_nccl_validation
+
+    clock = frozen_sim_clock()
+    ref = load_catalog().pool(CLUSTER, POOL)
+    kube = cluster_backend(ref.cluster)
+    a, b = sorted(n.name for n in kube.list_nodes(POOL))[:2]
+    manifest = render_nccl_validation(ref, [(a, f"{b}-gone")], "run-deadline")  # no such node
+    kube.apply(manifest)
+    name, ns = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+    clock.advance(NCCL_DEADLINE_SECONDS - 1)
+    pending = kube.workload_status("JobSet", name, ns)
+    assert pending.phase == "Pending" and not pending.done
+    clock.advance(1)  # the Job controller's activeDeadlineSeconds, placed or not
+    failed = kube.workload_status("JobSet", name, ns)
+    assert failed.phase == "Failed" and failed.done
+    assert "DeadlineExceeded" in (failed.message or "")

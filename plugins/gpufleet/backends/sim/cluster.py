@@ -5,10 +5,12 @@ Design: docs/design/simulated-fleet.md.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import logging
 import time
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -34,6 +36,7 @@ from gpufleet.backends.sim.run_times import (
 from gpufleet.domain.kueue import refused_change
 from gpufleet.domain.workloads import (
     POOL_LABEL,
+    REPLICATED_JOB_LABEL,
     workload_selector,
 )
 from gpufleet.errors import BackendError, TransientBackendError
@@ -210,6 +213,9 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
         ended = terminal_condition(body)  # set when its pods were evicted (``disruption``)
         if ended is not None:
             return WorkloadStatus(kind, name, namespace, ended[0], pods, ended[1])
+        late = past_deadline(body, pods, self.state.clock.time())
+        if late is not None:
+            return WorkloadStatus(kind, name, namespace, "Failed", pods, late)
         if not pods or any(p.node is None for p in pods):
             msg = pods[0].message if pods else "no pods"
             return WorkloadStatus(kind, name, namespace, "Pending", pods, msg)
@@ -339,3 +345,33 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
         if not pool_name:
             raise BackendError(f"sim: pod template has no {POOL_LABEL} label")
         return self.cluster.pool(pool_name)
+
+
+def past_deadline(body: dict[str, Any], pods: Iterable[PodInfo], now: float) -> str | None:
+    """The Job controller's ``DeadlineExceeded``: a Job (a JobSet's replicated Job) whose pods
+    are not all done ``activeDeadlineSeconds`` after the workload was created, placed or not,
+    fails it then, as in a cluster, instead of waiting for ever (a pod whose node went away
+    never finds one). None before, or without a deadline."""
+    spec = body.get("spec") or {}
+    if body.get("kind") == "JobSet":
+        limits = {
+            r.get("name"): ((r.get("template") or {}).get("spec") or {}).get(
+                "activeDeadlineSeconds"
+            )
+            for r in spec.get("replicatedJobs") or ()
+        }
+    else:
+        limits = {None: spec.get("activeDeadlineSeconds")}
+    created = (body.get("metadata") or {}).get("creationTimestamp")
+    if not created:
+        return None
+    age = now - calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
+    for pod in pods:
+        job = pod.labels.get(REPLICATED_JOB_LABEL) if body.get("kind") == "JobSet" else None
+        limit = limits.get(job)
+        if limit and age >= limit and pod.phase not in ("Succeeded", "Failed"):
+            return (
+                f"DeadlineExceeded: Job {job or body['metadata'].get('name')} was active longer "
+                f"than specified deadline ({limit} s; active {age:.0f} s)"
+            )
+    return None
