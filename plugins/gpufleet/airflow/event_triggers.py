@@ -58,6 +58,7 @@ from gpufleet.airflow.interval_readings import INTERVAL_S, IntervalReadings
 from gpufleet.airflow.triggers import PollingTrigger
 from gpufleet.domain.clock import sleep_async
 from gpufleet.domain.events import later_version
+from gpufleet.domain.signals import ready_in
 
 if TYPE_CHECKING:  # imported where used: a DAG file builds these triggers at every parse
     from gpufleet.backends.base import WatchEvent
@@ -183,13 +184,10 @@ class NodeWatchTrigger(BaseEventTrigger):
             node: {
                 "pool": row.get("pool"),
                 "provider_id": row.get("provider_id"),
-                "ready": next(
-                    (
-                        c.get("status") == "True"
-                        for c in row.get("conditions") or ()
-                        if isinstance(c, dict) and c.get("type") == "Ready"
-                    ),
-                    None,
+                "ready": ready_in(
+                    (str(c.get("type")), str(c.get("status")))
+                    for c in row.get("conditions") or ()
+                    if isinstance(c, dict)
                 ),
             }
             for node, row in self._ledger.watched_nodes(self.cluster).items()

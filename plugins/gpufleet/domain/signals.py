@@ -473,9 +473,15 @@ HOLD_VALUE = "not-ready"
 def ready_of(node: Any) -> bool | None:
     """Whether ``node`` (NodeInfo-like, with ``conditions``) reports Ready: its ``Ready``
     condition's status is ``True``; False for ``False``/``Unknown``; None: no Ready condition."""
-    for cond in getattr(node, "conditions", None) or ():
-        if cond.type == "Ready":
-            return cond.status == "True"
+    return ready_in((c.type, c.status) for c in getattr(node, "conditions", None) or ())
+
+
+def ready_in(conditions: Iterable[tuple[str, str]]) -> bool | None:
+    """:func:`ready_of` over ``(type, status)`` pairs (a node's kept conditions, as the ledger
+    holds them)."""
+    for kind, status in conditions:
+        if kind == "Ready":
+            return status == "True"
     return None
 
 
