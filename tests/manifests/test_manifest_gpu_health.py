@@ -14,7 +14,12 @@ from gpufleet.domain.health.tiers import (
     DcgmLimits,
     default_limits,
 )
-from gpufleet.manifests.gpu_health import DEADLINE_SECONDS, job_deadline, render_gpu_health
+from gpufleet.manifests.gpu_health import (
+    DEADLINE_SECONDS,
+    DEFAULT_DCGM_IMAGE,
+    job_deadline,
+    render_gpu_health,
+)
 from gpufleet.parsing.health.report import MARKER, SECTIONS
 from tests.manifests.manifest_helpers import RUN_ID, native_pool_label, nodes_of
 from tests.support.schemas import validate_manifest
@@ -109,3 +114,50 @@ def test_the_models_limits_set_the_timeout_and_refuse_a_level_above_its_highest(
     assert "dcgmi diag -r 1 -j" in _script(
         render_gpu_health(ref, {node: 1}, RUN_ID, limits=default_limits("B200"))
     )
+
+
+# The health container's script as it was rendered before the script moved into the shared
+# macro (include/manifests/_gpu_health_script.j2), level 2 at its default 900 s: the move, and
+# the NCCL pair pods' gpu-health init container that shares it, change nothing here.
+LEVEL_2_SCRIPT = """\
+set -u
+section() { echo "==> gpufleet-health: $1 <=="; }
+ended() { printf '\\ngpufleet-health-exit=%s\\n' "$1"; }
+section node
+echo "node=${GPUFLEET_NODE} level=2 timeout=900"
+section dmesg
+timeout --kill-after=10 60 dmesg 2> /dev/null | grep 'NVRM'; ended "${PIPESTATUS[0]}"
+section nvidia-smi-remap-ecc
+timeout --kill-after=10 60 nvidia-smi -q -d ROW_REMAPPER,ECC,PAGE_RETIREMENT; ended "$?"
+section nvidia-smi-nvlink
+timeout --kill-after=10 60 nvidia-smi nvlink -e; ended "$?"
+section thermal
+timeout --kill-after=10 60 nvidia-smi --query-gpu=index,clocks_event_reasons.hw_thermal_slowdown,\
+clocks_event_reasons.sw_thermal_slowdown --format=csv,noheader; ended "$?"
+section dcgmi-diag
+timeout --kill-after=10 900 dcgmi diag -r 2 -j; ended "$?"
+true"""
+
+
+def test_the_health_container_is_unchanged_by_the_shared_script(gke_ref: PoolRef):
+    obj = render_gpu_health(gke_ref, {"node-a": 2}, RUN_ID)
+    job = obj["spec"]["replicatedJobs"][0]["template"]["spec"]
+    (container,) = job["template"]["spec"]["containers"]
+    assert container["command"] == ["bash", "-c", LEVEL_2_SCRIPT]
+    assert container["name"] == "gpu-health" and container["image"] == DEFAULT_DCGM_IMAGE
+    assert container["env"] == [
+        {"name": "GPUFLEET_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    ]
+    assert container["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN", "SYSLOG"]}}
+    assert container["resources"] == {
+        "requests": {"cpu": "2", "memory": "4Gi"},
+        "limits": {"memory": "4Gi", "nvidia.com/gpu": str(gke_ref.pool.gpu.count)},
+    }
+    assert job["activeDeadlineSeconds"] == 1800
+
+
+def test_the_shared_script_is_not_rendered_on_its_own():
+    """``_gpu_health_script.j2`` holds a macro and settings only: rendering it gives nothing."""
+    from gpufleet.manifests.templates import _render_text
+
+    assert _render_text("_gpu_health_script.j2").strip() == ""

@@ -10,7 +10,7 @@ import pytest
 from gpufleet.domain.fleet import PoolRef
 from gpufleet.manifests.addons import render_gke_networks, render_kueue_objects
 from gpufleet.manifests.nccl_validation import render_nccl_validation
-from gpufleet.manifests.storage_validation import render_storage_validation
+from gpufleet.manifests.storage_validation import PoolCheck, render_storage_validation
 from tests.support.schemas import manifest_problems, validate_manifest
 
 RUN_ID = "nightly-2025-06-01"
@@ -199,3 +199,26 @@ def test_core_kinds_go_through_kubernetes_validate() -> None:
         "metadata": {"name": "gpufleet-validation"},
     }
     assert manifest_problems(namespace) == []
+
+
+def test_pairs_with_the_health_and_storage_init_containers_validate(ref: PoolRef) -> None:
+    jobset = render_nccl_validation(
+        ref,
+        [("node-a", "node-b"), ("node-c", "node-d")],
+        RUN_ID,
+        health_levels=[1, 3],
+        pool_check=PoolCheck(pair=1, size_gib_per_node=4, runtime_seconds=60),
+    )
+    assert manifest_problems(jobset) == []
+    pod = dig(jobset, POD[:2] + (1,) + POD[3:])
+    assert [c["name"] for c in pod["initContainers"]] == ["gpu-health", "fio", "nccl-log"]
+    bad = copy.deepcopy(jobset)
+    pod = dig(bad, POD[:2] + (1,) + POD[3:])
+    pod["initContainers"][1]["volumeMount"] = pod["initContainers"][1].pop("volumeMounts")
+    pod["initContainers"][0]["securityContext"]["capabilities"]["add"] = "SYSLOG"
+    problems = manifest_problems(bad)
+    path = "spec.replicatedJobs[1].template.spec.template.spec.initContainers"
+    assert any(p.startswith(f"{path}[1]: ") and "'volumeMount'" in p for p in problems), problems
+    assert any(p.startswith(f"{path}[0].securityContext.capabilities.add") for p in problems), (
+        problems
+    )

@@ -13,8 +13,13 @@ import pytest
 
 from gpufleet.domain import workloads as w
 from gpufleet.domain.fleet import PoolRef
+from gpufleet.manifests.gpu_health import HEALTH_CONTAINER
 from gpufleet.manifests.nccl_validation import NCCL_JSON_MARKER, render_nccl_validation
-from gpufleet.manifests.storage_validation import render_storage_validation
+from gpufleet.manifests.storage_validation import (
+    FIO_CONTAINER,
+    PoolCheck,
+    render_storage_validation,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -218,3 +223,152 @@ def test_a_pool_check_caps_each_fio_pass_and_bad_runtimes_are_refused(gke_ref: P
     for bad in (0, -1, 1.5, True, "4"):
         with pytest.raises(ValueError, match="size_gib_per_node must be a positive integer"):
             args(size_gib_per_node=bad)
+
+
+# --- the pair pods' init containers: the GPU health check and fio, both always exiting 0 -----
+
+
+def _fio_ref(ref: PoolRef, mount: Path) -> PoolRef:
+    fs = ref.filesystem.model_copy(update={"mount_path": str(mount)})
+    cluster = ref.cluster.model_copy(update={"filesystems": (fs,)})
+    return PoolRef(region=ref.region, cluster=cluster, pool=ref.pool)
+
+
+def _pair_init(ref: PoolRef, name: str, **kwargs) -> dict:
+    obj = render_nccl_validation(ref, [("node-a", "node-b")], "run-1", **kwargs)
+    ((_, _, template),) = w.workload_pod_templates(obj)
+    return next(c for c in template["spec"]["initContainers"] if c["name"] == name)
+
+
+def _fio_stub(bin_dir: Path, tmp_path: Path, tail: str) -> None:
+    """fio: record where it ran (creating a file there), print JSON on stdout or to
+    ``--output=<file>``, then ``tail``."""
+    stub(
+        bin_dir,
+        "fio",
+        'out=""; for a; do case $a in --directory=*) d="${a#--directory=}"; '
+        f'touch "$d/gpufleet.0.0"; ls -d "$d" > {tmp_path}/fio.dir;; '
+        '--output=*) out="${a#--output=}";; esac; done; '
+        'json=\'{"fio version": "fio-3.36", "jobs": []}\'; '
+        'if [ -n "$out" ]; then echo "$json" > "$out"; else echo "$json"; fi; ' + tail,
+    )
+
+
+def _run_sh(script: str, bin_dir: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "GPUFLEET_INDEX": "1", **env}
+    full["PATH"] = f"{bin_dir}:{full['PATH']}"
+    return subprocess.run(
+        ["sh", "-c", script], env=full, capture_output=True, text=True, timeout=30
+    )
+
+
+@pytest.mark.parametrize(
+    "tail, ok",
+    [("exit 0", True), ("exit 1", False), ("kill -9 $$", False)],
+    ids=["fio-ok", "fio-fails", "fio-killed"],
+)
+def test_the_pair_fio_step_always_exits_0_and_prints_json_only_when_fio_succeeded(
+    gke_ref: PoolRef, tmp_path: Path, tail: str, ok: bool
+) -> None:
+    mount = tmp_path / "lustre"
+    mount.mkdir()
+    ref = _fio_ref(gke_ref, mount)
+    init = _pair_init(ref, FIO_CONTAINER, pool_check=PoolCheck(0, 1))
+    assert init["command"][:2] == ["sh", "-c"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fio_stub(bin_dir, tmp_path, tail)
+    script = init["command"][2].replace("/tmp/gpufleet-fio.json", f"{tmp_path}/fio.json")
+    done = _run_sh(script, bin_dir)
+    assert done.returncode == 0, done.stderr
+    workdir = Path((tmp_path / "fio.dir").read_text().strip())
+    assert workdir == mount / ".gpufleet-validation" / "run-1" / "1"  # the pod's index
+    assert not workdir.exists()  # removed on exit
+    if ok:
+        assert json.loads(done.stdout)["fio version"] == "fio-3.36"
+        assert "fio failed" not in done.stderr
+    else:
+        assert done.stdout == ""  # no JSON: the storage verdict reads that
+        assert "[gpufleet] fio failed (exit " in done.stderr
+
+
+def test_the_pair_fio_step_exits_0_when_the_mount_is_not_writable(
+    gke_ref: PoolRef, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")  # mkdir -p under a file fails, even as root
+    ref = _fio_ref(gke_ref, blocker)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fio_stub(bin_dir, tmp_path, "exit 0")
+    init = _pair_init(ref, FIO_CONTAINER, pool_check=PoolCheck(0, 1))
+    done = _run_sh(init["command"][2], bin_dir)
+    assert done.returncode == 0 and done.stdout == ""
+    assert "cannot create" in done.stderr and not (tmp_path / "fio.dir").exists()
+    # the storage Job's own script still fails there
+    job = render_storage_validation(ref, ["node-a"], "run-1", size_gib_per_node=1)
+    ((_, _, template),) = w.workload_pod_templates(job)
+    done = _run_sh(template["spec"]["containers"][0]["command"][2], bin_dir)
+    assert done.returncode == 1 and "cannot create" in done.stderr
+
+
+def test_the_storage_jobs_fio_still_fails_with_fio(gke_ref: PoolRef, tmp_path: Path) -> None:
+    mount = tmp_path / "lustre"
+    mount.mkdir()
+    ref = _fio_ref(gke_ref, mount)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fio_stub(bin_dir, tmp_path, "exit 3")
+    job = render_storage_validation(ref, ["node-a"], "run-1", size_gib_per_node=1)
+    ((_, _, template),) = w.workload_pod_templates(job)
+    done = _run_sh(template["spec"]["containers"][0]["command"][2], bin_dir)
+    assert done.returncode == 3
+    assert json.loads(done.stdout)["fio version"] == "fio-3.36"
+
+
+def _health_stubs(bin_dir: Path, dcgmi: str) -> None:
+    stub(bin_dir, "dmesg", 'echo "[ 1.0] NVRM: loading NVIDIA UNIX x86_64 Kernel Module"')
+    stub(
+        bin_dir,
+        "nvidia-smi",
+        'case "$*" in *nvlink*) echo "GPU 0: NVIDIA H200";; '
+        '*query-gpu*) echo "0, Not Active, Not Active";; *) echo "==== NVSMI LOG ====";; esac',
+    )
+    stub(bin_dir, "dcgmi", dcgmi)
+
+
+@pytest.mark.parametrize(
+    "dcgmi, diag_exit",
+    [
+        ("echo '{\"DCGM GPU Diagnostic\": {}}'", 0),
+        ("echo dcgmi: cannot reach the host engine >&2; exit 226", 226),
+        ("exec sleep 20", 124),  # past its level's 1 s hard timeout (the limits below)
+    ],
+    ids=["diag-ok", "diag-fails", "diag-times-out"],
+)
+def test_the_pair_health_step_prints_every_section_and_always_exits_0(
+    gke_ref: PoolRef, tmp_path: Path, dcgmi: str, diag_exit: int
+) -> None:
+    from gpufleet.domain.health.tiers import DEFAULT_DIAG_TIMEOUT_S, DcgmLimits
+    from gpufleet.parsing.health.report import parse_node_health
+
+    limits = DcgmLimits("H200", timeouts_s={**DEFAULT_DIAG_TIMEOUT_S, 1: 1})
+    init = _pair_init(gke_ref, HEALTH_CONTAINER, health_levels=[1], dcgm_limits=limits)
+    assert init["command"][:2] == ["bash", "-c"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _health_stubs(bin_dir, dcgmi)
+    full = {**os.environ, "GPUFLEET_NODE": "node-a", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        init["command"], env=full, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    report = parse_node_health(done.stdout)
+    assert (report.node, report.level, report.timeout) == ("node-a", 1, 1)
+    assert dict(report.exits) == {
+        "dmesg": 0,
+        "nvidia-smi-remap-ecc": 0,
+        "nvidia-smi-nvlink": 0,
+        "thermal": 0,
+        "dcgmi-diag": diag_exit,
+    }

@@ -56,6 +56,33 @@ def job_deadline(level: int, timeout_s: int) -> int:
     return max(DEADLINE_SECONDS[level], timeout_s + KILL_AFTER_S + _REST_S)
 
 
+def level_timeout(limits: DcgmLimits, level: int, where: str) -> int:
+    """``dcgmi diag``'s hard timeout (seconds) at ``level`` under ``limits``, once the level is
+    checked: 1 to 4, and not above the model's highest (``where`` starts the ValueError)."""
+    if isinstance(level, bool) or level not in DIAG_LEVELS:
+        raise ValueError(f"{where}: dcgmi diag runs at level 1, 2, 3 or 4, not {level!r}")
+    if level > limits.max_level:
+        raise ValueError(
+            f"{where}: level {level} is above {limits.model}'s highest dcgmi diag level "
+            f"{limits.max_level}: cap it (gpufleet.domain.health.tiers.plan_diag)"
+        )
+    return diag_timeout(limits, level)
+
+
+def script_context() -> dict[str, Any]:
+    """The fixed arguments of ``gpu_health_script`` (``include/manifests/_gpu_health_script.j2``,
+    the one source of the script): the parser's marker around each section's name, the exit
+    line's prefix, the quick tools' timeout and timeout's kill grace."""
+    prefix, suffix = MARKER.split("{}")
+    return {
+        "marker_prefix": prefix,
+        "marker_suffix": suffix,
+        "exit_prefix": EXIT_PREFIX,
+        "tool_timeout": TOOL_TIMEOUT_S,
+        "kill_after": KILL_AFTER_S,
+    }
+
+
 def render_gpu_health(
     ref: PoolRef,
     levels: Mapping[str, int],
@@ -78,14 +105,7 @@ def render_gpu_health(
     jobs = []
     for i, (node, level) in enumerate(levels.items()):
         check_node_name(node, f"levels[{i}]")
-        if isinstance(level, bool) or level not in DIAG_LEVELS:
-            raise ValueError(f"node {node}: dcgmi diag runs at level 1, 2, 3 or 4, not {level!r}")
-        if level > limits.max_level:
-            raise ValueError(
-                f"node {node}: level {level} is above {limits.model}'s highest dcgmi diag level "
-                f"{limits.max_level}: cap it (gpufleet.domain.health.tiers.plan_diag)"
-            )
-        timeout_s = diag_timeout(limits, level)
+        timeout_s = level_timeout(limits, level, f"node {node}")
         jobs.append(
             {
                 "rjob": f"node-{i}",
@@ -96,7 +116,6 @@ def render_gpu_health(
                 "labels": context["labels"],
             }
         )
-    prefix, suffix = MARKER.split("{}")
     return render_template(
         "gpu-health.yaml.j2",
         **context,
@@ -104,9 +123,5 @@ def render_gpu_health(
         jobs=jobs,
         image=image,
         gpus=ref.pool.gpu.count,
-        marker_prefix=prefix,
-        marker_suffix=suffix,
-        exit_prefix=EXIT_PREFIX,
-        tool_timeout=TOOL_TIMEOUT_S,
-        kill_after=KILL_AFTER_S,
+        **script_context(),
     )
