@@ -138,6 +138,12 @@ class PodInfo:
     scheduled_at: datetime | None = None
     main_finished_at: datetime | None = None
     pull_seconds: float | None = None
+    # Its init containers run as steps before the main container (every init container but a
+    # native sidecar, ``restartPolicy: Always``, which runs beside it), in the order they ran:
+    # name -> seconds it ran (``initContainerStatuses[].state.terminated``: ``finishedAt -
+    # startedAt``), each once it has terminated. Empty when the pod has none or none ended.
+    # The main container started after them: its own run is the rest up to ``main_finished_at``.
+    init_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def run_seconds(self) -> float | None:

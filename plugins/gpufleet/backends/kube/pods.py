@@ -127,6 +127,7 @@ def pod_info(item: dict[str, Any]) -> PodInfo:
         created_at=life["created_at"],
         scheduled_at=life["scheduled_at"],
         main_finished_at=life["main_finished_at"],
+        init_seconds=_init_seconds(item),
     )
 
 
@@ -155,6 +156,31 @@ def _life_times(item: dict[str, Any]) -> dict[str, datetime | None]:
         "scheduled_at": scheduled,
         "main_finished_at": main_end,
     }
+
+
+def _init_seconds(item: dict[str, Any]) -> dict[str, float]:
+    """Seconds each init container run as a step ran (``terminated.finishedAt - startedAt`` of
+    its ``initContainerStatuses`` entry), in the order of ``spec.initContainers`` (the order
+    the kubelet runs them): every init container but a native sidecar (``restartPolicy:
+    Always``: it runs beside the main container), once it has terminated, whatever its exit
+    code. A step whose times are absent or unreadable is left out: a cost figure, never a
+    verdict."""
+    spec = item.get("spec") or {}
+    steps = [
+        c.get("name")
+        for c in spec.get("initContainers") or ()
+        if isinstance(c, dict) and c.get("restartPolicy") != "Always"
+    ]
+    ran: dict[str, float] = {}
+    for cs in (item.get("status") or {}).get("initContainerStatuses") or ():
+        if not isinstance(cs, dict):
+            continue
+        terminated = (cs.get("state") or {}).get("terminated") or {}
+        start = _timestamp(terminated.get("startedAt"))
+        end = _timestamp(terminated.get("finishedAt"))
+        if start is not None and end is not None:
+            ran[str(cs.get("name"))] = max((end - start).total_seconds(), 0.0)
+    return {name: ran[name] for name in steps if name in ran}
 
 
 # the kubelet's Pulled event (pkg/kubelet/images/image_manager.go): ``Successfully pulled image

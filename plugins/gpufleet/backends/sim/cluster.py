@@ -237,7 +237,8 @@ class SimClusterBackend(SimNodes, SimGpuMetrics):
         return WorkloadStatus(kind, name, namespace, "Admitted", pods, "pods starting")
 
     def pod_logs(self, pod: str, namespace: str, container: str | None = None) -> str:
-        """A container's log (the pod's main container when ``container`` is None)."""
+        """A container's log by name, an init container's too (the pod's main container when
+        ``container`` is None)."""
         self._api_call("read pod log")
         with self.state.read() as conn:
             now = self.state.clock.time(conn)

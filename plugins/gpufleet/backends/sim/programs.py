@@ -10,12 +10,12 @@ import os
 import random
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.backends.sim.faults import DEGRADED_BUSBW_FACTOR, DEGRADED_LATENCY_FACTOR, PoolFaults
 from gpufleet.backends.sim.gpu_health import health_check_output
-from gpufleet.backends.sim.launch_model import GANG_LINE, gang_seconds
+from gpufleet.backends.sim.launch_model import GANG_LINE, gang_seconds, step_waits
 from gpufleet.backends.sim.nccl import NcclOutcome, debug_lines, nccl_outcome
 from gpufleet.backends.sim.nights import lustre_clients, pair_link
 from gpufleet.backends.sim.output import LinkModel, fio_json, nccl_tests_text
@@ -28,6 +28,7 @@ from gpufleet.backends.sim.performance import (
 )
 from gpufleet.backends.sim.seeds import seed
 from gpufleet.backends.sim.topology import crossing_factor
+from gpufleet.backends.sim.work_model import work_seconds
 from gpufleet.domain.fleet import Cluster, NodePool
 from gpufleet.domain.plumbing import NCCL_LOG_CONTAINER, inspect_pod
 
@@ -37,6 +38,8 @@ START_DELAY_S = 0.5
 NCCL_RUN_S = 1.5
 FIO_RUN_S = 1.5
 HEALTH_RUN_S = 1.5  # one node's GPU health check, whatever its dcgmi diag level
+# an init container run as a step before the main container, by its program (0: not modelled)
+STEP_RUN_S = {"gpu-health": HEALTH_RUN_S, "fio": FIO_RUN_S}
 TRAINING_RUN_S = 45.0
 # How long a training job runs in the sim (seconds, before GPUFLEET_SIM_SPEED) when its pod
 # template says so: the sim cannot know a real job's length; tests and demos set it.
@@ -55,7 +58,8 @@ class PodRun:
 
     outcome: str  # Succeeded | Failed
     end_at: float
-    logs: dict[str, str] = field(default_factory=dict)  # container -> log, main container first
+    # container -> log, main container first (its init steps' and sidecar's after it)
+    logs: dict[str, str] = field(default_factory=dict)
     message: str | None = None
 
 
@@ -75,11 +79,16 @@ def _size(text: str) -> int:
 
 
 def program_of(template: dict[str, Any]) -> dict[str, Any]:
-    """Which program the main container runs: nccl-tests (with its collective and message
-    sizes), the GPU health check (``dcgmi diag -r N``: its level), fio, or a training job."""
+    """Which program the main container runs (``container_program``)."""
     containers = (template.get("spec") or {}).get("containers") or [{}]
-    main = containers[0]
-    words = " ".join([*(main.get("command") or ()), *(main.get("args") or ())])
+    return container_program(containers[0])
+
+
+def container_program(container: dict[str, Any]) -> dict[str, Any]:
+    """Which program a container runs, read from its command and args: nccl-tests (with its
+    collective and message sizes), the GPU health check (``dcgmi diag -r N``: its level and
+    timeout), fio (its sizes and runtime), or a training job (whatever else)."""
+    words = " ".join([*(container.get("command") or ()), *(container.get("args") or ())])
     m = re.search(r"\b(\w+)_perf\b", words)
     if m:
         tokens = shlex.split(words.replace("\n", " "), posix=True) if words else []
@@ -134,8 +143,37 @@ def main_container(template: dict[str, Any]) -> str:
     return containers[0].get("name") or "main"
 
 
+@dataclass(frozen=True)
+class InitStep:
+    """An init container run as a step, to its end, before the main container starts."""
+
+    name: str
+    container: dict[str, Any]
+    program: dict[str, Any]  # container_program
+
+
+def init_steps(template: dict[str, Any]) -> list[InitStep]:
+    """The pod template's init containers that run as steps, in the order they run: every one
+    but a native sidecar (``restartPolicy: Always``, such as the NCCL log sidecar, which runs
+    beside the main container). Each is known by its command, not its name."""
+    inits = (template.get("spec") or {}).get("initContainers") or ()
+    return [
+        InitStep(c.get("name") or f"init-{i}", c, container_program(c))
+        for i, c in enumerate(inits)
+        if isinstance(c, dict) and c.get("restartPolicy") != "Always"
+    ]
+
+
+def step_seconds(steps: list[InitStep], logs: dict[str, str]) -> dict[str, float]:
+    """Each init step's run on the modelled clock (``work_model.work_seconds``), given one
+    pod's ``logs``: 0 where the model has no figure (a program it does not know; fio that
+    printed no JSON, refused before any I/O)."""
+    return {s.name: work_seconds(s.program, logs.get(s.name, "")) or 0.0 for s in steps}
+
+
 class GroupRun:
-    """One group of pods (a pair, a Job's pods) of a workload, placed on ``nodes``."""
+    """One group of pods (a pair, a Job's pods) of a workload, placed on ``nodes``: each pod
+    runs its init steps (``init_steps``) in order, then its main container's program."""
 
     def __init__(
         self,
@@ -155,25 +193,63 @@ class GroupRun:
         self.workload, self.group, self.template, self.nodes = workload, group, template, nodes
         self.now = now
         self.speed = speed()
-        self.start = now + START_DELAY_S * self.speed
+        self.steps = init_steps(template)
+        self.started = now + START_DELAY_S * self.speed  # the pod's first container
+        # the main container's start: after the init steps, on the wall clock
+        wall = sum(STEP_RUN_S.get(s.program["kind"], 0.0) for s in self.steps)
+        self.start = self.started + wall * self.speed
         self.main = main_container(template)
         self.fabric = inspect_pod(cluster, pool, template)
 
     def run(self) -> list[PodRun]:
+        """How each pod ends: its init steps' logs, then its main program's run."""
+        steps = self._run_steps()
+        waits = step_waits([step_seconds(self.steps, logs) for logs in steps])
+        runs = self._run_main(waits[0] if waits else 0.0)
+        return [
+            replace(run, logs={**run.logs, **logs}) for run, logs in zip(runs, steps, strict=True)
+        ]
+
+    def _run_main(self, launcher_wait: float) -> list[PodRun]:
+        """The main container's program; ``launcher_wait``: what the launcher of a pair waits
+        for the other pod's slower init steps (in its ``gang``)."""
         program = program_of(self.template)
         if program["kind"] == "fio":
             return self._fio()
         if self.fabric.gpus < 1:
             return self._no_gpu(program["kind"])
         if program["kind"] == "gpu-health":
-            return self._gpu_health(program["level"], program["timeout_s"])
+            return self._gpu_health(program)
         outcome = nccl_outcome(
             self.cluster, self.pool, self.fabric, self.faults.rdma_lost(self.nodes)
         )
         logs = self._nccl_logs(outcome)
         if program["kind"] == "nccl-tests":
-            return self._nccl_tests(program, outcome, logs)
+            return self._nccl_tests(program, outcome, logs, launcher_wait)
         return self._training(outcome, logs)
+
+    # --- init steps ---------------------------------------------------------------------------
+
+    def _run_steps(self) -> list[dict[str, str]]:
+        """Per pod: each init step's log (container -> log), the steps run in turn from the
+        pod's start. A step's script exits 0 whatever its program found, so none fails the
+        pod: the GPU health check prints as ``_gpu_health`` does, fio as ``_fio`` does (no
+        JSON, only the error, when that container does not mount the Lustre PVC); a program
+        the sim does not know prints nothing and takes no time."""
+        out: list[dict[str, str]] = [{} for _ in self.nodes]
+        at = self.started
+        for step in self.steps:
+            kind = step.program["kind"]
+            if kind == "gpu-health":
+                texts = [self._health_output(node, step.program, at) for node in self.nodes]
+            elif kind == "fio":
+                texts, _ = self._fio_outputs(step.container)
+            else:
+                texts = ["" for _ in self.nodes]
+            for logs, text in zip(out, texts, strict=True):
+                logs[step.name] = text
+            at += STEP_RUN_S.get(kind, 0.0) * self.speed
+        return out
 
     # --- NCCL programs --------------------------------------------------------------------
 
@@ -236,7 +312,9 @@ class GroupRun:
             link = LinkModel(link.busbw_gbps * crossing, link.latency_us)
         return link
 
-    def _nccl_tests(self, program, outcome: NcclOutcome, logs: list[str]) -> list[PodRun]:
+    def _nccl_tests(
+        self, program, outcome: NcclOutcome, logs: list[str], launcher_wait: float = 0.0
+    ) -> list[PodRun]:
         end = self.start + NCCL_RUN_S * self.speed
         if outcome.failure:
             return self._failed_init(outcome, logs, "", end)
@@ -251,8 +329,9 @@ class GroupRun:
             row_jitter=fabric_noise().row_jitter,
             seed=seed(self.workload, self.group),
         )
-        # the launcher's line at its rendezvous (stderr, in the pod's log as kubectl shows it)
-        gang = GANG_LINE.format(seconds=gang_seconds(self.template)) + "\n"
+        # the launcher's line at its rendezvous (stderr, in the pod's log as kubectl shows it),
+        # counted from its main container's start: it waited for the other pod's init steps too
+        gang = GANG_LINE.format(seconds=gang_seconds(self.template) + launcher_wait) + "\n"
         return [
             PodRun(
                 "Succeeded",
@@ -278,63 +357,71 @@ class GroupRun:
 
     # --- the GPU health check -------------------------------------------------------------------
 
-    def _gpu_health(self, level: int, timeout_s: int | None = None) -> list[PodRun]:
-        """Each pod prints its node's health tools' output (``gpu_health``) under the check's
-        section markers, as ``include/manifests/gpu-health.yaml.j2``'s script does, with
-        ``dcgmi diag``'s hard timeout as its command says (None: the model's default)."""
+    def _gpu_health(self, program: dict[str, Any]) -> list[PodRun]:
+        """Each pod prints its node's GPU health check (``_health_output``)."""
         end = self.start + HEALTH_RUN_S * self.speed
-        gpu = self.pool.gpu
         return [
-            PodRun(
-                "Succeeded",
-                end,
-                {
-                    self.main: health_check_output(
-                        node,
-                        self.faults.gpu_faults_of(node, at=self.start),
-                        gpu_model=gpu.model,
-                        gpus=gpu.count,
-                        diag_level=level,
-                        diag_timeout_s=timeout_s,
-                    )
-                },
-            )
+            PodRun("Succeeded", end, {self.main: self._health_output(node, program, self.start)})
             for node in self.nodes
         ]
+
+    def _health_output(self, node: str, program: dict[str, Any], at: float) -> str:
+        """What ``node``'s check prints when it starts ``at``: its health tools' output
+        (``gpu_health``) under the check's section markers, as ``include/manifests/
+        gpu-health.yaml.j2``'s script does, with the GPU faults in force then, at the ``dcgmi
+        diag`` level and hard timeout its command says (None: the model's default)."""
+        gpu = self.pool.gpu
+        return health_check_output(
+            node,
+            self.faults.gpu_faults_of(node, at=at),
+            gpu_model=gpu.model,
+            gpus=gpu.count,
+            diag_level=program["level"],
+            diag_timeout_s=program["timeout_s"],
+        )
 
     # --- fio --------------------------------------------------------------------------------
 
     def _fio(self) -> list[PodRun]:
-        fs = self.cluster.filesystem(self.pool.filesystem) if self.pool.filesystem else None
+        """Each pod's fio (``_fio_outputs``); a pod without the Lustre mount fails."""
         end = self.start + FIO_RUN_S * self.speed
-        if fs is None or not _mounts_pvc(self.template, fs.mount_path):
+        main = ((self.template.get("spec") or {}).get("containers") or [{}])[0]
+        texts, refusal = self._fio_outputs(main)
+        outcome = "Failed" if refusal else "Succeeded"
+        return [PodRun(outcome, end, {self.main: text}, refusal) for text in texts]
+
+    def _fio_outputs(self, container: dict[str, Any]) -> tuple[list[str], str | None]:
+        """Per node, what fio in ``container`` prints: its JSON at the throughput the pool's
+        Lustre delivers to this many clients; or, when ``container`` does not mount the Lustre
+        PVC at the filesystem's mount path, only the error (also returned: None when fio ran)."""
+        fs = self.cluster.filesystem(self.pool.filesystem) if self.pool.filesystem else None
+        if fs is None or not _mounts_pvc(self.template, container, fs.mount_path):
             msg = (
                 f"fio: {fs.mount_path if fs else 'the Lustre mount'}: No such file or "
                 "directory (the Lustre PVC is not mounted)"
             )
-            return [PodRun("Failed", end, {self.main: msg + "\n"}, msg) for _ in self.nodes]
+            return [msg + "\n" for _ in self.nodes], msg
         tier = filesystem_tier(fs)
         rng = random.Random(seed(self.workload, self.group))
         expected_mib = fs.expected_mb_s * 1e6 / 2**20
         figures = lustre_clients(
             expected_mib, tier, storage_noise(), rng, len(self.nodes), self.faults.lustre_factor
         )
-        return [
-            PodRun(
-                "Succeeded",
-                end,
-                {self.main: fio_json(host=node, write_mib_s=write, read_mib_s=read)},
-            )
+        texts = [
+            fio_json(host=node, write_mib_s=write, read_mib_s=read)
             for node, (read, write) in zip(self.nodes, figures, strict=True)
         ]
+        return texts, None
 
 
-def _mounts_pvc(template: dict[str, Any], mount_path: str | None) -> bool:
-    """The main container mounts a PersistentVolumeClaim volume at ``mount_path``."""
+def _mounts_pvc(
+    template: dict[str, Any], container: dict[str, Any], mount_path: str | None
+) -> bool:
+    """``container`` (of ``template``) mounts a PersistentVolumeClaim volume at
+    ``mount_path``."""
     spec = template.get("spec") or {}
     pvc_volumes = {v["name"] for v in spec.get("volumes") or () if "persistentVolumeClaim" in v}
-    main = (spec.get("containers") or [{}])[0]
     return any(
         m.get("name") in pvc_volumes and m.get("mountPath") == mount_path
-        for m in main.get("volumeMounts") or ()
+        for m in container.get("volumeMounts") or ()
     )

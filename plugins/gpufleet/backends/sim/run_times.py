@@ -6,6 +6,8 @@ The sim's wall clock is compressed (``programs``: ``START_DELAY_S``, ``NCCL_RUN_
 times the sim reports instead follow what the program itself would take (``run_times``: the
 ssh wait and NCCL setup, then the operations nccl-tests prints; fio's passes at the throughput
 it reports), so what validation costs in GPU-minutes is the figure a real cluster would show.
+A pod's init steps (``programs.init_steps``: the GPU health check, fio) run before its main
+container, each for what the same program takes as a main container (``work_model``).
 
 When a Job or JobSet is applied, ``record_run_times`` keeps each placed pod's modelled run time
 in the ``pod_runs`` table; ``POD_ROWS`` reads pods with it and ``container_times`` turns a pod
@@ -26,13 +28,24 @@ from gpufleet.backends.sim.launch_model import (
     RENDEZVOUS_MARK,
     RENDEZVOUS_S,
     gang_seconds,
+    step_waits,
 )
 from gpufleet.backends.sim.placement import Placement
-from gpufleet.backends.sim.programs import PodRun, main_container, program_of
+from gpufleet.backends.sim.programs import (
+    PodRun,
+    init_steps,
+    main_container,
+    program_of,
+    step_seconds,
+)
+from gpufleet.backends.sim.work_model import DIAG_S, HEALTH_TOOLS_S, fio_seconds, work_seconds
 from gpufleet.domain.workloads import COMPLETION_INDEX_LABEL, REPLICATED_JOB_LABEL
 
-__all__ = [  # the gang figures live in launch_model (programs prints them too): named here
+__all__ = [  # the gang and work figures live in launch_model and work_model (programs uses
+    # them too): named here
+    "DIAG_S",
     "GANG_LINE",
+    "HEALTH_TOOLS_S",
     "POLL_WAIT_S",
     "RENDEZVOUS_MARK",
     "RENDEZVOUS_S",
@@ -75,12 +88,7 @@ MPIRUN_START_S = 3.0
 # ``output.INIT_PHASES_S``, 1.0-2.2 s total at 2 x 8 GPUs in public logs); 2.0 s when a log
 # carries none.
 NCCL_INIT_DEFAULT_S = 2.0
-# ``diag_r<N>``: the tools that read counters and logs (3 s, an assumption), then ``dcgmi diag
-# -r N``: level 1 about 30 s (NVIDIA's NVSentinel preflight docs; Azure runs it under
-# ``timeout 1m``; NVIDIA's DCGM guide says "seconds"), level 2 about 2 minutes, level 3 about 15,
-# level 4 1.5 to 2 hours (NVIDIA's DCGM user guide, run levels; taken as 1.75 h).
-HEALTH_TOOLS_S = 3.0
-DIAG_S = {1: 30.0, 2: 120.0, 3: 900.0, 4: 6300.0}
+# ``diag_r<N>`` (``HEALTH_TOOLS_S``, ``DIAG_S``) and ``io``: ``work_model``.
 # ``teardown``: the main container finished -> the pod's last container finished: the log
 # sidecar (a native sidecar) is stopped once the main container exits (1 s, an assumption);
 # a pod without a sidecar ends with its main container.
@@ -97,27 +105,38 @@ def _init_seconds(run: PodRun) -> float:
     return summary["total"].max if "total" in summary else NCCL_INIT_DEFAULT_S
 
 
-def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None]:
-    """Each pod's main container run in seconds on the modelled clock, for one group of
-    ``runs`` (a pair, a Job's pods) of ``template``; None where the sim has no model (a
-    training job, a pod without GPUs: the wall clock stands).
+def init_times(template: dict[str, Any], runs: list[PodRun]) -> list[dict[str, float]]:
+    """Each pod's init steps (``programs.init_steps``), container -> seconds on the modelled
+    clock, in the order they ran (``programs.step_seconds``: what the same program takes as a
+    main container), for one group of ``runs`` of ``template``; empty without steps."""
+    steps = init_steps(template)
+    return [step_seconds(steps, run.logs) for run in runs]
 
-    - nccl-tests: every pod of the pair holds its node while the launcher runs: ``gang``, then
-      ``MPIRUN_START_S`` and NCCL's init (the slowest rank's ``Init timings`` total of the pair),
-      then the operations nccl-tests runs, each taking the time its own output prints for that
-      size: ``-w`` warm-up operations at the largest and at the smallest size, then per size,
-      out-of-place and in-place, one synchronising operation, ``-n`` timed ones and one more
-      when ``-c`` checks the data. A pair that failed at NCCL's init ran up to its init.
-    - the GPU health check: ``HEALTH_TOOLS_S`` then ``DIAG_S`` of its ``dcgmi diag`` level.
-    - fio: each client writes then reads its ``--numjobs`` x ``--size`` at the throughput its
-      own JSON output reports, each pass capped by ``--runtime``.
+
+def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None]:
+    """Each pod's main container run in seconds on the modelled clock (it starts after the
+    pod's init steps, ``init_times``), for one group of ``runs`` (a pair, a Job's pods) of
+    ``template``; None where the sim has no model (a training job, a pod without GPUs: the
+    wall clock stands).
+
+    - nccl-tests: every pod of the pair holds its node while the launcher runs: ``gang`` (the
+      wait for the other pod's slower init steps, ``launch_model.step_waits``, then the
+      rendezvous), then ``MPIRUN_START_S`` and NCCL's init (the slowest rank's ``Init
+      timings`` total of the pair), then the operations nccl-tests runs, each taking the time
+      its own output prints for that size: ``-w`` warm-up operations at the largest and at the
+      smallest size, then per size, out-of-place and in-place, one synchronising operation,
+      ``-n`` timed ones and one more when ``-c`` checks the data. A pair that failed at NCCL's
+      init ran up to its init.
+    - the GPU health check and fio: ``work_model.work_seconds`` (fio refused before any I/O:
+      0).
     """
     from gpufleet.errors import ParseError
-    from gpufleet.parsing import parse_fio_json, parse_nccl_tests
+    from gpufleet.parsing import parse_nccl_tests
 
     program = program_of(template)
     main = main_container(template)
     if program["kind"] == "nccl-tests":
+        waits = step_waits(init_times(template, runs))
         init = max((_init_seconds(r) for r in runs), default=NCCL_INIT_DEFAULT_S)
         setup = gang_seconds(template) + MPIRUN_START_S + init
         try:
@@ -131,29 +150,21 @@ def run_times(template: dict[str, Any], runs: list[PodRun]) -> list[float | None
             if r.oop_time_us is not None and r.ip_time_us is not None
         ]
         if not timed:
-            return [setup if r.outcome == "Failed" else None for r in runs]
+            return [
+                w + setup if r.outcome == "Failed" else None
+                for r, w in zip(runs, waits, strict=True)
+            ]
         per_size = 1 + program["iters"] + (1 if program["check"] else 0)
         ops_us = program["warmup"] * (timed[-1][0] + timed[0][0])
         ops_us += sum(per_size * (oop + ip) for oop, ip in timed)
-        return [setup + ops_us / 1e6 for _ in runs]
+        return [w + setup + ops_us / 1e6 for w in waits]
     if program["kind"] == "gpu-health":
-        return [HEALTH_TOOLS_S + DIAG_S[program["level"]] for _ in runs]
-    if program["kind"] == "fio":
-        out: list[float | None] = []
-        mib = program["size_mib"] * program["numjobs"]
-        cap = program["runtime_s"] or float("inf")
-        for run in runs:
-            if run.outcome != "Succeeded":
-                out.append(0.0)  # refused before any I/O (no Lustre mount)
-                continue
-            try:
-                fio = parse_fio_json(run.logs.get(main, ""))
-            except ParseError:
-                out.append(None)
-                continue
-            passes = [fio.write_mib_s, fio.read_mib_s]
-            out.append(sum(min(mib / bw, cap) for bw in passes if bw))
-        return out
+        return [work_seconds(program, run.logs.get(main, "")) for run in runs]
+    if program["kind"] == "fio":  # refused before any I/O (no Lustre mount): 0
+        return [
+            fio_seconds(program, run.logs.get(main, "")) if run.outcome == "Succeeded" else 0.0
+            for run in runs
+        ]
     return [None for _ in runs]
 
 
@@ -244,9 +255,13 @@ def record_run_times(
         if run is not None and p.node is not None:
             groups.setdefault(p.group, []).append((p, run))
     seconds: dict[tuple[str, int], float | None] = {}
+    inits: dict[tuple[str, int], dict[str, float]] = {}
     for group, members in groups.items():
-        times = run_times(members[0][0].template, [run for _, run in members])
+        template, group_runs = members[0][0].template, [run for _, run in members]
+        times = run_times(template, group_runs)
         seconds.update({(group, p.index): t for (p, _), t in zip(members, times, strict=True)})
+        steps = init_times(template, group_runs)
+        inits.update({(group, p.index): s for (p, _), s in zip(members, steps, strict=True)})
     templates = {(p.group, p.index): p.template for p in plan}
     for row in conn.execute(
         "SELECT name, labels, node FROM pods WHERE cluster=? AND namespace=? AND "
@@ -258,7 +273,10 @@ def record_run_times(
         key = (group, int(labels.get(COMPLETION_INDEX_LABEL, "0")))
         run_s = seconds.get(key)
         if run_s is not None and row["node"] is not None:
-            facts = launch_facts(conn, cluster, row["node"], templates[key])
+            facts: dict[str, Any] = {
+                **launch_facts(conn, cluster, row["node"], templates[key]),
+                "init_s": inits.get(key, {}),  # its init steps' seconds, in order
+            }
             conn.execute(
                 "INSERT OR REPLACE INTO pod_runs VALUES (?, ?, ?, ?, ?)",
                 (cluster, namespace, row["name"], run_s, json.dumps(facts)),
@@ -287,10 +305,11 @@ def container_times(row: sqlite3.Row, phase: str) -> tuple[datetime | None, date
 def pod_life(row: sqlite3.Row, phase: str) -> dict[str, Any]:
     """A pod row's life as ``PodInfo`` carries it (``domain.stages``): its containers' start
     (the wall clock) and, from its modelled facts, the binding and creation before it (its
-    image pull and container start, its scheduling), its main container's finish (its run
-    time later) and its last container's (the teardown later), and its image pull's seconds
-    as the kubelet's event would say. Where the sim has no model of the program only the
-    containers' times are known (the wall clock's)."""
+    image pull and container start, its scheduling), once it finished its init steps' seconds
+    (``init_seconds``), its main container's finish (the steps and its run time later) and its
+    last container's (the teardown later), and its image pull's seconds as the kubelet's event
+    would say. Where the sim has no model of the program only the containers' times are known
+    (the wall clock's)."""
     out: dict[str, Any] = {
         "started_at": None,
         "finished_at": None,
@@ -298,6 +317,7 @@ def pod_life(row: sqlite3.Row, phase: str) -> dict[str, Any]:
         "scheduled_at": None,
         "main_finished_at": None,
         "pull_seconds": None,
+        "init_seconds": {},
     }
     if phase == "Pending":
         return out
@@ -312,7 +332,9 @@ def pod_life(row: sqlite3.Row, phase: str) -> dict[str, Any]:
     if phase not in ("Succeeded", "Failed"):
         return out
     if row["run_s"] is not None:
-        main_end = started + timedelta(seconds=row["run_s"])
+        steps: dict[str, float] = dict((facts or {}).get("init_s") or {})
+        out["init_seconds"] = steps
+        main_end = started + timedelta(seconds=sum(steps.values()) + row["run_s"])
         teardown = facts["teardown_s"] if facts is not None else 0.0
         out["main_finished_at"] = main_end
         out["finished_at"] = main_end + timedelta(seconds=teardown)
