@@ -198,3 +198,20 @@ def test_the_next_level_1_is_the_first_night_of_the_nodes_rotation_after_tonight
             level1_tonight(node, MONDAY + timedelta(days=d), every)
             for d in range(1, (nxt - MONDAY).days)
         )
+
+
+def test_a_pools_nodes_share_its_weekly_night_spread_over_the_week_by_pool():
+    """Given the pool's key, every node of the pool gets its level 3 on the pool's night (the
+    nightly checks a pair's nodes in its pods, and a level 3 beside a level 1 would hold the
+    partner), and the pools' nights spread over the week; a node resting its level 1 never
+    rests on that night."""
+    pool = "a3u-sim/h200-a"
+    nodes = [f"a3u-sim-h200-a-{i}" for i in range(12)]
+    day = weekly_day(nodes[0], pool)
+    for night in WEEK:
+        levels = {diag_level(n, night, retest=False, pool=pool) for n in nodes}
+        assert levels == ({3} if night.weekday() == day else {1})
+        if night.weekday() == day:
+            assert resting(nodes, night, 4, pool=pool) == []
+    pools = Counter(weekly_day("n", f"cluster-{i}/pool") for i in range(700))
+    assert set(pools) == set(range(7)) and max(pools.values()) < 2 * 100

@@ -138,3 +138,24 @@ def test_two_sub_blocks_alone_cannot_say_whose_uplink_failed():
     plan = plan_by_scope(places)
     verdict = judge_scopes(plan, run(plan, places, bad_subblock="b0/s0"))
     assert not verdict.bad_subblocks and not verdict.explained  # the nodes are retested
+
+
+@pytest.mark.parametrize("shape", [None, *SHAPES])
+def test_nodes_of_one_rank_pair_together_and_every_node_is_still_tested_once(shape):
+    """The GPU health level a node's pod runs first is its rank: a pair's pods wait for each
+    other, so nodes of one level pair together (at most one pair per group mixes levels), and
+    the plan still covers every node once, by scope."""
+    places = {f"n{i}": None for i in range(9)} if shape is None else fleet(shape)
+    rng = random.Random(7)
+    rank = {n: rng.choice((0, 0, 1)) for n in places}
+    plan = plan_by_scope(places, rank)
+    unranked = plan_by_scope(places)
+    assert sorted(n for p in plan.pairs for n in p) == sorted(n for p in unranked.pairs for n in p)
+    assert plan.scopes == unranked.scopes  # the same scopes are crossed
+    mixed = [p for p in plan.pairs if rank[p[0]] != rank[p[1]]]
+    groups = {places[n] for n in places} if shape else {None}
+    assert len(mixed) <= len(groups) + len(plan.crossings)
+    if shape is None:  # flat: the ranked nodes first, by name within a rank
+        due = sorted(n for n in places if rank[n])
+        assert [n for p in plan.pairs for n in p][: len(due)] == due
+    assert plan_by_scope(places, {}) == unranked  # no rank: by name, as before

@@ -63,20 +63,30 @@ class ScopedPlan:
         return key.split("/", 1)[0] if key else None
 
 
-def plan_by_scope(places: Mapping[str, Place | None]) -> ScopedPlan:
+def plan_by_scope(
+    places: Mapping[str, Place | None], rank: Mapping[str, int] | None = None
+) -> ScopedPlan:
     """Disjoint pairs covering every node of ``places`` (node -> place), planned by scope
     (module doc). Nodes without a place, or a pool in one sub-block, are paired flat (sorted,
-    as ``pairing.plan_pass1``), each pair's scope ``subblock``."""
+    as ``pairing.plan_pass1``), each pair's scope ``subblock``. ``rank`` (node -> a number,
+    0 when absent): inside each group the nodes of the highest rank come first, so nodes of
+    one rank pair together (the GPU health level each pod runs before its pair's test: a
+    pair's pods wait for the longer one); by name within a rank."""
+    ranks = rank or {}
+
+    def order(nodes: Iterable[str]) -> list[str]:
+        return sorted(nodes, key=lambda n: (-ranks.get(n, 0), n))
+
     groups: dict[Place, list[str]] = {}
     unplaced: list[str] = []
-    for node in sorted(places):
+    for node in order(places):
         place = places[node]
         if place is None:
             unplaced.append(node)
         else:
             groups.setdefault(place, []).append(node)
     if unplaced or len(groups) < 2:
-        nodes = sorted(places)
+        nodes = order(places)
         flat = tuple((nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2))
         odd = (nodes[-1],) if len(nodes) % 2 else ()
         return ScopedPlan(flat, (INSIDE,) * len(flat), odd, {}, {})

@@ -122,10 +122,13 @@ class DiagPlan:
         return self.level < self.wanted
 
 
-def weekly_day(node: str) -> int:
+def weekly_day(node: str, pool: str | None = None) -> int:
     """The day of the week (Monday 0 ... Sunday 6) ``node`` gets its weekly level 3: the same
-    every week, spread evenly over a pool's nodes by a hash of the name."""
-    return _spread(node, "", 7)
+    every week, spread evenly by a hash of the name: of its ``pool``'s key when given (every
+    node of the pool on one night, pools spread over the week: the nightly runs each node's
+    check in its pair's pods, and a pair's pods wait for the longer check, so a level 3 beside
+    a level 1 would hold its partner's GPUs for a quarter of an hour), else of the node's."""
+    return _spread(pool or node, "", 7)
 
 
 def _spread(node: str, salt: str, buckets: int) -> int:
@@ -159,12 +162,18 @@ def next_level1(node: str, night: date, every: int) -> date:
 
 
 def resting(
-    nodes: Iterable[str], night: date, every: int, *, pending: Iterable[str] = ()
+    nodes: Iterable[str],
+    night: date,
+    every: int,
+    *,
+    pending: Iterable[str] = (),
+    pool: str | None = None,
 ) -> list[str]:
     """The idle ``nodes`` whose ``dcgmi diag`` may rest tonight: tonight is not their night of
     the level-1 rotation (:func:`level1_tonight`) nor their weekly level 3's, and they are not
     ``pending`` (new or back in service, awaiting validation: always checked, a burn-in
-    included). Retested nodes are never passed here. The caller reads them passively instead
+    included). ``pool``: the key whose weekly night theirs is (:func:`weekly_day`). Retested
+    nodes are never passed here. The caller reads them passively instead
     and checks actively every one whose reading is not healthy: a rest never takes an unknown
     for healthy."""
     waiting = set(pending)
@@ -172,7 +181,7 @@ def resting(
         node
         for node in nodes
         if node not in waiting
-        and weekly_day(node) != night.weekday()
+        and weekly_day(node, pool) != night.weekday()
         and not level1_tonight(node, night, every)
     ]
 
@@ -185,13 +194,15 @@ def plan_diag(
     new: bool = False,
     burn_in: bool = False,
     limits: DcgmLimits | None = None,
+    pool: str | None = None,
 ) -> DiagPlan:
     """The ``dcgmi diag`` run ``node`` gets on ``night`` (a date: the night's UTC day).
     ``new``: the node still carries the ``unvalidated`` taint; ``burn_in``: its pool's catalog
     asks for level 4 at a new node's first check (a retest is never a first check); ``limits``:
-    its GPU model's (None: no cap, the default timeouts). A level above the model's highest is
-    capped to it, and the reason says what was capped and why."""
-    weekly = weekly_day(node) == night.weekday()
+    its GPU model's (None: no cap, the default timeouts); ``pool``: the key whose weekly night
+    the node's is (:func:`weekly_day`). A level above the model's highest is capped to it, and
+    the reason says what was capped and why."""
+    weekly = weekly_day(node, pool) == night.weekday()
     if new and burn_in and not retest:
         wanted, why = BURN_IN_LEVEL, "burn-in of a new node"
     else:
@@ -212,5 +223,6 @@ def plan_diag(
 
 def diag_level(node: str, night: date, **plan: Any) -> int:
     """The ``dcgmi diag`` run level ``node`` gets on ``night``: :func:`plan_diag`'s level (its
-    keywords: ``retest``, ``new``, ``burn_in``, ``limits``; capped at ``limits.max_level``)."""
+    keywords: ``retest``, ``new``, ``burn_in``, ``limits``, ``pool``; capped at
+    ``limits.max_level``)."""
     return plan_diag(node, night, **plan).level
