@@ -8,12 +8,13 @@ most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming 
 
 - **GPU health** first: every idle node runs NVIDIA's tools (the kernel log's Xid events, row
   remapping and ECC, NVLink, thermal slowdown, `dcgmi diag` at level 1; level 2 for a node
-  retested, level 3 once a week per node). A pool with `level1_every_nights: N` in the catalog
-  checks each idle node once in N nights and reads its dcgm-exporter on the others; a reading
-  that is not healthy, or none, is checked that night (docs/health.md). A node whose signals
-  call for an action is left out of the pairs and quarantined with NVIDIA's action in its
-  reason; its retest sends it to a reboot, the cloud's repair or a person, as NVIDIA recommends
-  (docs/health.md).
+  retested, level 3 once a week on the pool's night), in its pair's pod before the pair's test
+  (one pod per node: one wait for the pool's night), or as a round of its own when a node is
+  retested. A pool with `level1_every_nights: N` in the catalog checks each idle node once in
+  N nights and reads its dcgm-exporter on the others; a reading that is not healthy, or none,
+  is checked that night (docs/health.md). A node whose signals call for an action is
+  quarantined with NVIDIA's action in its reason; its retest sends it to a reboot, the cloud's
+  repair or a person, as NVIDIA recommends (docs/health.md).
 - **Fabric**: 2-node NCCL all-reduce pairs covering every idle node, judged on large-message
   bus bandwidth against the baseline *and* on the transport NCCL actually used (a silent
   fallback to TCP sockets fails even when the bandwidth looks fine). Failed pairs are
@@ -26,7 +27,8 @@ most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming 
   cloud by the `remediate_nodes` task (within the pool's repair budget), or, after
   `max_repairs` repairs, handed to a person (paged). See docs/nodes.md.
 - **Storage**: fio read/write throughput on the pool's Lustre filesystem against
-  `tolerance x tier x capacity`.
+  `tolerance x tier x capacity`: the filesystem's full test once a night (`validate_storage`),
+  each pool's own check in its pass-1 pods (recorded by `validate_fabric`).
 
 Nodes running training jobs are not disturbed. A pool another run is validating (a second
 deployment's nightly, a manual run) is skipped, naming that run: its verdict stands. A run that

@@ -80,8 +80,24 @@ def completed(kube: KubeEmulator, name: str) -> None:
     )
 
 
-def seed_pod(kube, name, group, index, node, template) -> str:
+def seed_pod(kube, name, group, index, node, template, steps=()) -> str:
+    """A finished pod of ``template`` on ``node``; ``steps``: its init containers that ran as
+    steps (each 33 s, as the kubelet reports a terminated container)."""
     pod = f"{name}-{group}-0-{index}-x{index}"
+    inits = template["spec"].get("initContainers") or []
+    statuses = [
+        {
+            "name": step,
+            "state": {
+                "terminated": {
+                    "startedAt": "2026-11-29T02:00:05Z",
+                    "finishedAt": "2026-11-29T02:00:38Z",
+                    "exitCode": 0,
+                }
+            },
+        }
+        for step in steps
+    ]
     kube.seed_pod(
         pod,
         NAMESPACE,
@@ -93,8 +109,17 @@ def seed_pod(kube, name, group, index, node, template) -> str:
             "jobset.sigs.k8s.io/replicatedjob-name": group,
             "batch.kubernetes.io/job-completion-index": str(index),
         },
+        init_containers=[
+            {k: c[k] for k in ("name", "image", "restartPolicy") if k in c} for c in inits
+        ],
+        init_statuses=statuses,
     )
     return pod
+
+
+def diag_of(container: dict) -> int:
+    """The ``dcgmi diag`` level a GPU health container runs."""
+    return int(container["command"][-1].split("dcgmi diag -r ")[1].split()[0])
 
 
 def run_health(kube, name, jobset, gpu_faults) -> list[tuple[str, int]]:
@@ -102,8 +127,7 @@ def run_health(kube, name, jobset, gpu_faults) -> list[tuple[str, int]]:
     checked = []
     for group, count, template in workload_pod_templates(jobset):
         node = template["metadata"]["annotations"]["gpufleet.io/health-node"]
-        command = template["spec"]["containers"][0]["command"][-1]
-        level = int(command.split("dcgmi diag -r ")[1].split()[0])
+        level = diag_of(template["spec"]["containers"][0])
         assert count == 1
         pod = seed_pod(kube, name, group, 0, node, template)
         faults = [parse_fault(f) for f in gpu_faults.get(node, ())]
@@ -114,8 +138,12 @@ def run_health(kube, name, jobset, gpu_faults) -> list[tuple[str, int]]:
     return checked
 
 
-def run_jobset(kube: KubeEmulator, name: str, bad: set[str], gpu_faults=None) -> list:
-    """Act as the JobSet controller and the kubelets: pods, logs, then Completed."""
+def run_jobset(
+    kube: KubeEmulator, name: str, bad: set[str], gpu_faults=None, unfinished=frozenset()
+) -> list:
+    """Act as the JobSet controller and the kubelets: pods, logs, then Completed
+    (``unfinished``: nodes whose GPU health step printed its output but has no terminated
+    status: it was cut off)."""
     jobset = kube.stored(JOBSETS, NAMESPACE, name)
     assert jobset is not None, f"JobSet {name} was not submitted"
     validate_manifest(jobset)
@@ -132,8 +160,19 @@ def run_jobset(kube: KubeEmulator, name: str, bad: set[str], gpu_faults=None) ->
         pairs.append((a, b))
         degraded = bool({a, b} & bad)
         link = LinkModel(355 * (0.42 if degraded else 1.0), 31.0)
+        health = next(
+            (c for c in template["spec"].get("initContainers") or () if c["name"] == "gpu-health"),
+            None,
+        )
         for index, node in enumerate((a, b)):
-            pod = seed_pod(kube, name, group, index, node, template)
+            steps = ["gpu-health"] if health and node not in unfinished else []
+            pod = seed_pod(kube, name, group, index, node, template, steps)
+            if health:  # the pod's GPU health step printed its node's tools first
+                faults = [parse_fault(f) for f in (gpu_faults or {}).get(node, ())]
+                text = health_check_output(
+                    node, faults, gpu_model="H200", gpus=8, diag_level=diag_of(health)
+                )
+                kube.set_pod_log(pod, text, NAMESPACE, container="gpu-health")
             main = (
                 nccl_tests_text(
                     collective="all_reduce",
@@ -158,13 +197,16 @@ def run_jobset(kube: KubeEmulator, name: str, bad: set[str], gpu_faults=None) ->
     return pairs
 
 
-def drive(kube, service, bad: set[str], gpu_faults=None) -> tuple[FabricSummary, list[list]]:
-    """The validation's rounds: the GPU health check (its nodes and levels), then the pairs."""
+def drive(
+    kube, service, bad: set[str], gpu_faults=None, unfinished=frozenset()
+) -> tuple[FabricSummary, list[list]]:
+    """The validation's rounds: pass 1 (the nodes' GPU health checks in its pods), then the
+    localization rounds."""
     state = service.begin("scheduled__2026-11-29T02:00:00+00:00")
     rounds = []
     while state.workload:
         wl = state.workload
-        rounds.append(run_jobset(kube, wl.name, bad, gpu_faults))
+        rounds.append(run_jobset(kube, wl.name, bad, gpu_faults, unfinished))
         assert service.backend.workload_status("JobSet", wl.name, NAMESPACE).phase == "Succeeded"
         # the state crosses the trigger as plain JSON and back, as in Airflow
         state = service.collect(FabricState.from_dict(json.loads(json.dumps(state.to_dict()))))
@@ -177,9 +219,19 @@ def test_healthy_pool_over_the_kubernetes_api(kube, service):
     summary, rounds = drive(kube, service, bad=set())
     nights = {before, datetime.now(UTC).date()}  # a real cluster's night is the system clock's
     assert summary.passed and summary.transport == "gib"
-    assert any(rounds[0] == [(n, diag_level(n, d, retest=False)) for n in NODES] for d in nights)
-    assert rounds[1:] == [[(NODES[0], NODES[1]), (NODES[2], NODES[3]), (NODES[4], NODES[5])]]
-    assert Ledger().latest_validation("train-usc1", POOL, "health")["passed"]
+    # one round: the pairs, each node's GPU health checked in its pod first (one wait)
+    assert rounds == [[(NODES[0], NODES[1]), (NODES[2], NODES[3]), (NODES[4], NODES[5])]]
+    health = Ledger().latest_validation("train-usc1", POOL, "health")
+    assert health["passed"] and health["nodes_tested"] == 6
+    levels = {n: c["level"] for n, c in health["details"]["nodes"].items()}
+    key = f"train-usc1/{POOL}"
+    assert any(
+        levels == {n: diag_level(n, d, retest=False, pool=key) for n in NODES} for d in nights
+    )
+    # the kubelet's step times: each check costs its step (33 s on 8 GPUs), not its pod
+    assert {
+        c["stages"]["diag_r" + str(c["level"])] for c in health["details"]["nodes"].values()
+    } == {33.0}
     assert kube.exists("v1/namespaces", None, NAMESPACE)
     assert kube.exists("v1/secrets", NAMESPACE, "gpufleet-nccl-ssh")
     row = Ledger().latest_validation("train-usc1", POOL, "fabric")
@@ -190,7 +242,7 @@ def test_healthy_pool_over_the_kubernetes_api(kube, service):
 def test_bad_node_is_localized_and_tainted_through_the_api(kube, service):
     summary, rounds = drive(kube, service, bad={BAD})
     assert summary.passed and summary.quarantined == [BAD]
-    assert len(rounds) == 4  # the health check, pass 1, two rounds against known-good partners
+    assert len(rounds) == 3  # pass 1 (with the GPU health checks), two against known-good nodes
     node = kube.stored("v1/nodes", None, BAD)
     taints = {t["key"]: t for t in node["spec"]["taints"]}
     assert taints[QUARANTINE_KEY]["effect"] == "NoSchedule"
@@ -218,11 +270,12 @@ def test_a_throttled_api_server_does_not_fail_the_validation(kube, service, slee
 
 
 def test_a_node_failing_its_gpu_health_check_is_tainted_through_the_api(kube, service):
-    """An Xid 79 in a node's kernel log, read over the Kubernetes API: the node is quarantined
-    with NVIDIA's action in its reason, left out of every pair, and the others validate."""
+    """An Xid 79 in a node's kernel log, read over the Kubernetes API from its pair pod's GPU
+    health step: the node is quarantined with NVIDIA's action in its reason, its partner is not
+    blamed, and the others validate."""
     summary, rounds = drive(kube, service, bad=set(), gpu_faults={BAD: [f"xid:{BAD}:79"]})
     assert summary.passed and summary.quarantined == [BAD]
-    assert all(BAD not in pair for pairs in rounds[1:] for pair in pairs)
+    assert len(rounds) == 1  # its pair passed: its partner is good, nothing to localize
     taint = {t["key"]: t for t in kube.stored("v1/nodes", None, BAD)["spec"]["taints"]}
     assert taint[QUARANTINE_KEY]["effect"] == "NoSchedule"
     row = Ledger().latest_validation("train-usc1", POOL, "health")
@@ -230,3 +283,22 @@ def test_a_node_failing_its_gpu_health_check_is_tainted_through_the_api(kube, se
     assert "Xid 79" in row["reasons"][0] and "RESTART_BM" in row["reasons"][0]
     state = Ledger().node_state("train-usc1", BAD)
     assert state["state"] == "quarantined" and state["evidence"]["health"]["action"] == "reboot"
+
+
+def test_a_health_step_cut_off_could_not_run_unless_what_it_printed_shows_a_fault(kube, service):
+    """A GPU health step with no terminated status (killed, the pod's deadline): what it
+    printed may look healthy, and is not taken for it: the check could not run. A fault it
+    printed before it was cut off is kept: the node is quarantined."""
+    cut, faulty = NODES[1], NODES[4]
+    summary, _ = drive(
+        kube,
+        service,
+        bad=set(),
+        gpu_faults={faulty: [f"xid:{faulty}:79"]},
+        unfinished={cut, faulty},
+    )
+    assert summary.quarantined == [faulty]
+    nodes = Ledger().latest_validation("train-usc1", POOL, "health")["details"]["nodes"]
+    assert nodes[cut]["action"] == "could_not_run"
+    assert "GPU health step did not finish" in nodes[cut]["reasons"][0]
+    assert nodes[faulty]["action"] == "reboot"

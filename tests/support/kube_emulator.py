@@ -594,10 +594,15 @@ class KubeEmulator:
         labels: dict[str, str] | None = None,
         phase: str | None = "Running",
         message: str | None = None,
+        init_containers: list[dict[str, Any]] | None = None,
+        init_statuses: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Create a pod as a controller would, then give it ``phase`` via a /status patch."""
+        """Create a pod as a controller would, then give it ``phase`` via a /status patch
+        (``init_containers``: its spec's, with the kubelet's ``init_statuses`` for them)."""
         namespace = namespace or self.namespace
         spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
+        if init_containers:
+            spec["initContainers"] = init_containers
         if node:
             spec["nodeName"] = node
         body = {
@@ -609,6 +614,8 @@ class KubeEmulator:
         self.core.create_namespaced_pod(namespace, body)
         if phase is not None:
             self.set_pod_phase(name, namespace, phase, message=message)
+        if init_statuses:
+            self.patch_status("v1/pods", namespace, name, {"initContainerStatuses": init_statuses})
         return self.stored("v1/pods", namespace, name) or {}
 
     def set_pod_phase(

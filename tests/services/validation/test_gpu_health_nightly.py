@@ -15,13 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpufleet.backends.sim.run_times import (
-    COLD_PULL_S,
-    CONTAINER_START_S,
-    DIAG_S,
-    HEALTH_TOOLS_S,
-    SCHEDULE_S,
-)
+from gpufleet.backends.sim.run_times import COLD_PULL_S, DIAG_S, HEALTH_TOOLS_S
 from gpufleet.backends.sim.state import SimState
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.health.tiers import WEEKLY_LEVEL, diag_level
@@ -57,39 +51,37 @@ def paired(run_id: str) -> set[str]:
 
 
 def test_a_healthy_pools_check_passes_each_node_at_its_level_and_costs_what_it_held(fleet_state):
+    """One pod per node: each node's check runs in its pair's pod before the pair's test, at
+    the level the pool's night gives it (its weekly level 3 on the pool's weekly night), and
+    costs the GPU time of its step: the pod's launch is the pair's (the fabric row's)."""
     night = datetime.fromtimestamp(frozen_sim_clock().time(), UTC).date()
     summary = validate(CLUSTER, POOL, run_id="night-1", storage=False)
     assert summary["passed"] and summary["quarantined"] == []
     row = health_row("night-1")
     assert row["passed"] and row["reasons"] == [] and row["nodes_tested"] == 6
-    levels = {n: diag_level(n, night, retest=False) for n in NODES}
+    levels = {n: diag_level(n, night, retest=False, pool=f"{CLUSTER}/{POOL}") for n in NODES}
+    assert len(set(levels.values())) == 1  # the pool's nodes share their weekly night
     nodes = row["details"]["nodes"]
     assert {n: c["level"] for n, c in nodes.items()} == levels
     assert {c["action"] for c in nodes.values()} == {"healthy"}
-    nightly = [n for n, lv in levels.items() if lv < WEEKLY_LEVEL]
-    weekly = [n for n, lv in levels.items() if lv >= WEEKLY_LEVEL]
-    # each pod held its node from its binding: the DCGM image's first (cold) pull on the node,
-    # the container's start, the tools and dcgmi diag at its level (domain.stages)
-    launch = COLD_PULL_S["dcgm"] + CONTAINER_START_S
-    per_node = (launch + HEALTH_TOOLS_S + DIAG_S[1]) * GPUS / 60
-    assert row["details"]["cost_nodes"] == len(nightly)
-    assert row["details"]["gpu_minutes"] == pytest.approx(per_node * len(nightly), abs=0.01)
-    weekly_minutes = (launch + HEALTH_TOOLS_S + DIAG_S[WEEKLY_LEVEL]) * GPUS / 60 * len(weekly)
-    assert row["details"]["weekly_gpu_minutes"] == pytest.approx(weekly_minutes, abs=0.01)
-    for node in nightly:  # each level's duration is its own stage
-        assert nodes[node]["stages"] == {
-            "scheduled": SCHEDULE_S,
-            "image_pull": COLD_PULL_S["dcgm"],
-            "container_start": CONTAINER_START_S,
-            "diag_r1": HEALTH_TOOLS_S + DIAG_S[1],
-            "teardown": 0.0,
-        }
+    (level,) = set(levels.values())
+    step = (HEALTH_TOOLS_S + DIAG_S[level]) * GPUS / 60  # the tools, then dcgmi diag -r level
+    if level < WEEKLY_LEVEL:
+        assert row["details"]["cost_nodes"] == 6
+        assert row["details"]["gpu_minutes"] == pytest.approx(step * 6, abs=0.01)
+    else:
+        assert row["details"]["weekly_gpu_minutes"] == pytest.approx(step * 6, abs=0.01)
+    for node in NODES:  # each level's duration is its own stage, and only the step's
+        assert nodes[node]["stages"] == {f"diag_r{level}": HEALTH_TOOLS_S + DIAG_S[level]}
     stages = row["details"]["stages"]["gpu_minutes"]  # where the night's tier went
     assert sum(stages.values()) == pytest.approx(row["details"]["gpu_minutes"], abs=0.01)
-    assert stages["diag_r1"] == pytest.approx(
-        (HEALTH_TOOLS_S + DIAG_S[1]) * GPUS / 60 * len(nightly), abs=0.01
-    )
     assert paired("night-1") == set(NODES)  # every healthy node still in a pair
+    # the pair pods' launch is the fabric row's: the DCGM image pulled beside nccl-tests' and
+    # the log sidecar's (each once per node, cold)
+    fabric = Ledger().latest_validation(CLUSTER, POOL, "fabric")["details"]["stages"]
+    pulled = COLD_PULL_S["nccl"] + COLD_PULL_S["dcgm"] + COLD_PULL_S["small"]
+    assert fabric["gpu_minutes"]["image_pull"] == pytest.approx(pulled * GPUS * 6 / 60, abs=0.01)
+    assert f"diag_r{level}" not in fabric["gpu_minutes"]  # counted once: in the health row
 
 
 def test_without_the_check_no_health_row_is_written(fleet_state):
@@ -99,13 +91,15 @@ def test_without_the_check_no_health_row_is_written(fleet_state):
 
 
 def test_an_xid_79_node_is_quarantined_rebooted_and_released(fleet_state):
-    """Xid 79: NVIDIA says reboot. Night 1 quarantines it out of the pairs; night 2's level-2
-    retest still sees it, so it is drained and rebooted (not repaired); the reboot clears this
-    boot's Xid, and night 3's retest releases it."""
+    """Xid 79: NVIDIA says reboot. Night 1's check, in its pair's pod, quarantines it (its
+    partner is not blamed); night 2's level-2 retest still sees it, so it is drained and
+    rebooted (not repaired); the reboot clears this boot's Xid, and night 3's retest releases
+    it."""
     SimState().inject(CLUSTER, POOL, f"xid:{BAD}:79")
     first = lifecycle_night(CLUSTER, POOL, 1)
     assert first["summary"]["passed"] and first["summary"]["quarantined"] == [BAD]
-    assert BAD not in paired("night-1")
+    assert BAD in paired("night-1")  # checked in its pair's pod: its partner stays in service
+    assert [n for n in NODES if state(n) == NodeState.QUARANTINED] == [BAD]
     assert any(
         r.startswith(f"{BAD} quarantined: GPU health: reboot:") for r in first["summary"]["reasons"]
     )

@@ -43,9 +43,8 @@ def checks(run_id: str) -> dict[str, dict]:
 
 def resting_tonight() -> list[str]:
     night = tonight()
-    return [
-        n for n in NODES if not level1_tonight(n, night, EVERY) and weekly_day(n) != night.weekday()
-    ]
+    weekly = weekly_day(NODES[0], f"{CLUSTER}/{POOL}") == night.weekday()  # the pool's night
+    return [] if weekly else [n for n in NODES if not level1_tonight(n, night, EVERY)]
 
 
 def test_the_catalog_refuses_a_rotation_outside_1_to_7_nights():
@@ -58,34 +57,53 @@ def test_the_catalog_refuses_a_rotation_outside_1_to_7_nights():
             )
 
 
+def partners(run_id: str) -> dict[str, str]:
+    row = Ledger().latest_validation(CLUSTER, POOL, "fabric")
+    assert row["run_id"] == run_id
+    out = {}
+    for p in Ledger().pairs(row["id"]):
+        out[p["node_a"]], out[p["node_b"]] = p["node_b"], p["node_a"]
+    return out
+
+
 def test_nodes_not_due_rest_on_a_healthy_reading_and_cost_no_gpu_time(fleet_state):
+    """The checks run in the pairs' pods and the due nodes pair together: a node not due rests
+    unless its partner is due (then its pod would only wait for the partner's step, so it runs
+    the same step at no further cost: it is checked, not rested)."""
     rest = resting_tonight()
     assert rest and len(rest) < len(NODES)  # the frozen night has both kinds
     summary = validate(CLUSTER, POOL, run_id="night-1", storage=False, ref=rotating())
     assert summary["passed"]
     nodes = checks("night-1")
     assert set(nodes) == set(NODES)  # every node has tonight's health, rested or checked
+    due = [n for n in NODES if n not in rest]
+    partner = partners("night-1")
+    beside_due = [n for n in rest if partner[n] in due]
+    # the due nodes pair together: at most one of them has a partner not due
+    assert len(beside_due) == len(due) % 2
     for node in rest:
+        if node in beside_due:
+            assert (nodes[node]["level"], nodes[node]["rested"]) == (1, False)
+            continue
         assert (nodes[node]["level"], nodes[node]["action"], nodes[node]["rested"]) == (
             0,
             "healthy",
             True,
         )
-        assert nodes[node]["stages"] == {}  # no pod held it
+        assert nodes[node]["stages"] == {}  # no step held it
         nxt = next_level1(node, tonight(), EVERY)
         assert f"level 1 rests tonight (once in 4 nights; next on {nxt:%Y-%m-%d})" in " ".join(
             nodes[node]["notes"]
         )
-    checked = [n for n in NODES if n not in rest]
+    checked = due + beside_due
     for node in checked:
         assert nodes[node]["level"] >= 1 and not nodes[node]["rested"]
         assert nodes[node]["stages"]["diag_r" + str(nodes[node]["level"])] > 0
     # the night's tier is counted over every node it covered: the rested ones cost nothing
     details = Ledger().latest_validation(CLUSTER, POOL, "health")["details"]
-    level1 = [n for n in checked if nodes[n]["level"] == 1]
-    assert details["cost_nodes"] == len(level1) + len(rest)
+    assert details["cost_nodes"] == len(NODES)
     assert details["gpu_minutes_per_node"] == pytest.approx(
-        details["gpu_minutes"] / (len(level1) + len(rest)), abs=0.001
+        details["gpu_minutes"] / len(NODES), abs=0.001
     )
 
 

@@ -31,6 +31,9 @@ def twelve_node_pools(fleet_state, tmp_path, monkeypatch):
         region["reservations"][:2], region["clusters"][0]["node_pools"][:2], (12, 16), strict=True
     ):
         reservation["count"] = pool["nodes"] = nodes
+        # every node's GPU health each night, so pass 1 pairs by scope and name alone (the
+        # rotation pairs the nodes due tonight together: its own tests)
+        pool["level1_every_nights"] = 1
     (tmp_path / "sim.yaml").write_text(yaml.safe_dump(data))
     monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(tmp_path))
     return tmp_path

@@ -135,7 +135,6 @@ def test_pod_that_lost_its_log_sidecar_records_a_fabric_error(fleet):
     backend = cluster_backend(ref.cluster)
     op = FabricValidationOperator(task_id="validate_fabric", cluster=CLUSTER, node_pool=POOL)
     ctx = context(run_id)
-    health = first_event(deferred(lambda: op.execute(ctx)).trigger)  # the GPU health check
     pairs, _ = plan_pass1([n.name for n in backend.list_nodes(POOL) if n.free])
     # what a mutating webhook that drops the sidecar leaves in the cluster under pass 1's
     # name: the service's own (create-if-absent) apply finds it
@@ -146,7 +145,8 @@ def test_pod_that_lost_its_log_sidecar_records_a_fabric_error(fleet):
             c for c in pod.get("initContainers", []) if c["name"] != NCCL_LOG_CONTAINER
         ]
     backend.apply(manifest)
-    event = first_event(deferred(lambda: op.execute_complete(ctx, event=health)).trigger)
+    # pass 1 (the nodes' GPU health checks in its pods): the webhook's manifest is what runs
+    event = first_event(deferred(lambda: op.execute(ctx)).trigger)
     with pytest.raises(Exception, match="is not valid for pod"):
         op.execute_complete(ctx, event=event)
     row = latest("fabric")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def nightly_targets(
     log: Any, regions: Any, clusters: Any, pools: Any, mode: str
-) -> dict[str, list[dict[str, str]]]:
+) -> dict[str, list[dict[str, Any]]]:
     """The pools a nightly validates (``plan_scope``), as the fabric and storage tasks' mapping
     kwargs, less the clusters not created yet and the retired pools (each logged as left out).
     A bad name or mode raises ``AirflowFailException``: retrying will not fix it."""
@@ -61,7 +61,7 @@ def nightly_targets(
     }
 
 
-def _keys(targets: dict[str, list[dict[str, str]]]) -> list[str]:
+def _keys(targets: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The pools (``cluster/pool``) of the fabric and storage targets, each once."""
     return list(
         dict.fromkeys(f"{t['cluster']}/{t['node_pool']}" for ts in targets.values() for t in ts)
@@ -92,7 +92,7 @@ class ValidationTargetsOperator(BaseOperator):
         self.pools = pools
         self.mode = mode
 
-    def execute(self, context) -> list[dict[str, str]]:
+    def execute(self, context) -> list[dict[str, Any]]:
         from airflow.sdk.exceptions import AirflowFailException
 
         from gpufleet.airflow.operators.common import pools_per_run

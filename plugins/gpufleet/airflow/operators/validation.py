@@ -220,12 +220,16 @@ class FabricValidationOperator(_WorkloadDeferring):
         max_quarantine_share: float = 0.2,
         tolerance: float | None = None,
         max_repairs: Any = 2,
+        pool_check: bool = False,
         **kwargs: Any,
     ):
+        """``pool_check``: this run validates the pool's storage too; its pool check runs in
+        pass 1's pods (``services.validation.steps``; the nightly's targets set it)."""
         super().__init__(**kwargs)
         self.max_quarantine_share = max_quarantine_share
         self.tolerance = tolerance
         self.max_repairs = max_repairs
+        self.pool_check = pool_check
 
     def _numbers(self) -> dict[str, Any]:
         """``max_quarantine_share``, ``tolerance`` (None: the baseline's) and ``max_repairs`` as
@@ -248,9 +252,17 @@ class FabricValidationOperator(_WorkloadDeferring):
             ) from None
 
     def _service(self, context=None):
+        """The pool's fabric validation; given the run's ``context`` and ``pool_check``, it
+        runs the pool's storage check in pass 1's pods unless the filesystem's full test is
+        this pool's tonight (``storage.pool_check_duty``)."""
         from gpufleet.services.validation.fabric import FabricValidation
+        from gpufleet.services.validation.storage import pool_check_duty
 
-        return FabricValidation(self._ref(), ledger(self.ledger_conn_id), **self._numbers())
+        ref, book = self._ref(), ledger(self.ledger_conn_id)
+        duty = None
+        if context is not None and self.pool_check:
+            duty = _full_test_claim(context, self.dag_id, book, ref, pool_check_duty)
+        return FabricValidation(ref, book, pool_check=duty, **self._numbers())
 
     def execute_complete(self, context, event: dict[str, Any]):
         from gpufleet.services.validation.fabric import FabricState
@@ -328,24 +340,26 @@ class StorageValidationOperator(_WorkloadDeferring):
 
     kind = ValidationKind.STORAGE
 
+    def __init__(self, *, pool_check_in_fabric: bool = False, **kwargs: Any):
+        """``pool_check_in_fabric``: this run's fabric validation of the pool runs its pool
+        check in its pairs' pods; this task then runs only the filesystem's full test, when it
+        is this pool's tonight (the nightly's targets set it)."""
+        super().__init__(**kwargs)
+        self.pool_check_in_fabric = pool_check_in_fabric
+
     def _service(self, context=None):
         """The pool's storage validation; given the run's ``context``, it claims the
         filesystem's full test for this run when no pool ran it tonight (else it checks the
-        pool's own clients)."""
-        from gpufleet.airflow.operators.runs import run_liveness
+        pool's own clients, or leaves that to the fabric's pods)."""
         from gpufleet.services.validation.storage import StorageValidation, claim_full_test
 
         ref, book = self._ref(), ledger(self.ledger_conn_id)
         claim = None
         if context is not None:
-            claim = lambda run_id: claim_full_test(  # noqa: E731
-                book,
-                ref,
-                self.dag_id,
-                run_id,
-                lambda dag_id, rid: run_liveness(context, dag_id, rid),
-            )
-        return StorageValidation(ref, book, claim=claim)
+            claim = _full_test_claim(context, self.dag_id, book, ref, claim_full_test)
+        return StorageValidation(
+            ref, book, claim=claim, pool_check_in_fabric=self.pool_check_in_fabric
+        )
 
     def _release(self, context) -> None:
         """The pool's lock, and the filesystem's full-test lock should this run hold it."""
@@ -373,3 +387,16 @@ class StorageValidationOperator(_WorkloadDeferring):
             )
         self.log.info("%s/%s storage: %s", self.cluster, self.node_pool, "; ".join(summary.reasons))
         return summary.to_dict()
+
+
+def _full_test_claim(context, dag_id: str, book, ref, rule) -> Any:
+    """``rule`` (``storage.claim_full_test`` or ``pool_check_duty``) for this run, as the
+    services call it: given the run id, why the filesystem's full test is not this pool's
+    tonight, or None when it is."""
+    from gpufleet.airflow.operators.runs import run_liveness
+
+    def claim(run_id: str) -> str | None:
+        alive = lambda dag, rid: run_liveness(context, dag, rid)  # noqa: E731
+        return rule(book, ref, dag_id, run_id, alive)
+
+    return claim

@@ -36,13 +36,18 @@ GANG_RE = re.compile(r"\[gpufleet\] stage gang (\d+(?:\.\d+)?)")
 @dataclass
 class Workload:
     """A validation's submitted workload: ``pairs`` (fabric: node pairs, in replicatedJob
-    order) or ``nodes`` (storage: the fio clients)."""
+    order) or ``nodes`` (storage: the fio clients). A fabric round's steps (the checks its
+    pods run before the pair's test, ``services.validation.steps``): ``levels``, each pair's
+    GPU health level (0: none; empty: no pair has one), and ``pool_check``, the pair whose
+    pods run the storage pool check's fio (None: none)."""
 
     kind: str
     name: str
     namespace: str
     pairs: list[list[str]] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    levels: list[int] = field(default_factory=list)
+    pool_check: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,6 +62,8 @@ class Workload:
             namespace=data["namespace"],
             pairs=[list(p) for p in data.get("pairs") or ()],
             nodes=list(data.get("nodes") or ()),
+            levels=[int(v) for v in data.get("levels") or ()],
+            pool_check=data.get("pool_check"),
         )
 
 
@@ -211,12 +218,25 @@ class PairRead:
             out[Stage.NCCL_INIT] = total.max
         return out
 
-    def stages(self, pulls: Mapping[str, float] = {}) -> list[dict[str, float]]:
-        """Seconds per stage of each of the pair's finished pods (launcher first)."""
+    def stages(
+        self, pulls: Mapping[str, float] = {}, steps: Mapping[str, str] = {}
+    ) -> list[dict[str, float]]:
+        """Seconds per stage of each of the pair's finished pods (launcher first). ``steps``:
+        the init containers each pod ran before its main one (container -> its stage), their
+        seconds first (``step_marks``)."""
         marks = self.marks()
         return [
-            stage_seconds(p, Stage.SWEEP, marks, pulls) for p in self.pods if p.node and p.finished
+            stage_seconds(p, Stage.SWEEP, {**step_marks(p, steps), **marks}, pulls)
+            for p in self.pods
+            if p.node and p.finished
         ]
+
+
+def step_marks(pod: PodInfo, steps: Mapping[str, str]) -> dict[str, float]:
+    """The stages ``pod``'s step init containers ran (``steps``: container -> stage), in the
+    order they ran, from ``PodInfo.init_seconds`` (a step that did not finish is left out: its
+    time stays in the next stage measured)."""
+    return {steps[c]: s for c, s in pod.init_seconds.items() if c in steps}
 
 
 def read_pair(backend: ClusterBackend, wl: Workload, index: int, log_container: str) -> PairRead:

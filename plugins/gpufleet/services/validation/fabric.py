@@ -11,6 +11,7 @@ handed to the trigger and back between rounds as ``to_dict()`` (plain JSON); its
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -44,10 +45,20 @@ from gpufleet.services.validation.health import (
     GpuHealthCheck,
     NodeHealth,
     burned_in,
+    could_not_run,
     health_deadline,
+    log_findings,
     plan_levels,
 )
 from gpufleet.services.validation.passive import passive_checks
+from gpufleet.services.validation.steps import (
+    merge_check,
+    pair_levels,
+    pair_steps,
+    read_steps,
+    record_pool_check,
+)
+from gpufleet.services.validation.storage import POOL_CHECK_GIB, POOL_CHECK_RUNTIME_S
 from gpufleet.services.validation.topology import (
     OUT_FOR_A_UNIT,
     places_of,
@@ -80,9 +91,15 @@ class FabricValidation(FabricVerdict):
         image: str | None = None,
         gpu_health: bool = True,
         health_image: str | None = None,
+        pool_check: Callable[[str], str | None] | None = None,
     ):
-        """``gpu_health``: run the GPU health check before the pairs (``health_image``: the
-        DCGM image, else ``manifests.gpu_health.DEFAULT_DCGM_IMAGE``)."""
+        """``gpu_health``: check the GPU health of the pool's nodes (``health_image``: the
+        DCGM image, else ``manifests.gpu_health.DEFAULT_DCGM_IMAGE``): in the pairs' pods
+        (``steps``) when every node checked tonight runs one level and none is retested, else
+        as a round of its own before the pairs. ``pool_check``: this run validates the pool's
+        storage too and its pool check is to run in pass 1's pods: given the run id, why the
+        check is the pool's own tonight (``storage.pool_check_duty``), or None when the
+        filesystem's full test is this pool's (its storage task runs it)."""
         self.ref = ref
         self.ledger = ledger
         self.backend = backend or cluster_backend(ref.cluster)
@@ -92,6 +109,7 @@ class FabricValidation(FabricVerdict):
         self.tolerance = tolerance if tolerance is not None else ref.pool.tolerance
         self.namespace = namespace
         self.image = image
+        self.pool_check = pool_check
         self.health = (
             GpuHealthCheck(ref, self.backend, namespace=namespace, image=health_image)
             if gpu_health
@@ -136,20 +154,22 @@ class FabricValidation(FabricVerdict):
             len(busy),
             len(quarantined),
         )
+        if self.pool_check is not None and self.ref.filesystem is not None and len(idle) >= 2:
+            state.pool_check = self.pool_check(run_id)
         if self.health is None:
             return self._start_pass1(state)
         night = datetime.fromtimestamp(backend_clock(self.backend).time(), UTC).date()
         pending = [n.name for n in nodes if n.unvalidated]  # never rested
         new = self._owed_burn_in(pending) if idle else []
         # busy nodes, and idle ones whose level 1 rests tonight: what their dcgm-exporter serves
-        rest = resting(idle, night, self.ref.pool.level1_every_nights, pending=pending)
+        rest = resting(
+            idle, night, self.ref.pool.level1_every_nights, pending=pending, pool=self.ref.key
+        )
         passive = passive_checks(self.backend, self.ref, busy + rest)
         rested = self._rested(rest, passive, night)
         state.health = {n: h.to_dict() for n, h in passive.items() if n not in rest or n in rested}
         checked = [n for n in idle if n not in rested]
         if checked or retest:
-            self._prepare_namespace()
-            state.phase = "health"
             state.health_levels = plan_levels(
                 checked,
                 retest,
@@ -157,7 +177,19 @@ class FabricValidation(FabricVerdict):
                 new=new,
                 burn_in=self.ref.pool.burn_in,
                 limits=self.ref.dcgm_limits,
+                pool=self.ref.key,
             )
+            if not retest and len(idle) >= 2 and len(set(state.health_levels.values())) == 1:
+                state.gang = True  # in the pairs' pods: one level, so no pod waits for a longer one
+                log.info(
+                    "%s: GPU health (level %d) on %d node(s) in their pairs' pods",
+                    self.ref.key,
+                    next(iter(state.health_levels.values())),
+                    len(checked),
+                )
+                return self._start_pass1(state)
+            self._prepare_namespace()
+            state.phase = "health"
             state.health_deadline_s = health_deadline(state.health_levels, self.ref.dcgm_limits)
             state.workload = self.health.submit(state.health_levels, run_id)
             state.health_submitted_at = backend_clock(self.backend).time()
@@ -206,7 +238,7 @@ class FabricValidation(FabricVerdict):
         state.idle = [n for n in state.idle if n not in failed]
         state.units = [n for n in state.units if n not in failed]  # retested for their health
         state.pass1_nodes = state.idle + [n for n in state.units if n not in failed]
-        scoped = plan(state.places, state.pass1_nodes)
+        scoped = plan(state.places, state.pass1_nodes, self._rank(state))
         pairs = list(scoped.pairs)
         state.odd = list(scoped.odd) + [
             n for n in state.retest if n not in failed and n not in state.units
@@ -217,6 +249,28 @@ class FabricValidation(FabricVerdict):
         else:
             state.workload = None
         return state
+
+    @staticmethod
+    def _rank(state: FabricState) -> dict[str, int] | None:
+        """Pass 1's pairing rank: the nodes' GPU health levels when the checks run in the
+        pairs' pods (nodes of one level pair together), else none."""
+        return state.health_levels if state.gang else None
+
+    @staticmethod
+    def _owed(state: FabricState) -> dict[str, int]:
+        """The nodes whose GPU health check runs in their pair's pods and was not read yet."""
+        if not state.gang:
+            return {}
+        return {n: lvl for n, lvl in state.health_levels.items() if n not in state.health}
+
+    def finish(self, state: FabricState) -> FabricSummary:
+        """As ``FabricVerdict.finish``, a node whose check was to run in its pair's pods and
+        never did (it was never paired) first recorded as a check that could not run."""
+        for node, level in self._owed(state).items():
+            state.health[node] = could_not_run(
+                level, "it was not paired tonight: its check runs in its pair's pod"
+            ).to_dict()
+        return super().finish(state)
 
     def _prepare_namespace(self) -> None:
         """The validation namespace and the ssh Secret mpirun uses to reach a pair's second
@@ -230,10 +284,25 @@ class FabricValidation(FabricVerdict):
 
     def _submit(self, state: FabricState, pairs: list[tuple[str, str]]) -> Workload:
         from gpufleet.manifests.nccl_validation import render_nccl_validation
+        from gpufleet.manifests.storage_validation import PoolCheck
 
         kwargs: dict[str, Any] = {"namespace": self.namespace, "collective": COLLECTIVE}
         if self.image:
             kwargs["image"] = self.image
+        owed = self._owed(state)
+        levels = pair_levels(pairs, owed) if owed else []
+        state.health_deadline_s = 0.0
+        if any(levels):
+            limits = self.ref.dcgm_limits
+            kwargs.update(health_levels=levels, dcgm_limits=limits)
+            if self.health is not None and self.health.image:
+                kwargs["health_image"] = self.health.image
+            ran = {f"{i}": lvl for i, lvl in enumerate(levels) if lvl}
+            state.health_deadline_s = health_deadline(ran, limits)
+            state.health_submitted_at = backend_clock(self.backend).time()
+        check = state.round == 0 and state.pool_check is not None
+        if check:
+            kwargs["pool_check"] = PoolCheck(0, POOL_CHECK_GIB, POOL_CHECK_RUNTIME_S)
         # one JobSet per round: the round is part of the run id the name is derived from
         round_id = f"{state.run_id}-r{state.round}"
         manifest = render_nccl_validation(self.ref, pairs, round_id, **kwargs)
@@ -253,6 +322,8 @@ class FabricValidation(FabricVerdict):
             name=meta["name"],
             namespace=meta.get("namespace") or self.namespace,
             pairs=[list(p) for p in pairs],
+            levels=levels if any(levels) else [],
+            pool_check=0 if check else None,
         )
 
     def collect(self, state: FabricState) -> FabricState:
@@ -270,12 +341,14 @@ class FabricValidation(FabricVerdict):
             self._note_in_use(state, checks)
             return self.recheck(state)
         reads = [read_pair(self.backend, wl, i, NCCL_LOG_CONTAINER) for i in range(len(wl.pairs))]
+        steps = self._take_steps(state, wl, reads)
         verdicts = [
             self._verdict(read, (pair[0], pair[1]))
             for read, pair in zip(reads, wl.pairs, strict=True)
         ]
         pods = self.backend.list_pods(wl.namespace, workload_selector(wl.kind, wl.name))
-        state.gpu_seconds += gpu_seconds(pods, self.ref.pool.gpu.count)
+        # the steps' time is their own rows' (health, storage): the pairs' is what is left
+        state.gpu_seconds += gpu_seconds(pods, self.ref.pool.gpu.count) - steps
         self._note_stages(state, wl, reads)
         self.backend.delete(wl.kind, wl.name, wl.namespace)
         if state.round == 0:
@@ -295,7 +368,33 @@ class FabricValidation(FabricVerdict):
         state.round += 1
         next_pairs = localizer.next_round()
         state.workload = self._submit(state, next_pairs) if next_pairs else None
+        if state.workload is None and state.health_in_use:  # the pairs are done: recheck those
+            return self.recheck(state)
         return state
+
+    def _take_steps(self, state: FabricState, wl: Workload, reads: list[PairRead]) -> float:
+        """Read the round's steps (``steps``): each node's GPU health check into the state (a
+        second check on a node adds to its first, ``merge_check``), and the pool check's fio
+        recorded as the pool's storage row. Returns the GPU-seconds the steps held."""
+        if not wl.levels and wl.pool_check is None:
+            return 0.0
+        steps = read_steps(self.backend, self.ref, wl, reads)
+        for node, check in steps.health.items():
+            state.health[node] = merge_check(state.health.get(node), check).to_dict()
+        log_findings(self.ref, steps.health)
+        # a node DCGM found in use is checked again once the pairs are done (``recheck``)
+        self._note_in_use(state, {n: NodeHealth.from_dict(state.health[n]) for n in steps.health})
+        if wl.pool_check is not None:
+            record_pool_check(
+                self.ledger,
+                self.ref,
+                steps,
+                run_id=state.run_id,
+                started_at=datetime.fromisoformat(state.started_at),
+                cost_nodes=len(state.idle),
+                full_test=state.pool_check,
+            )
+        return steps.gpu_seconds
 
     def _note_in_use(self, state: FabricState, checks: dict[str, NodeHealth]) -> None:
         """Each node of the round just read that DCGM found in use: its first and latest try
@@ -315,8 +414,9 @@ class FabricValidation(FabricVerdict):
         """The health round's next step (``domain.health.retry``): check again now the nodes
         DCGM found in use whose recheck is due (10 s after their latest try, within 300 s of
         the first), or wait (``health_recheck_at``, no workload: the caller waits until then
-        and calls again), or, nothing left to recheck, start pass 1. A node past the bound
-        stays ``could_not_run`` saying DCGM found its GPUs in use that long."""
+        and calls again), or, nothing left to recheck, start pass 1 (when the checks ran in the
+        pairs' pods, the pairs are done: the validation ends). A node past the bound stays
+        ``could_not_run`` saying DCGM found its GPUs in use that long."""
         clock = backend_clock(self.backend)
         tries = {n: Try(first, latest) for n, (first, latest) in state.health_in_use.items()}
         plan = plan_rechecks(tries, clock.time())
@@ -333,10 +433,14 @@ class FabricValidation(FabricVerdict):
             state.health_deadline_s = health_deadline(levels, self.ref.dcgm_limits)
             state.workload = self.health.submit(levels, run_id)
             state.health_submitted_at = clock.time()
+            state.phase = "health"  # after pairs whose pods checked the nodes, too
             return state
         if plan.waiting:
             state.workload = None
             state.health_recheck_at = plan.next_at
+            return state
+        if state.gang:  # the checks ran in the pairs' pods: the pairs are done already
+            state.phase, state.workload = "fabric", None
             return state
         return self._start_pass1(state)
 
@@ -345,8 +449,12 @@ class FabricValidation(FabricVerdict):
         stage over every pod, and each pair's launcher's seconds per stage."""
         pulls = image_pulls(self.backend, wl.namespace)
         gpus = self.ref.pool.gpu.count
-        for read, pair in zip(reads, wl.pairs, strict=True):
-            per_pod = read.stages(pulls)
+        for index, (read, pair) in enumerate(zip(reads, wl.pairs, strict=True)):
+            steps = pair_steps(wl, index)
+            own = set(steps.values())  # the steps' stages are their rows' (``_take_steps``)
+            per_pod = [
+                {k: v for k, v in pod.items() if k not in own} for pod in read.stages(pulls, steps)
+            ]
             add_stages(state.stage_gpu_s, stage_gpu_seconds(per_pod, gpus))
             state.scheduled_s += sum(p.get(Stage.SCHEDULED, 0.0) for p in per_pod)
             if per_pod:
@@ -376,8 +484,10 @@ class FabricValidation(FabricVerdict):
         """Rebuild the localizer from the recorded rows (the state stays plain JSON). Nodes of
         a bad sub-block and a sub-block's retested unit are not localized one by one; a pass-1
         pair a scope explains is not its nodes' to answer for."""
-        scope = read_pass1(state.places, state.pass1_nodes, state.pass1)
-        apart = set(scope.out) | set(state.units)
+        scope = read_pass1(state.places, state.pass1_nodes, state.pass1, self._rank(state))
+        # a node its GPU health check failed is judged by it: its pair is its partner's to read
+        unhealthy = {n for n, h in state.health.items() if NodeHealth.from_dict(h).failed}
+        apart = set(scope.out) | set(state.units) | unhealthy
         loc = Localizer(
             nodes=[n for n in state.idle if n not in apart],
             odd=[n for n in state.odd if n not in apart],

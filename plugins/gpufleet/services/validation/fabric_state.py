@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpufleet.manifests.gpu_health import DEADLINE_SECONDS
+from gpufleet.manifests.nccl_validation import NCCL_DEADLINE_SECONDS
 from gpufleet.services.common.collect import Workload
 
 
@@ -53,6 +54,11 @@ class FabricState:
     places: dict[str, str | None] = field(default_factory=dict)
     units: list[str] = field(default_factory=list)
     pass1_nodes: list[str] = field(default_factory=list)
+    # one pod per node (``steps``): the GPU health checks of ``health_levels`` run in the
+    # pairs' pods; ``pool_check``: the storage pool check runs in pass 1's pods, and why it is
+    # the pool's own tonight (None: no pool check here)
+    gang: bool = False
+    pool_check: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (a trigger's ``carry``)."""
@@ -62,9 +68,11 @@ class FabricState:
         """The least time the round in flight may be waited for: the GPU health check's
         deadline at its highest ``dcgmi diag`` level (a level-4 burn-in runs up to 2 hours), or
         the longer Job deadline the pool's GPU model's timeouts gave it, with ten minutes to
-        spare; 0 for a round of pairs."""
+        spare; for a round of pairs whose pods run the checks first (``gang``), the longest
+        check's deadline and the pairs' own; 0 for a round of pairs alone."""
         if self.phase != "health" or not self.health_levels:
-            return 0.0
+            # a round of pairs whose pods check GPU health first: that deadline and the pairs'
+            return self.health_deadline_s + NCCL_DEADLINE_SECONDS + 600.0 if self.gang else 0.0
         level = DEADLINE_SECONDS[max(self.health_levels.values())]
         return max(float(level), self.health_deadline_s) + 600.0
 

@@ -49,6 +49,9 @@ class FabricVerdict:
 
         def _localizer(self, state: FabricState) -> Localizer: ...
 
+        @staticmethod
+        def _rank(state: FabricState) -> dict[str, int] | None: ...
+
     def finish(self, state: FabricState) -> FabricSummary:
         """Judge the pool, quarantine localized nodes, record everything, then the pool's node
         snapshot as the run leaves it. Returns a summary."""
@@ -67,7 +70,7 @@ class FabricVerdict:
             record_health(self.ledger, self.ref, state.run_id, started, health)
             return self._too_few_idle(state)
         pool = self.ref.pool
-        scope = read_pass1(state.places, state.pass1_nodes, state.pass1)
+        scope = read_pass1(state.places, state.pass1_nodes, state.pass1, self._rank(state))
         apart = set(scope.out) | set(state.units)  # judged by scope (topology.apply_scopes)
         bad, inconclusive, untested = self._localizer(state).outcome()
         fabric_bad = dict(bad)

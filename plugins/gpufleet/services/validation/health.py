@@ -113,20 +113,30 @@ def plan_levels(
     new: Iterable[str] = (),
     burn_in: bool = False,
     limits: DcgmLimits | None = None,
+    pool: str | None = None,
 ) -> dict[str, int]:
     """Each node's ``dcgmi diag`` level tonight: idle nodes level 1, retested nodes level 2,
     either level 3 on its weekly day, and with ``burn_in`` (the pool's catalog asks) an idle
     node that is ``new`` (still tainted ``unvalidated``) level 4 (``tiers.plan_diag``), each
     capped at the highest level of the pool's GPU model (``limits``: ``PoolRef.dcgm_limits``;
-    a B200's dcgmi diag -r 2 hangs); a capped node's reason is logged."""
+    a B200's dcgmi diag -r 2 hangs), the weekly night ``pool``'s (``tiers.weekly_day``); a
+    capped node's reason is logged."""
     fresh = set(new)
     plans = {
         node: plan_diag(
-            node, night, retest=False, new=node in fresh, burn_in=burn_in, limits=limits
+            node,
+            night,
+            retest=False,
+            new=node in fresh,
+            burn_in=burn_in,
+            limits=limits,
+            pool=pool,
         )
         for node in idle
     }
-    plans.update({node: plan_diag(node, night, retest=True, limits=limits) for node in retest})
+    plans.update(
+        {node: plan_diag(node, night, retest=True, limits=limits, pool=pool) for node in retest}
+    )
     for node, plan in plans.items():
         if plan.capped:
             log.info("%s: %s", node, plan.reason)
@@ -249,17 +259,22 @@ class GpuHealthCheck:
                     work = diag_stage(levels.get(node, 1))
                     check.stages = stage_seconds(pod, work, None, pulls)
         self.backend.delete(wl.kind, wl.name, wl.namespace)
-        for node, health in out.items():
-            if health.action != HealthAction.HEALTHY.value:
-                log.warning(
-                    "%s: %s GPU health (level %d): %s - %s",
-                    self.ref.key,
-                    node,
-                    health.level,
-                    health.verdict or health.action or "not checked",
-                    health.reason,
-                )
+        log_findings(self.ref, out)
         return out
+
+
+def log_findings(ref: PoolRef, checks: Mapping[str, NodeHealth]) -> None:
+    """A warning for each node whose check did not find it healthy."""
+    for node, health in checks.items():
+        if health.action != HealthAction.HEALTHY.value:
+            log.warning(
+                "%s: %s GPU health (level %d): %s - %s",
+                ref.key,
+                node,
+                health.level,
+                health.verdict or health.action or "not checked",
+                health.reason,
+            )
 
 
 def health_reason(health: NodeHealth) -> str:

@@ -113,13 +113,18 @@ class StorageValidation:
         namespace: str = VALIDATION_NAMESPACE,
         clients: int = MAX_CLIENTS,
         claim: Callable[[str], str | None] | None = None,
+        pool_check_in_fabric: bool = False,
     ):
+        """``pool_check_in_fabric``: this run's fabric validation of the pool runs its pool check
+        in its pairs' pods (``steps``), so when the full test is not this pool's tonight, nothing
+        is submitted here (no second wait for the pool)."""
         self.ref = ref
         self.ledger = ledger
         self.backend = backend or cluster_backend(ref.cluster)
         self.namespace = namespace
         self.clients = clients
         self.claim = claim
+        self.pool_check_in_fabric = pool_check_in_fabric
 
     def begin(self, run_id: str) -> StorageState:
         from gpufleet.manifests.storage_validation import render_storage_validation
@@ -140,6 +145,12 @@ class StorageValidation:
             return state
         state.full_test = self.claim(run_id) if self.claim else None
         state.scope = FULL if state.full_test is None else POOL
+        if state.scope == POOL and self.pool_check_in_fabric:
+            state.skipped = (
+                f"{self.ref.key}: its own clients are checked in its fabric validation's pods "
+                f"({state.full_test})"
+            )
+            return state
         clients, gib, runtime = (
             (self.clients, FULL_GIB, None)
             if state.scope == FULL
@@ -199,66 +210,102 @@ class StorageValidation:
             except ParseError as exc:
                 failure = failure or f"fio pod {pod.name}: {exc}"
         self.backend.delete(wl.kind, wl.name, wl.namespace)
-        tolerance = fs.tolerance
-        verdict = judge_storage(
-            results,
-            expected_mb_s=fs.expected_mb_s,
-            tolerance=tolerance,
-            failure=failure,
-            clients=(max(1, min(len(pods), SATURATING_CLIENTS)), SATURATING_CLIENTS),
-        )
-        reasons = list(verdict.reasons)
-        if state.full_test:
-            reasons.append(state.full_test)
-        self.ledger.record_validation(
+        gpus = self.ref.pool.gpu.count
+        summary = record_storage(
+            self.ledger,
+            self.ref,
             run_id=state.run_id,
-            cluster=state.cluster,
-            pool=state.pool,
-            kind=ValidationKind.STORAGE,
-            passed=verdict.passed,
-            read_mb_s=verdict.read_mb_s,
-            write_mb_s=verdict.write_mb_s,
-            expected_mb_s=verdict.expected_mb_s,
-            nodes_tested=len(results),
-            reasons=reasons,
-            details={
-                "filesystem": fs.name,
-                "scope": state.scope,
-                "clients": len(pods),
-                "tier_expected_mb_s": fs.expected_mb_s,
-                "floor_mb_s": verdict.floor_mb_s,
-                "tier_mbps_per_tib": fs.throughput_mbps_per_tib,
-                "capacity_tib": fs.capacity_tib,
-                # fio pods request no GPU; their nodes' GPUs are counted all the same (an upper
-                # bound: a job could share a node while fio runs), like the fabric's pairs
-                **cost_details(
-                    gpu_seconds(pods, self.ref.pool.gpu.count),
-                    state.pool_nodes or len({p.node for p in pods if p.node}),
-                ),
-                "stages": _client_stages(self.backend, pods, self.ref.pool.gpu.count, wl.namespace),
-            },
             started_at=datetime.fromisoformat(state.started_at),
+            scope=state.scope,
+            results=results,
+            failure=failure,
+            clients=len(pods),
+            gpu_s=gpu_seconds(pods, gpus),
+            cost_nodes=state.pool_nodes or len({p.node for p in pods if p.node}),
+            stages=_client_stages(self.backend, pods, gpus, wl.namespace),
+            full_test=state.full_test,
         )
         if state.scope == FULL:
             release_full_test(self.ledger, self.ref, state.run_id)
         release_new_nodes(self.ref, self.ledger, state.run_id, self.backend)  # when the last check
         snapshot_pool(self.ref, self.ledger, self.backend, source="storage", run_id=state.run_id)
-        log.info(
-            "%s storage: %s - %s",
-            self.ref.key,
-            "PASS" if verdict.passed else "FAIL",
-            "; ".join(verdict.reasons),
-        )
-        return StorageSummary(
-            state.cluster,
-            state.pool,
-            passed=verdict.passed,
-            reasons=reasons,
-            filesystem=fs.name,
-            read_mb_s=verdict.read_mb_s,
-            write_mb_s=verdict.write_mb_s,
-            expected_mb_s=verdict.expected_mb_s,
-        )
+        return summary
+
+
+def record_storage(  # noqa: PLR0913  one storage verdict's facts, by keyword
+    ledger: Ledger,
+    ref: PoolRef,
+    *,
+    run_id: str,
+    started_at: datetime,
+    scope: str,
+    results: list[Any],
+    failure: str | None,
+    clients: int,
+    gpu_s: float,
+    cost_nodes: int,
+    stages: dict[str, Any],
+    full_test: str | None = None,
+) -> StorageSummary:
+    """Judge fio's ``results`` from ``clients`` clients (``failure``: what stopped one, in
+    words) against ``ref``'s filesystem and record the pool's ledger row of kind ``storage``
+    (``scope``: the full test or the pool's check; ``full_test``: why not the full test, said
+    in its reasons), with its cost (``gpu_s`` over ``cost_nodes``) and ``stages``. The storage
+    validation's own pods and the fabric pairs' fio step (``steps``) both end here."""
+    fs = ref.filesystem
+    assert fs is not None, f"{ref.key} mounts no filesystem"  # only a pool that mounts one
+    verdict = judge_storage(
+        results,
+        expected_mb_s=fs.expected_mb_s,
+        tolerance=fs.tolerance,
+        failure=failure,
+        clients=(max(1, min(clients, SATURATING_CLIENTS)), SATURATING_CLIENTS),
+    )
+    reasons = list(verdict.reasons)
+    if full_test:
+        reasons.append(full_test)
+    ledger.record_validation(
+        run_id=run_id,
+        cluster=ref.cluster.name,
+        pool=ref.pool.name,
+        kind=ValidationKind.STORAGE,
+        passed=verdict.passed,
+        read_mb_s=verdict.read_mb_s,
+        write_mb_s=verdict.write_mb_s,
+        expected_mb_s=verdict.expected_mb_s,
+        nodes_tested=len(results),
+        reasons=reasons,
+        details={
+            "filesystem": fs.name,
+            "scope": scope,
+            "clients": clients,
+            "tier_expected_mb_s": fs.expected_mb_s,
+            "floor_mb_s": verdict.floor_mb_s,
+            "tier_mbps_per_tib": fs.throughput_mbps_per_tib,
+            "capacity_tib": fs.capacity_tib,
+            # fio pods request no GPU; their nodes' GPUs are counted all the same (an upper
+            # bound: a job could share a node while fio runs), like the fabric's pairs
+            **cost_details(gpu_s, cost_nodes),
+            "stages": stages,
+        },
+        started_at=started_at,
+    )
+    log.info(
+        "%s storage: %s - %s",
+        ref.key,
+        "PASS" if verdict.passed else "FAIL",
+        "; ".join(verdict.reasons),
+    )
+    return StorageSummary(
+        ref.cluster.name,
+        ref.pool.name,
+        passed=verdict.passed,
+        reasons=reasons,
+        filesystem=fs.name,
+        read_mb_s=verdict.read_mb_s,
+        write_mb_s=verdict.write_mb_s,
+        expected_mb_s=verdict.expected_mb_s,
+    )
 
 
 def _client_stages(backend: ClusterBackend, pods: list, gpus: int, namespace: str) -> dict:
@@ -326,6 +373,24 @@ def claim_full_test(
         f"filesystem {fs.name}'s full throughput test is being run by {holder_text(row)}: "
         "this pool checked its own clients"
     )
+
+
+def pool_check_duty(
+    ledger: Ledger,
+    ref: PoolRef,
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime | None = None,
+) -> str | None:
+    """For a fabric validation that runs ``ref``'s storage pool check in its pairs' pods: why
+    the check is the pool's own tonight (another pool runs or ran the filesystem's full test:
+    ``claim_full_test``'s reason), or None when the full test is this pool's in ``run_id`` (its
+    storage task runs it, or ran it: no pool check beside it)."""
+    done = last_full_test(ledger, ref, now or ledger.clock.now())
+    if done is not None and done["run_id"] == run_id and done["pool"] == ref.pool.name:
+        return None
+    return claim_full_test(ledger, ref, dag_id, run_id, holder_alive, now)
 
 
 def release_full_test(ledger: Ledger, ref: PoolRef, run_id: str) -> None:

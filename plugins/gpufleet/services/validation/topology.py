@@ -45,9 +45,14 @@ def _place(key: str | None) -> Place | None:
     return Place(block, subblock)
 
 
-def plan(places: Mapping[str, str | None], nodes: Iterable[str]) -> ScopedPlan:
-    """Pass 1 over ``nodes`` by scope (flat when any node has no place, or one sub-block)."""
-    return _plan({n: _place(places.get(n)) for n in nodes})
+def plan(
+    places: Mapping[str, str | None],
+    nodes: Iterable[str],
+    rank: Mapping[str, int] | None = None,
+) -> ScopedPlan:
+    """Pass 1 over ``nodes`` by scope (flat when any node has no place, or one sub-block),
+    nodes of one ``rank`` paired together where they can be (``plan_by_scope``)."""
+    return _plan({n: _place(places.get(n)) for n in nodes}, rank)
 
 
 @dataclass(frozen=True)
@@ -73,10 +78,13 @@ class ScopeOutcome:
 
 
 def read_pass1(
-    places: Mapping[str, str | None], nodes: list[str], rows: list[dict[str, Any]]
+    places: Mapping[str, str | None],
+    nodes: list[str],
+    rows: list[dict[str, Any]],
+    rank: Mapping[str, int] | None = None,
 ) -> ScopeOutcome:
-    """Judge pass 1's ``rows`` (in plan order) over ``nodes`` by scope."""
-    scoped = plan(places, nodes)
+    """Judge pass 1's ``rows`` (in plan order: planned with ``rank``) over ``nodes`` by scope."""
+    scoped = plan(places, nodes, rank)
     rows = [r for r in rows if r.get("pass_no", 1) == 1]
     passed = [bool(r["passed"]) for r in rows]
     if len(passed) != len(scoped.pairs):  # not the plan these rows ran: nothing to say
