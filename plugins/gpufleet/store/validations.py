@@ -236,6 +236,30 @@ class ValidationRecords:
             out[vid] = statistics.median(values) if values else None
         return out
 
+    def validations_since(
+        self, cluster: str, pools: Iterable[str], kind: str, since: datetime
+    ) -> list[dict[str, Any]]:
+        """The verdicts of ``kind`` of ``cluster``'s ``pools`` finished at ``since`` or later,
+        newest first (a night's rows, whichever the latest is: a pool's storage check recorded
+        after its filesystem's full test does not hide the full test). One query on the
+        (cluster, pool, kind, id) index."""
+        v = s.validations
+        names = sorted(set(pools))
+        if not names:
+            return []
+        q = (
+            select(v)
+            .where(
+                v.c.cluster == cluster,
+                v.c.pool.in_(names),
+                v.c.kind == kind,
+                v.c.finished_at >= since,
+            )
+            .order_by(v.c.id.desc())
+        )
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q).all()]
+
     def validations_for_run(self, run_id: str) -> list[dict[str, Any]]:
         v = s.validations
         with self.engine.connect() as conn:

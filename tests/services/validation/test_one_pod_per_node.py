@@ -247,3 +247,15 @@ def test_a_node_never_paired_tonight_has_a_check_that_could_not_run(fleet_state)
     unpaired = [n for n, c in active.items() if c["action"] == "could_not_run"]
     assert len(unpaired) == 1
     assert "not paired tonight" in nodes[unpaired[0]]["reasons"][0]
+
+
+def test_a_pool_check_recorded_after_the_full_test_does_not_hide_it(fleet_state):
+    """The pool whose storage task ran the filesystem's full test records its own pool check
+    later (its next run's fabric pods): the full test still stands for the filesystem, so no
+    storage task runs it again within the night."""
+    run_full_test_elsewhere("night-1")
+    night(fabric(OTHER), "night-2")  # its pool check: now its newest storage row
+    assert row(OTHER, "storage")["details"]["scope"] == "pool"
+    for pool in (OTHER, POOL):
+        state = storage_task(pool).begin("night-2")
+        assert state.workload is None, pool  # the full test stands: nothing to run

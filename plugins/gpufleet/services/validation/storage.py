@@ -319,21 +319,29 @@ def _client_stages(backend: ClusterBackend, pods: list, gpus: int, namespace: st
 
 def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any] | None:
     """The newest full test of ``ref``'s filesystem (by any pool of its cluster mounting it)
-    that reached a verdict within ``FULL_TEST_EVERY`` of ``now``; a row from before pool checks
-    existed (no ``scope``) was a full test."""
+    that reached a verdict within ``FULL_TEST_EVERY`` of ``now``. Per pool, its newest storage
+    row that is not its own pool check decides (a pool check, recorded by its fabric
+    validation, is often newer than the full test and never hides it; an error after the full
+    test, a try that could not finish, leaves the pool no full test); a row from before pool
+    checks existed (no ``scope``) was a full test."""
     fs = ref.filesystem
     if fs is None:
         return None
     pools = [p.name for p in ref.cluster.node_pools if p.filesystem == fs.name]
-    rows = ledger.latest_validations(ref.cluster.name, pools, (ValidationKind.STORAGE,)).values()
-    full = [
-        r
-        for r in rows
-        if (r.get("details") or {}).get("scope", FULL) == FULL
-        and r["verdict"] in ("pass", "fail")
-        and r["finished_at"] >= now - FULL_TEST_EVERY
-    ]
-    return max(full, key=lambda r: r["id"], default=None)
+    rows = ledger.validations_since(
+        ref.cluster.name, pools, ValidationKind.STORAGE, now - FULL_TEST_EVERY
+    )
+    decided: dict[str, dict[str, Any] | None] = {}
+    for r in rows:  # newest first
+        if r["pool"] in decided:
+            continue
+        judged = r["verdict"] in ("pass", "fail")
+        scope = (r.get("details") or {}).get("scope", FULL)
+        if judged and scope == POOL:
+            continue  # the pool's own check: look further back
+        decided[r["pool"]] = r if judged and scope == FULL else None
+    found = [r for r in decided.values() if r is not None]
+    return max(found, key=lambda r: r["id"], default=None)
 
 
 def claim_full_test(
