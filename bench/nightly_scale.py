@@ -293,20 +293,24 @@ def night_cost(url: str) -> dict:
 def waits_per_pool(rows: list[dict]) -> dict[str, float]:
     """How often the night's validations waited per pool, from their ledger rows (each wait is
     a deferral, and Airflow resumes the task for it): the fabric task's GPU health round (a
-    health row that ran ``dcgmi diag`` on a node: a level above 0), its NCCL rounds (the
-    rounds of its pairs' stages), the storage task's fio run (a storage row whose pods ran).
-    ``pools``: the pools with a fabric row."""
+    health row with a node checked in a pod of its own: a stage beside its ``diag_r<N>``; a
+    check run as a step of its pair's pod waits with the pair), its NCCL rounds (the rounds of
+    its pairs' stages), the storage task's fio run (a storage row whose own pods ran: not one
+    its fabric pairs' pods ran, ``stages.ran_in``). ``pools``: the pools with a fabric row."""
     pools = {(r["cluster"], r["pool"]) for r in rows if r["kind"] == "fabric"}
     health = nccl = fio = 0
     for r in rows:
         details = r.get("details") or {}
+        stages = details.get("stages") or {}
         if r["kind"] == "health":
-            health += any(level != "0" for level in details.get("levels") or {})
+            nodes = (details.get("nodes") or {}).values()
+            health += any(
+                any(not str(k).startswith("diag_r") for k in (c.get("stages") or {})) for c in nodes
+            )
         elif r["kind"] == "fabric":
-            pairs = (details.get("stages") or {}).get("pairs") or []
-            nccl += len({p.get("round") for p in pairs})
+            nccl += len({p.get("round") for p in stages.get("pairs") or []})
         elif r["kind"] == "storage":
-            fio += bool((details.get("stages") or {}).get("nodes"))
+            fio += bool(stages.get("nodes")) and stages.get("ran_in") != "fabric pairs"
     n = len(pools) or 1
     out = {"health": health / n, "nccl": nccl / n, "fio": fio / n}
     return {"pools": len(pools), **out, "all": sum(out.values())}

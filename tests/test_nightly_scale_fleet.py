@@ -36,15 +36,17 @@ def _row(kind, pool, details):
 
 def test_the_waits_per_pool_are_counted_from_the_nights_rows():
     pair = {"nodes": ["a", "b"], "stages": {}}
+    own = {"a": {"stages": {"container_start": 1.0, "diag_r1": 33.0}}}  # a pod of its own
+    step = {"a": {"stages": {"diag_r1": 33.0}}, "b": {"stages": {}}}  # in its pair's pod
     rows = [
-        # p1: every node rested (levels 0 only), one NCCL round, a fio run
-        _row("health", "p1", {"levels": {"0": 4}}),
+        # p1: the checks in the pairs' pods, one NCCL round, the pool check in them too
+        _row("health", "p1", {"nodes": step}),
         _row("fabric", "p1", {"stages": {"pairs": [{**pair, "round": 0}, {**pair, "round": 0}]}}),
-        _row("storage", "p1", {"stages": {"nodes": {"a": {}}}}),
-        # p2: a health round, pass 1 and one localization round, no fio pod ran
-        _row("health", "p2", {"levels": {"0": 2, "1": 2}}),
+        _row("storage", "p1", {"stages": {"nodes": {"a": {}}, "ran_in": "fabric pairs"}}),
+        # p2: a health round, pass 1 and one localization round, the full test's own pods
+        _row("health", "p2", {"nodes": own}),
         _row("fabric", "p2", {"stages": {"pairs": [{**pair, "round": 0}, {**pair, "round": 1}]}}),
-        _row("storage", "p2", {"stages": {}}),
+        _row("storage", "p2", {"stages": {"nodes": {"a": {}}}}),
     ]
     w = waits_per_pool(rows)
     assert w == {"pools": 2, "health": 0.5, "nccl": 1.5, "fio": 0.5, "all": 2.5}
