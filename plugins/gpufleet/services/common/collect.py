@@ -181,11 +181,25 @@ def parse_results(text: str) -> Any:
     raise ParseError("nccl-tests printed no results")
 
 
+def pod_log(backend: ClusterBackend, pod: PodInfo, namespace: str, container: str | None) -> str:
+    """``pod``'s log of ``container``; empty for a pod that failed before it printed anything
+    (its node went away, its deadline passed while it waited: the cluster has no log for it,
+    and its phase already says it failed). A pod that ran without the container is the
+    backend's error, as the module says."""
+    try:
+        return backend.pod_logs(pod.name, namespace, container)
+    except BackendError:
+        if pod.phase == "Failed":
+            log.info("pod %s/%s failed with no %s log to read", namespace, pod.name, container)
+            return ""
+        raise
+
+
 def rank_logs(
     backend: ClusterBackend, pods: list[PodInfo], namespace: str, container: str
 ) -> list[str]:
     """Each pod's NCCL INFO lines, as streamed by its log sidecar."""
-    return [backend.pod_logs(p.name, namespace, container) for p in pods if p.node]
+    return [pod_log(backend, p, namespace, container) for p in pods if p.node]
 
 
 def read_nccl_pair(
@@ -255,7 +269,7 @@ def read_pair(backend: ClusterBackend, wl: Workload, index: int, log_container: 
     gang = None
     launcher = pods[0]
     if launcher.node:
-        text = backend.pod_logs(launcher.name, wl.namespace)
+        text = pod_log(backend, launcher, wl.namespace, None)
         gang = gang_mark(text)
         try:
             run = parse_results(text)
