@@ -182,15 +182,16 @@ def parse_results(text: str) -> Any:
 
 
 def pod_log(backend: ClusterBackend, pod: PodInfo, namespace: str, container: str | None) -> str:
-    """``pod``'s log of ``container``; empty for a pod that failed before it printed anything
-    (its node went away, its deadline passed while it waited: the cluster has no log for it,
-    and its phase already says it failed). A pod that ran without the container is the
-    backend's error, as the module says."""
+    """``pod``'s log of ``container``; empty for a pod that did not succeed and has no log to
+    read (bound to a node but never started, its partner never placed; failed before it
+    printed, its node gone: the cluster has no log for it, and its phase already fails its
+    pair). A pod that succeeded without the container is the backend's error, as the module
+    says."""
     try:
         return backend.pod_logs(pod.name, namespace, container)
     except BackendError:
-        if pod.phase == "Failed":
-            log.info("pod %s/%s failed with no %s log to read", namespace, pod.name, container)
+        if pod.phase != "Succeeded":
+            log.info("pod %s/%s (%s) has no %s log", namespace, pod.name, pod.phase, container)
             return ""
         raise
 
