@@ -356,10 +356,22 @@ def claim_full_test(
     tonight: None when it is (no full test of it within ``FULL_TEST_EVERY``, and it now holds
     the filesystem's lock, released with its verdict), else why not, naming who did or does
     it."""
+    now = now or ledger.clock.now()
+    return _claim(ledger, ref, dag_id, run_id, holder_alive, now, last_full_test(ledger, ref, now))
+
+
+def _claim(  # noqa: PLR0913  claim_full_test's, with the night's full test read once
+    ledger: Ledger,
+    ref: PoolRef,
+    dag_id: str,
+    run_id: str,
+    holder_alive: Liveness,
+    now: datetime,
+    done: dict[str, Any] | None,
+) -> str | None:
+    """``claim_full_test`` given ``done``, the filesystem's last full test (``last_full_test``)."""
     fs = ref.filesystem
     assert fs is not None, f"{ref.key} mounts no filesystem"  # only a pool that mounts one asks
-    now = now or ledger.clock.now()
-    done = last_full_test(ledger, ref, now)
     if done is not None:
         return (
             f"filesystem {fs.name}'s full throughput test ran at "
@@ -395,10 +407,11 @@ def pool_check_duty(
     the check is the pool's own tonight (another pool runs or ran the filesystem's full test:
     ``claim_full_test``'s reason), or None when the full test is this pool's in ``run_id`` (its
     storage task runs it, or ran it: no pool check beside it)."""
-    done = last_full_test(ledger, ref, now or ledger.clock.now())
+    now = now or ledger.clock.now()
+    done = last_full_test(ledger, ref, now)
     if done is not None and done["run_id"] == run_id and done["pool"] == ref.pool.name:
         return None
-    return claim_full_test(ledger, ref, dag_id, run_id, holder_alive, now)
+    return _claim(ledger, ref, dag_id, run_id, holder_alive, now, done)
 
 
 def release_full_test(ledger: Ledger, ref: PoolRef, run_id: str) -> None:
