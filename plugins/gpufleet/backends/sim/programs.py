@@ -6,6 +6,7 @@ Design: docs/design/simulated-fleet.md.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import re
@@ -89,6 +90,13 @@ def container_program(container: dict[str, Any]) -> dict[str, Any]:
     collective and message sizes), the GPU health check (``dcgmi diag -r N``: its level and
     timeout), fio (its sizes and runtime), or a training job (whatever else)."""
     words = " ".join([*(container.get("command") or ()), *(container.get("args") or ())])
+    return dict(_program(words))
+
+
+@functools.lru_cache(maxsize=256)
+def _program(words: str) -> dict[str, Any]:
+    """``container_program`` of a command line, read once per process: the sim reads a pod's
+    program at every look at it, and a pair's launcher script takes ``shlex`` milliseconds."""
     m = re.search(r"\b(\w+)_perf\b", words)
     if m:
         tokens = shlex.split(words.replace("\n", " "), posix=True) if words else []

@@ -6,7 +6,9 @@ Design: docs/design/simulated-fleet.md.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -72,6 +74,36 @@ def now() -> float:
     return SimState().clock.time()
 
 
+class _Connections(threading.local):
+    """This thread's open connection to each state file, kept between calls: opening one
+    (connect, the pragmas, reading the schema) costs about 100 times a small query, and the
+    sim answers every API call from a few. Kept while the file and its write-ahead log are the
+    same files (device, inode), so a state file replaced, or its log removed, gets a new one;
+    dropped unclosed in a forked child (a connection must not cross a fork)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.open: dict[str, tuple[tuple, sqlite3.Connection]] = {}
+
+
+_CONNECTIONS = _Connections()
+_KEEP = 8  # state files a thread keeps a connection to (tests make a state file each)
+
+
+def _identity(path: Path) -> tuple | None:
+    """Which files ``path`` and its write-ahead log are (None: no state file yet)."""
+    try:
+        db = os.stat(path)
+    except FileNotFoundError:
+        return None
+    try:
+        wal = os.stat(f"{path}-wal")
+        log: tuple = (wal.st_dev, wal.st_ino)
+    except FileNotFoundError:
+        log = ()
+    return db.st_dev, db.st_ino, log
+
+
 class SimState:
     """Thin, transactional access to the sim database."""
 
@@ -79,7 +111,7 @@ class SimState:
         self.path = Path(path) if path else db_path()
         self.clock = SimClock(self)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
+        with self.read() as conn:
             conn.executescript(_SCHEMA)
             have = {r["name"] for r in conn.execute("PRAGMA table_info(faults)")}
             for column, kind in _FAULT_COLUMNS.items():
@@ -92,32 +124,42 @@ class SimState:
             conn.executescript(events_schedule.SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
+        """This thread's connection to the state file (autocommit: each statement sees what
+        other processes committed), opened once and kept (``_Connections``)."""
+        cache, path = _CONNECTIONS, str(self.path)
+        if cache.pid != os.getpid():
+            cache.pid, cache.open = os.getpid(), {}
+        kept = cache.open.pop(path, None)
+        if kept is not None:
+            if kept[0] == _identity(self.path):
+                cache.open[path] = kept
+                return kept[1]
+            kept[1].close()
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA busy_timeout=60000")
+        key = _identity(self.path)  # the file and its log exist now
+        if key is not None:
+            if len(cache.open) >= _KEEP:
+                cache.open.pop(next(iter(cache.open)))[1].close()
+            cache.open[path] = (key, conn)
         return conn
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
             yield conn
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        finally:
-            conn.close()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
-        try:
-            yield conn
-        finally:
-            conn.close()
+        yield self._connect()
 
     # --- seeding: a sim cluster's pools exist as the catalog describes them ---------------------
 
