@@ -85,6 +85,7 @@ check: lint
 
 bench: setup  # each prints its figures and exits 1 when it misses its target; all of them run
 	-$(BIN)/python -m bench.parse_time
+	-$(BIN)/python -m bench.catalog_load
 	-$(BIN)/python -m bench.log_scan
 	-$(BIN)/python -m bench.gate_latency
 	-$(BIN)/python -m bench.fault_campaign
