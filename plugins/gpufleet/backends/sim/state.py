@@ -84,6 +84,8 @@ class _Connections(threading.local):
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.open: dict[str, tuple[tuple, sqlite3.Connection]] = {}
+        # state file -> (its identity, its schema's version) when this thread last set it up
+        self.ready: dict[str, tuple[tuple, int]] = {}
 
 
 _CONNECTIONS = _Connections()
@@ -104,6 +106,15 @@ def _identity(path: Path) -> tuple | None:
     return db.st_dev, db.st_ino, log
 
 
+def _schema_stamp(path: Path, conn: sqlite3.Connection) -> tuple[tuple, int] | None:
+    """The state file's identity and its schema's version (SQLite's ``schema_version``, which
+    any table, column, index or trigger change moves): what ``SimState`` set up, or finds."""
+    key = _identity(path)
+    if key is None:
+        return None
+    return key, conn.execute("PRAGMA schema_version").fetchone()[0]
+
+
 class SimState:
     """Thin, transactional access to the sim database."""
 
@@ -112,6 +123,9 @@ class SimState:
         self.clock = SimClock(self)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.read() as conn:
+            stamp = _schema_stamp(self.path, conn)
+            if stamp is not None and _CONNECTIONS.ready.get(str(self.path)) == stamp:
+                return  # set up by this thread, and no schema changed since (any process's)
             conn.executescript(_SCHEMA)
             have = {r["name"] for r in conn.execute("PRAGMA table_info(faults)")}
             for column, kind in _FAULT_COLUMNS.items():
@@ -122,13 +136,16 @@ class SimState:
                 conn.execute("ALTER TABLE pod_runs ADD COLUMN facts TEXT")
             watch_log.install(conn)  # node columns a watch reports, the change log, its triggers
             conn.executescript(events_schedule.SCHEMA)
+            stamp = _schema_stamp(self.path, conn)
+            if stamp is not None:
+                _CONNECTIONS.ready[str(self.path)] = stamp
 
     def _connect(self) -> sqlite3.Connection:
         """This thread's connection to the state file (autocommit: each statement sees what
         other processes committed), opened once and kept (``_Connections``)."""
         cache, path = _CONNECTIONS, str(self.path)
         if cache.pid != os.getpid():
-            cache.pid, cache.open = os.getpid(), {}
+            cache.pid, cache.open, cache.ready = os.getpid(), {}, {}
         kept = cache.open.pop(path, None)
         if kept is not None:
             if kept[0] == _identity(self.path):
