@@ -317,25 +317,18 @@ def waits_per_pool(rows: list[dict]) -> dict[str, float]:
 
 
 def prepull(catalog: Path, state: Path) -> int:
-    """Apply each generated cluster's image pre-pull DaemonSet to the sim, as
-    ``region_onboarding`` does: a fleet gpufleet onboarded, whose nodes hold the validation
-    images (a steady night). Returns the clusters. The bench's own environment is left as it
-    was."""
+    """Install each generated cluster's image pre-pull DaemonSet in the sim, as
+    ``region_onboarding`` does (``gpufleet sim reset --onboarded``'s function): a fleet gpufleet
+    onboarded, whose nodes hold the validation images (a steady night). Returns the clusters.
+    The bench's own environment is left as it was."""
     from unittest.mock import patch
 
-    from gpufleet.backends import cluster_backend
+    from gpufleet.cli.sim_cmd import prepull_onboarded
     from gpufleet.config.catalog import load_catalog
-    from gpufleet.manifests.addons import render_image_prepull
-    from gpufleet.manifests.labels import VALIDATION_NAMESPACE
 
     fleet = {"GPUFLEET_CATALOG_DIR": str(catalog), "GPUFLEET_STATE_DIR": str(state)}
     with patch.dict(os.environ, fleet):
-        clusters = [c for _, c in load_catalog(catalog).clusters.values()]
-        for cluster in clusters:
-            backend = cluster_backend(cluster)
-            for manifest in render_image_prepull(cluster, VALIDATION_NAMESPACE):
-                backend.apply(manifest)
-    return len(clusters)
+        return len(prepull_onboarded(load_catalog(catalog)))
 
 
 def point(  # noqa: PLR0913  one bench point's settings

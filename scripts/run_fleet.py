@@ -167,8 +167,12 @@ def stage_breakdown(home: Path) -> None:
 
 
 def fresh_fleet(home: Path) -> None:
-    """The simulated fleet, and the default SQLite ledger when no other is configured."""
-    subprocess.run(["gpufleet", "sim", "reset"], check=False, capture_output=True)
+    """The simulated fleet (its preexisting clusters onboarded), and the default SQLite ledger
+    when no other is configured."""
+    # the clusters that exist before the story were onboarded by gpufleet earlier: their nodes
+    # hold the validation images (region_onboarding's pre-pull DaemonSet); the new region's
+    # cluster gets it from its own onboarding in act 1
+    subprocess.run(["gpufleet", "sim", "reset", "--onboarded"], check=False, capture_output=True)
     if not (
         os.environ.get("GPUFLEET_LEDGER_URL") or os.environ.get("AIRFLOW_CONN_GPUFLEET_LEDGER")
     ):

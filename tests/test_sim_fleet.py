@@ -324,3 +324,21 @@ def test_cli_reset(fleet_state):
     gpufleet("sim", "inject", "--pool", "h200-a", "--fault", "lustre-slow", env_state=fleet_state)
     assert gpufleet("sim", "reset", env_state=fleet_state).returncode == 0
     assert "faults: none" in gpufleet("sim", "show", env_state=fleet_state).stdout
+
+
+def test_cli_reset_onboarded_prepulls_the_preexisting_clusters_only(fleet_state, catalog):
+    from gpufleet.backends.sim.run_times import prepulled_images
+    from gpufleet.backends.sim.state import SimState
+    from gpufleet.manifests.addons.prepull import validation_images
+
+    for _ in range(2):  # a second reset --onboarded installs the same, once
+        out = gpufleet("sim", "reset", "--onboarded", env_state=fleet_state)
+        assert out.returncode == 0, out.stderr
+        assert "pre-pull DaemonSet installed on a3u-sim, p5-sim\n" in out.stdout
+    with SimState().read() as conn:
+        for name in ("a3u-sim", "p5-sim"):
+            _, cluster = catalog.clusters[name]
+            assert set(validation_images(cluster)) <= prepulled_images(conn, name)
+        assert prepulled_images(conn, "a3u-euw4-sim") == set()  # onboarding has yet to make it
+        daemonsets = conn.execute("SELECT COUNT(*) FROM objects WHERE kind='DaemonSet'")
+        assert daemonsets.fetchone()[0] == 2

@@ -1,4 +1,5 @@
-"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults;
+"""``gpufleet sim show|inject|clear|reset``: inspect the simulated fleet and manage faults
+(``reset --onboarded``: as a fleet gpufleet onboarded, its images pre-pulled);
 ``gpufleet sim gpu-fault|reboot|replace|add-node|maintenance|predict|schedule|changes``: what
 happens to its nodes between nights, now or at a time of the simulated day (``--at HH:MM``, UTC
 on the sim's clock, or ``--in SECONDS``), and the change log a watch reads
@@ -47,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reset",
         help="forget all simulated state (nodes re-created from the "
         "catalog, taints and faults gone)",
+    )
+    rst.add_argument(
+        "--onboarded",
+        action="store_true",
+        help="then install region_onboarding's image pre-pull DaemonSet on every preexisting "
+        "sim cluster (a fleet gpufleet onboarded earlier: its nodes hold the validation images)",
     )
     rst.set_defaults(func=reset_cmd)
     register_node_events(s)
@@ -290,4 +297,26 @@ def reset_cmd(args) -> int:
 
     reset_simulated_fleet()
     print("simulated fleet reset: nodes are re-created from the catalog on next use")
+    if getattr(args, "onboarded", False):
+        names = prepull_onboarded(load_catalog())
+        print(f"image pre-pull DaemonSet installed on {', '.join(names) or 'no cluster'}")
     return 0
+
+
+def prepull_onboarded(catalog: Catalog) -> list[str]:
+    """Install the validation images' pre-pull DaemonSet (``manifests.addons.prepull``, what
+    ``region_onboarding`` installs) on every preexisting sim cluster of ``catalog``, as on a
+    fleet gpufleet onboarded earlier; a cluster onboarding has yet to create is left alone.
+    Idempotent (``ensure_object``). Returns the clusters' names."""
+    from gpufleet.backends import cluster_backend
+    from gpufleet.manifests.addons import render_image_prepull
+
+    names = []
+    for cluster in _sim_clusters(catalog, None):
+        if cluster.sim is not None and not cluster.sim.preexisting:
+            continue
+        backend = cluster_backend(cluster)
+        for manifest in render_image_prepull(cluster):
+            backend.ensure_object(manifest)
+        names.append(cluster.name)
+    return names
