@@ -267,12 +267,14 @@ def ledger_rows(url: str) -> dict[str, int]:
     return out
 
 
-def night_cost(url: str) -> dict:
+def night_cost(url: str, catalog: Path) -> dict:
     """The night's validation cost from the ledger (every row in it is the nightly's: the
     no-op planners write none): GPU-minutes per node per night (``report.validation_cost``)
-    and its lines by stage (``views.pool.cost_breakdown``)."""
+    and its lines by stage and its nightly tier (``views.pool.cost_breakdown``, over the
+    generated ``catalog``)."""
     from sqlalchemy import text
 
+    from gpufleet.config.catalog import load_catalog
     from gpufleet.domain.verdicts import latest_per_check
     from gpufleet.services.views.pool import cost_breakdown
     from gpufleet.services.views.report import validation_cost
@@ -285,7 +287,7 @@ def night_cost(url: str) -> dict:
     ledger.engine.dispose()
     return {
         "per_node": validation_cost(rows)["per_node"],
-        "lines": cost_breakdown(rows),
+        "lines": cost_breakdown(rows, load_catalog(catalog)),
         "waits": waits_per_pool(rows),
     }
 
@@ -385,7 +387,7 @@ def point(  # noqa: PLR0913  one bench point's settings
             raise SystemExit("bench/nightly_scale.py needs PostgreSQL and Redis (CeleryExecutor)")
         runs = {label: run_once(live, PHASES[label], timeout) for label in phases}
         rows = ledger_rows(live.env["GPUFLEET_LEDGER_URL"])
-        cost = night_cost(live.env["GPUFLEET_LEDGER_URL"])
+        cost = night_cost(live.env["GPUFLEET_LEDGER_URL"], catalog)
     finally:
         live.stop()
     return {"pools": pools, **runs, "ledger": rows, "cost": cost, "api": api_calls(call_log)}

@@ -151,8 +151,9 @@ def run_dag(dag_id: str, conf: dict, logs: Path, expect: str, show: str) -> bool
 
 
 def stage_breakdown(home: Path) -> None:
-    """Where the last nightly's GPU time went (``domain.stages``), from the ledger's rows of its
-    run (``services.views.pool.cost_breakdown``)."""
+    """Where the last nightly's GPU time went (``domain.stages``), and its nightly tier, from
+    the ledger's rows of its run (``services.views.pool.cost_breakdown``)."""
+    from gpufleet.config.catalog import load_catalog
     from gpufleet.domain.verdicts import latest_per_check
     from gpufleet.services.views.pool import cost_breakdown
     from gpufleet.store import Ledger
@@ -162,7 +163,8 @@ def stage_breakdown(home: Path) -> None:
         return
     head = report.read_text().splitlines()[0]
     run_id = head.rsplit(": ", 1)[-1].strip()
-    for line in cost_breakdown(latest_per_check(Ledger().validations_for_run(run_id))):
+    rows = latest_per_check(Ledger().validations_for_run(run_id))
+    for line in cost_breakdown(rows, load_catalog()):
         print(f"    {line}")
 
 

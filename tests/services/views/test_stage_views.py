@@ -121,3 +121,78 @@ def test_the_runs_cost_lines_add_its_stages_per_node_and_name_the_launchs_share(
         "| launch (image_pull, container_start, gang, teardown): 0.49 of 5.39 GPU-minutes per node"
     )
     assert cost_breakdown([]) == []  # nothing recorded: nothing printed
+
+
+def _tier_row(pool, kind, passed, minutes, nodes, checks=None):
+    cluster, name = pool.split("/")
+    details = {"stages": {"gpu_minutes": minutes}, "cost_nodes": nodes}
+    if checks is not None:
+        details["nodes"] = {
+            f"{name}-{i}": {"level": level, "stages": {f"diag_r{level}": s} if s else {}}
+            for i, (level, s) in enumerate(checks)
+        }
+    return {"cluster": cluster, "pool": name, "kind": kind, "passed": passed, "details": details}
+
+
+def test_the_nightly_tier_is_level_1_at_its_rotations_share_plus_fabric_and_lustre():
+    """Over the pools that passed: fabric and Lustre as measured tonight; level 1 at the mean
+    measured check (theirs only) on the pool's GPUs, once in its ``level1_every_nights``; the
+    failed pools, the higher diag levels and a pool the catalog lost are said beside it."""
+    from gpufleet.services.views.pool import cost_breakdown, nightly_tier
+
+    catalog = load_catalog()  # the sim fleet: 8 GPUs a node, level 1 once in 4 nights
+    assert catalog.pool("a3u-sim", "h200-a").pool.level1_every_nights == 4
+    rows = [
+        _tier_row("a3u-sim/h200-a", "fabric", True, {"sweep": 4.0, "container_start": 2.0}, 4),
+        _tier_row("a3u-sim/h200-a", "storage", True, {"io": 0.4}, 4),
+        _tier_row(
+            "a3u-sim/h200-a",
+            "health",
+            True,
+            {"diag_r1": 8.8, "diag_r3": 4.5},
+            4,
+            [(1, 30.0), (1, 36.0), (0, None), (3, 900.0)],
+        ),
+        _tier_row("p5-sim/h100-a", "fabric", True, {"sweep": 5.0}, 5),
+        _tier_row("p5-sim/h100-a", "health", True, {}, 5, [(0, None)] * 5),  # all rested
+        _tier_row("a3u-sim/h200-b", "fabric", False, {"sweep": 40.0}, 4),
+        _tier_row("a3u-sim/h200-b", "health", True, {"diag_r1": 8.8}, 4, [(1, 60.0)]),
+        _tier_row("gone-sim/old", "fabric", True, {"sweep": 1.0}, 2),
+    ]
+    tier = nightly_tier(rows, catalog)
+    assert tier["check_s"] == 33.0 and tier["checks"] == 2  # the failed pool's 60 s left out
+    assert (tier["nodes"], tier["pools"], tier["every"]) == (9, 2, [4])
+    assert tier["parts"] == pytest.approx(
+        {"level1": 33.0 * 8 / 60 / 4, "fabric": 11.0 / 9, "lustre": 0.4 / 9}
+    )
+    assert tier["per_node"] == pytest.approx(1.1 + 11.0 / 9 + 0.4 / 9)
+    assert tier["levels"] == pytest.approx({"diag_r3": 4.5 / 9})
+    assert tier["failed"] == {"a3u-sim/h200-b": {"per_node": pytest.approx(12.2), "nodes": 4}}
+    assert tier["unknown"] == ["gone-sim/old"]
+    lines = cost_breakdown(rows, catalog)
+    assert lines[-2] == (
+        "| nightly tier: 2.37 GPU-minutes per node per night over 9 nodes of the 2 pools that "
+        "passed: level 1 1.10 (dcgmi diag -r 1 at 33.0 s, the mean of 2 checks tonight, once in "
+        "4 nights), fabric 1.22, Lustre 0.04"
+    )
+    assert lines[-1] == (
+        "| beyond the tier tonight: diag_r3 0.50; a3u-sim/h200-b failed (12.20 per node over "
+        "4 nodes); gone-sim/old (not in the catalog)"
+    )
+    assert len(cost_breakdown(rows)) == 3  # without the catalog: no tier
+
+
+def test_no_nightly_tier_without_a_passing_pool_or_a_level_1_check():
+    from gpufleet.services.views.pool import cost_breakdown, nightly_tier
+
+    catalog = load_catalog()
+    rested = [
+        _tier_row("a3u-sim/h200-a", "fabric", True, {"sweep": 4.0}, 4),
+        _tier_row("a3u-sim/h200-a", "health", True, {}, 4, [(0, None)] * 4),
+    ]
+    assert nightly_tier(rested, catalog) is None
+    failed = [_tier_row("a3u-sim/h200-a", "health", False, {"diag_r1": 4.4}, 4, [(1, 33.0)])]
+    assert nightly_tier(failed, catalog) is None
+    assert cost_breakdown(rested, catalog)[-1] == (
+        "| nightly tier: not measured tonight (no pool passed with a level-1 check)"
+    )

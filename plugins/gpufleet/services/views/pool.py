@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.domain.stages import LAUNCH, ordered, per_node_minutes
 from gpufleet.domain.validation_kinds import ValidationKind
+from gpufleet.errors import GpufleetError
 from gpufleet.services.views.fleet import (
     LAUNCH_DAG,
     NIGHTLY_DAG,
@@ -114,15 +115,10 @@ def night_stages(rows: Iterable[dict[str, Any] | None]) -> dict[str, float]:
     figures = []
     for row in rows:
         details = (row or {}).get("details") or {}
-        minutes = (details.get("stages") or {}).get("gpu_minutes")
         nodes = details.get("cost_nodes")
+        minutes = (details.get("stages") or {}).get("gpu_minutes")
         if isinstance(minutes, dict) and isinstance(nodes, int) and not isinstance(nodes, bool):
-            clean = {
-                str(k): float(v)
-                for k, v in minutes.items()
-                if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            }
-            figures.append((clean, nodes))
+            figures.append((_stage_minutes(row), nodes))
     return {k: round(v, 3) for k, v in per_node_minutes(figures).items()}
 
 
@@ -148,10 +144,135 @@ def fleet_stages(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {"per_node": per_node, "total": sum(per_node.values()), "nodes": covered}
 
 
-def cost_breakdown(rows: Iterable[dict[str, Any]]) -> list[str]:
+def _stage_minutes(row: dict[str, Any] | None) -> dict[str, float]:
+    """A row's GPU-minutes per stage (``details.stages.gpu_minutes``): finite numbers only."""
+    minutes = (((row or {}).get("details") or {}).get("stages") or {}).get("gpu_minutes")
+    if not isinstance(minutes, dict):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in minutes.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
+
+
+def _cost_nodes(rows: Iterable[dict[str, Any]]) -> int:
+    counts = [(r.get("details") or {}).get("cost_nodes") for r in rows]
+    return max((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), default=0)
+
+
+def nightly_tier(rows: Iterable[dict[str, Any]], catalog: Catalog) -> dict[str, Any] | None:
+    """The nightly tier's cost (issue 35: level 1 + fabric + Lustre) in GPU-minutes per node per
+    night, from a run's rows (the last of each check: ``verdicts.latest_per_check``), over the
+    pools whose every check passed:
+
+    - ``fabric`` and ``lustre``: what their fabric and storage rows measured tonight (every held
+      stage, over the nodes the pool's validations covered);
+    - ``level1``: ``dcgmi diag -r 1`` at its **measured** seconds a check tonight (the mean of
+      every level-1 check of those pools), on the pool's GPUs, at its rotation's share (once in
+      the catalog's ``level1_every_nights``). A night's own level-1 minutes are a draw of the
+      rotation (which nodes are due, partners checked with them); the share is what a night
+      costs over a cycle.
+
+    Beside it, what the night spent beyond the tier: ``failed`` (each pool with a check that did
+    not pass: its whole cost per node, localization and a slow fallback sweep included) and
+    ``levels`` (GPU-minutes per node of ``diag_r2`` and up: retests, the weekly level 3,
+    burn-ins). None when no pool passed, no level-1 check ran tonight, or no stage was
+    recorded. A pool the catalog no longer names is left out (``unknown``)."""
+    pools: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        pools.setdefault((row["cluster"], row["pool"]), []).append(row)
+    steady: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    failed: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    unknown: list[str] = []
+    for key, group in pools.items():
+        (steady if all(r.get("passed") is True for r in group) else failed)[key] = group
+    seconds = [
+        float(node["stages"]["diag_r1"])
+        for group in steady.values()
+        for r in group
+        if r["kind"] == ValidationKind.HEALTH
+        for node in ((r.get("details") or {}).get("nodes") or {}).values()
+        if isinstance(node, dict)
+        and node.get("level") == 1
+        and isinstance((node.get("stages") or {}).get("diag_r1"), int | float)
+    ]
+    if not steady or not seconds:
+        return None
+    check_s = sum(seconds) / len(seconds)
+    totals = {"level1": 0.0, "fabric": 0.0, "lustre": 0.0}
+    levels: dict[str, float] = {}
+    every: set[int] = set()
+    covered = 0
+    for (cluster, pool), group in steady.items():
+        nodes = _cost_nodes(group)
+        try:
+            ref = catalog.pool(cluster, pool)
+        except GpufleetError:
+            unknown.append(f"{cluster}/{pool}")
+            continue
+        if nodes <= 0:
+            continue
+        covered += nodes
+        every.add(ref.pool.level1_every_nights)
+        by_kind = {r["kind"]: r for r in group}
+        totals["fabric"] += sum(_stage_minutes(by_kind.get(ValidationKind.FABRIC)).values())
+        totals["lustre"] += sum(_stage_minutes(by_kind.get(ValidationKind.STORAGE)).values())
+        totals["level1"] += nodes * check_s * ref.pool.gpu.count / 60 / ref.pool.level1_every_nights
+        for stage, value in _stage_minutes(by_kind.get(ValidationKind.HEALTH)).items():
+            if stage != "diag_r1":
+                levels[stage] = levels.get(stage, 0.0) + value
+    if not covered:
+        return None
+    per_node = {k: v / covered for k, v in totals.items()}
+    return {
+        "per_node": sum(per_node.values()),
+        "parts": per_node,
+        "check_s": check_s,
+        "checks": len(seconds),
+        "every": sorted(every),
+        "nodes": covered,
+        "pools": len(steady) - len(unknown),
+        "levels": {k: v / covered for k, v in levels.items()},
+        "failed": {
+            f"{c}/{p}": {
+                "per_node": sum(sum(_stage_minutes(r).values()) for r in group)
+                / max(_cost_nodes(group), 1),
+                "nodes": _cost_nodes(group),
+            }
+            for (c, p), group in failed.items()
+        },
+        "unknown": unknown,
+    }
+
+
+def tier_lines(tier: dict[str, Any]) -> list[str]:
+    """``nightly_tier``'s figures as the lines ``cost_breakdown`` prints."""
+    parts = tier["parts"]
+    every = "/".join(str(e) for e in tier["every"])
+    lines = [
+        f"| nightly tier: {tier['per_node']:.2f} GPU-minutes per node per night over "
+        f"{tier['nodes']} nodes of the {tier['pools']} pools that passed: level 1 "
+        f"{parts['level1']:.2f} (dcgmi diag -r 1 at {tier['check_s']:.1f} s, the mean of "
+        f"{tier['checks']} checks tonight, once in {every} nights), fabric "
+        f"{parts['fabric']:.2f}, Lustre {parts['lustre']:.2f}"
+    ]
+    beyond = [f"{k} {v:.2f}" for k, v in tier["levels"].items()]
+    beyond += [
+        f"{pool} failed ({f['per_node']:.2f} per node over {f['nodes']} nodes)"
+        for pool, f in tier["failed"].items()
+    ]
+    beyond += [f"{pool} (not in the catalog)" for pool in tier["unknown"]]
+    if beyond:
+        lines.append(f"| beyond the tier tonight: {'; '.join(beyond)}")
+    return lines
+
+
+def cost_breakdown(rows: Iterable[dict[str, Any]], catalog: Catalog | None = None) -> list[str]:
     """A run's validation cost as lines of text (``make run`` and ``bench.nightly_scale`` print
-    them): the cost line (``report.cost_line``), GPU-minutes per node by stage, and the
-    launch's share (what pre-pulling, the rendezvous and fewer pods per node can cut). Empty
+    them): the cost line (``report.cost_line``), GPU-minutes per node by stage, the launch's
+    share (what pre-pulling, the rendezvous and fewer pods per node can cut) and, given the
+    ``catalog``, the nightly tier and what the night spent beyond it (``nightly_tier``). Empty
     when the rows record no stages."""
     from gpufleet.services.views.report import cost_line, validation_cost
 
@@ -161,12 +282,18 @@ def cost_breakdown(rows: Iterable[dict[str, Any]]) -> list[str]:
         return []
     parts = ", ".join(f"{k} {v:.2f}" for k, v in stages["per_node"].items())
     launch = sum(v for k, v in stages["per_node"].items() if k in LAUNCH)
-    return [
+    lines = [
         cost_line(validation_cost(rows)),
         f"| GPU-minutes per node by stage ({stages['nodes']} nodes): {parts}",
         f"| launch (image_pull, container_start, gang, teardown): {launch:.2f} of "
         f"{stages['total']:.2f} GPU-minutes per node",
     ]
+    tier = nightly_tier(rows, catalog) if catalog is not None else None
+    if tier is not None:
+        lines += tier_lines(tier)
+    elif catalog is not None:
+        lines.append("| nightly tier: not measured tonight (no pool passed with a level-1 check)")
+    return lines
 
 
 def pool_view(
