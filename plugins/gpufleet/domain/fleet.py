@@ -109,6 +109,10 @@ class Network(_Model):
 # How many fio clients drive a Lustre filesystem's whole throughput tier, each a share of it:
 # the nightly's full test runs that many; a pool's short check, fewer, held to their shares.
 SATURATING_CLIENTS = 4
+# A filesystem's full test stands this many hours (a night, with room for a run that starts a
+# little earlier the next night), plus a day per further night of its cadence; at most weekly.
+FULL_TEST_HOURS = 20
+MAX_FULL_TEST_EVERY_NIGHTS = 7
 
 
 class Filesystem(_Model):
@@ -122,6 +126,15 @@ class Filesystem(_Model):
     )
     mount_path: str = "/mnt/lustre"
     tolerance: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
+    full_test_every_nights: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_FULL_TEST_EVERY_NIGHTS,
+        strict=True,
+        description="the full throughput test (SATURATING_CLIENTS clients, the whole tier) once "
+        "in this many nights (1: every night); every pool's own check runs every night "
+        "regardless (docs/validation.md#storage-fio-on-the-lustre-filesystem)",
+    )
 
     @field_validator("mount_path")
     @classmethod
@@ -140,6 +153,13 @@ class Filesystem(_Model):
     def expected_mb_s(self) -> float:
         """Aggregate throughput the tier promises: tier (MB/s per TiB) x capacity (TiB)."""
         return self.throughput_mbps_per_tib * self.capacity_tib
+
+    @property
+    def full_test_hours(self) -> int:
+        """How long a full test stands, in hours: a night's 20 (a run a little earlier the
+        next night still finds it old enough), plus a day for each further night of its
+        ``full_test_every_nights``."""
+        return FULL_TEST_HOURS + 24 * (self.full_test_every_nights - 1)
 
 
 class NodePool(_Model):

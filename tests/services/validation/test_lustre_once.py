@@ -102,3 +102,33 @@ def test_the_next_night_runs_the_full_test_again_and_an_error_is_no_full_test(le
     # a full test that could not finish (h200-a's newest row tonight) counts for nothing
     ledger.record_validation_error("night-3", "a3u-sim", "h200-a", "storage", "lost the cluster")
     assert claim_full_test(ledger, ref, "nightly", "night-3", ALIVE) is None
+
+
+@pytest.mark.parametrize(("every", "stands_h"), [(1, 20), (3, 68), (7, 164)])
+def test_a_filesystem_full_test_once_in_n_nights_stands_that_long(ledger, every, stands_h):
+    """``full_test_every_nights``: the full test stands 20 h and a day per further night of its
+    cadence; the pools' own checks run every night meanwhile."""
+    storage(ledger, "h200-a", "night-1")
+    base = load_catalog().pool("a3u-sim", "h200-c")
+    fs = base.filesystem.model_copy(update={"full_test_every_nights": every})
+    others = tuple(f for f in base.cluster.filesystems if f.name != fs.name)
+    cluster = base.cluster.model_copy(update={"filesystems": (*others, fs)})
+    ref = base.model_copy(update={"cluster": cluster})
+    assert ref.filesystem.full_test_every_nights == every
+    assert fs.full_test_hours == stands_h
+    start = datetime.now(UTC)
+    before = start + timedelta(hours=stands_h) - timedelta(minutes=5)
+    assert "full throughput test ran" in claim_full_test(
+        ledger, ref, "nightly", "night-2", ALIVE, before
+    )
+    after = start + timedelta(hours=stands_h, minutes=1)
+    assert claim_full_test(ledger, ref, "nightly", "night-3", ALIVE, after) is None
+
+
+@pytest.mark.parametrize("bad", [0, 8, True, "2", 1.5])
+def test_the_catalog_refuses_a_full_test_cadence_outside_1_to_7_nights(bad):
+    from pydantic import ValidationError
+
+    fs = load_catalog().pool("a3u-sim", "h200-a").filesystem
+    with pytest.raises(ValidationError, match="full_test_every_nights"):
+        fs.model_validate({**fs.model_dump(), "full_test_every_nights": bad})

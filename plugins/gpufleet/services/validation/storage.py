@@ -2,7 +2,8 @@
 
 Pools share a filesystem, so its **full test** (``SATURATING_CLIENTS`` clients writing then
 reading 16 GiB each, judged on the whole tier) runs once per filesystem per night: the first
-pool's validation that finds no full test of it in the last ``FULL_TEST_EVERY`` and takes its
+pool's validation that finds no full test of it in the last ``full_test_hours`` (20 h: a night;
+a day more per further night of its ``full_test_every_nights``) and takes its
 lock (``claim_full_test``: the validation lock table, pool = the filesystem, kind
 ``filesystem``) runs it. Every other pool on it runs a **pool check**: ``POOL_CHECK_CLIENTS`` of
 its own nodes write and read ``POOL_CHECK_GIB`` each, held to their clients' share of the tier,
@@ -22,7 +23,7 @@ from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
-from gpufleet.domain.fleet import SATURATING_CLIENTS, PoolRef
+from gpufleet.domain.fleet import FULL_TEST_HOURS, SATURATING_CLIENTS, PoolRef
 from gpufleet.domain.leases import Liveness, holder_text
 from gpufleet.domain.stages import Stage
 from gpufleet.domain.validation_kinds import ValidationKind
@@ -52,7 +53,7 @@ FULL_GIB = 16  # per client, the full test
 POOL_CHECK_CLIENTS = 2  # a pool's own check: its nodes mount the filesystem and reach it
 POOL_CHECK_GIB = 1
 POOL_CHECK_RUNTIME_S = 60
-FULL_TEST_EVERY = timedelta(hours=20)  # a night: a full test younger than this stands
+FULL_TEST_EVERY = timedelta(hours=FULL_TEST_HOURS)  # a night (full_test_every_nights 1)
 FULL = "filesystem"  # StorageState.scope of the full test (the lock's kind too)
 POOL = "pool"  # StorageState.scope of a pool check
 
@@ -319,7 +320,7 @@ def _client_stages(backend: ClusterBackend, pods: list, gpus: int, namespace: st
 
 def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any] | None:
     """The newest full test of ``ref``'s filesystem (by any pool of its cluster mounting it)
-    that reached a verdict within ``FULL_TEST_EVERY`` of ``now``. Per pool, its newest storage
+    that reached a verdict within its ``full_test_hours`` of ``now``. Per pool, its newest storage
     row that is not its own pool check decides (a pool check, recorded by its fabric
     validation, is often newer than the full test and never hides it; an error after the full
     test, a try that could not finish, leaves the pool no full test); a row from before pool
@@ -329,7 +330,7 @@ def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any
         return None
     pools = [p.name for p in ref.cluster.node_pools if p.filesystem == fs.name]
     rows = ledger.validations_since(
-        ref.cluster.name, pools, ValidationKind.STORAGE, now - FULL_TEST_EVERY
+        ref.cluster.name, pools, ValidationKind.STORAGE, now - timedelta(hours=fs.full_test_hours)
     )
     decided: dict[str, dict[str, Any] | None] = {}
     for r in rows:  # newest first
@@ -353,7 +354,7 @@ def claim_full_test(
     now: datetime | None = None,
 ) -> str | None:
     """Whether this pool's validation in ``run_id`` is to run ``ref``'s filesystem full test
-    tonight: None when it is (no full test of it within ``FULL_TEST_EVERY``, and it now holds
+    tonight: None when it is (no full test of it within its ``full_test_hours``, and it now holds
     the filesystem's lock, released with its verdict), else why not, naming who did or does
     it."""
     now = now or ledger.clock.now()
