@@ -284,10 +284,11 @@ def night_cost(url: str, catalog: Path) -> dict:
     with ledger.engine.connect() as conn:
         runs = [r[0] for r in conn.execute(text("SELECT DISTINCT run_id FROM gf_validations"))]
     rows = latest_per_check([row for run in runs for row in ledger.validations_for_run(run)])
+    lines = cost_breakdown(rows, load_catalog(catalog), ledger)
     ledger.engine.dispose()
     return {
         "per_node": validation_cost(rows)["per_node"],
-        "lines": cost_breakdown(rows, load_catalog(catalog)),
+        "lines": lines,
         "waits": waits_per_pool(rows),
     }
 

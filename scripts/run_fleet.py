@@ -164,7 +164,7 @@ def stage_breakdown(home: Path) -> None:
     head = report.read_text().splitlines()[0]
     run_id = head.rsplit(": ", 1)[-1].strip()
     rows = latest_per_check(Ledger().validations_for_run(run_id))
-    for line in cost_breakdown(rows, load_catalog()):
+    for line in cost_breakdown(rows, load_catalog(), Ledger()):
         print(f"    {line}")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
+from tests.support.fleet import ROOT
 from tests.support.prometheus import families_written_back
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
@@ -123,9 +124,9 @@ def test_the_runs_cost_lines_add_its_stages_per_node_and_name_the_launchs_share(
     assert cost_breakdown([]) == []  # nothing recorded: nothing printed
 
 
-def _tier_row(pool, kind, passed, minutes, nodes, checks=None):
+def _tier_row(pool, kind, passed, minutes, nodes, checks=None, **details):
     cluster, name = pool.split("/")
-    details = {"stages": {"gpu_minutes": minutes}, "cost_nodes": nodes}
+    details = {"stages": {"gpu_minutes": minutes}, "cost_nodes": nodes, **details}
     if checks is not None:
         details["nodes"] = {
             f"{name}-{i}": {"level": level, "stages": {f"diag_r{level}": s} if s else {}}
@@ -134,17 +135,27 @@ def _tier_row(pool, kind, passed, minutes, nodes, checks=None):
     return {"cluster": cluster, "pool": name, "kind": kind, "passed": passed, "details": details}
 
 
-def test_the_nightly_tier_is_level_1_at_its_rotations_share_plus_fabric_and_lustre():
-    """Over the pools that passed: fabric and Lustre as measured tonight; level 1 at the mean
-    measured check (theirs only) on the pool's GPUs, once in its ``level1_every_nights``; the
-    failed pools, the higher diag levels and a pool the catalog lost are said beside it."""
+def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_ran(tmp_path):
+    """Over the pools that passed: fabric and the pools' own Lustre checks as measured tonight;
+    each filesystem's last full test (tonight's, whoever ran it, or an earlier night's) once in
+    its ``full_test_every_nights`` over the nodes of its pools; level 1 at the mean measured
+    check (theirs only) on the pool's GPUs, once in its ``level1_every_nights``. The failed
+    pools, the higher diag levels and a pool the catalog lost are said beside it."""
     from gpufleet.services.views.pool import cost_breakdown, nightly_tier
 
-    catalog = load_catalog()  # the sim fleet: 8 GPUs a node, level 1 once in 4 nights
+    text = (ROOT / "include" / "fleet" / "sim.yaml").read_text()
+    assert text.count("mount_path: /fsx\n") == 1
+    (tmp_path / "sim.yaml").write_text(
+        text.replace(
+            "mount_path: /fsx\n", "mount_path: /fsx\n            full_test_every_nights: 4\n"
+        )
+    )
+    catalog = load_catalog(tmp_path)  # the sim fleet: 8 GPUs a node, level 1 once in 4 nights
     assert catalog.pool("a3u-sim", "h200-a").pool.level1_every_nights == 4
+    a3u = {"scope": "filesystem", "filesystem": "lustre-a3u"}
     rows = [
         _tier_row("a3u-sim/h200-a", "fabric", True, {"sweep": 4.0, "container_start": 2.0}, 4),
-        _tier_row("a3u-sim/h200-a", "storage", True, {"io": 0.4}, 4),
+        _tier_row("a3u-sim/h200-a", "storage", True, {"io": 0.4}, 4, scope="pool"),
         _tier_row(
             "a3u-sim/h200-a",
             "health",
@@ -156,27 +167,35 @@ def test_the_nightly_tier_is_level_1_at_its_rotations_share_plus_fabric_and_lust
         _tier_row("p5-sim/h100-a", "fabric", True, {"sweep": 5.0}, 5),
         _tier_row("p5-sim/h100-a", "health", True, {}, 5, [(0, None)] * 5),  # all rested
         _tier_row("a3u-sim/h200-b", "fabric", False, {"sweep": 40.0}, 4),
+        _tier_row("a3u-sim/h200-b", "storage", True, {"io": 7.0}, 4, **a3u),  # the full test
         _tier_row("a3u-sim/h200-b", "health", True, {"diag_r1": 8.8}, 4, [(1, 60.0)]),
         _tier_row("gone-sim/old", "fabric", True, {"sweep": 1.0}, 2),
     ]
-    tier = nightly_tier(rows, catalog)
+    # fsx-p5's full test ran an earlier night (storage.last_full_test finds it)
+    earlier = {("p5-sim", "fsx-p5"): _tier_row("p5-sim/h100-a", "storage", True, {"io": 5.0}, 5)}
+    tier = nightly_tier(rows, catalog, earlier)
     assert tier["check_s"] == 33.0 and tier["checks"] == 2  # the failed pool's 60 s left out
     assert (tier["nodes"], tier["pools"], tier["every"]) == (9, 2, [4])
+    # lustre-a3u's 7.0 over its 10 nodes (h200-a 6, h200-b 4; h200-c is planned) every night:
+    # 0.7 a node on h200-a's 4; fsx-p5's 5.0 once in 4 nights over its 5 nodes: 0.25 on 5
+    lustre = (0.4 + 4 * 0.7 + 5 * 0.25) / 9
     assert tier["parts"] == pytest.approx(
-        {"level1": 33.0 * 8 / 60 / 4, "fabric": 11.0 / 9, "lustre": 0.4 / 9}
+        {"level1": 33.0 * 8 / 60 / 4, "fabric": 11.0 / 9, "lustre": lustre}
     )
-    assert tier["per_node"] == pytest.approx(1.1 + 11.0 / 9 + 0.4 / 9)
+    assert tier["per_node"] == pytest.approx(1.1 + 11.0 / 9 + lustre)
     assert tier["levels"] == pytest.approx({"diag_r3": 4.5 / 9})
-    assert tier["failed"] == {"a3u-sim/h200-b": {"per_node": pytest.approx(12.2), "nodes": 4}}
+    assert tier["failed"] == {"a3u-sim/h200-b": {"per_node": pytest.approx(13.95), "nodes": 4}}
     assert tier["unknown"] == ["gone-sim/old"]
+    # without the earlier night's full test, fsx-p5's share is unknown: none counted
+    assert nightly_tier(rows, catalog)["parts"]["lustre"] == pytest.approx((0.4 + 2.8) / 9)
     lines = cost_breakdown(rows, catalog)
     assert lines[-2] == (
-        "| nightly tier: 2.37 GPU-minutes per node per night over 9 nodes of the 2 pools that "
+        "| nightly tier: 2.68 GPU-minutes per node per night over 9 nodes of the 2 pools that "
         "passed: level 1 1.10 (dcgmi diag -r 1 at 33.0 s, the mean of 2 checks tonight, once in "
-        "4 nights), fabric 1.22, Lustre 0.04"
+        "4 nights), fabric 1.22, Lustre 0.36"
     )
     assert lines[-1] == (
-        "| beyond the tier tonight: diag_r3 0.50; a3u-sim/h200-b failed (12.20 per node over "
+        "| beyond the tier tonight: diag_r3 0.50; a3u-sim/h200-b failed (13.95 per node over "
         "4 nodes); gone-sim/old (not in the catalog)"
     )
     assert len(cost_breakdown(rows)) == 3  # without the catalog: no tier

@@ -10,7 +10,7 @@ fleet-wide readiness table is ``services.views.fleet``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -161,24 +161,58 @@ def _cost_nodes(rows: Iterable[dict[str, Any]]) -> int:
     return max((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), default=0)
 
 
-def nightly_tier(rows: Iterable[dict[str, Any]], catalog: Catalog) -> dict[str, Any] | None:
+FULL_SCOPE = "filesystem"  # a storage row's details.scope for a filesystem's full test
+
+
+def _full_test_share(
+    catalog: Catalog, cluster: str, fs_name: str, row: dict[str, Any] | None
+) -> float:
+    """GPU-minutes per node per night of a filesystem's full test (``row``: its last, None:
+    none known): its cost once in the filesystem's ``full_test_every_nights``, over every node
+    of the cluster's pools that mount it (the catalog's counts, planned pools aside: the test
+    serves them all)."""
+    entry = catalog.clusters.get(cluster)
+    if row is None or entry is None:
+        return 0.0
+    found = entry[1]
+    try:
+        fs = found.filesystem(fs_name)
+    except GpufleetError:  # the catalog no longer names it
+        return 0.0
+    nodes: int = sum(
+        p.nodes for p in found.node_pools if p.filesystem == fs_name and p.state != "planned"
+    )
+    minutes = sum(_stage_minutes(row).values())
+    return minutes / fs.full_test_every_nights / nodes if nodes else 0.0
+
+
+def nightly_tier(
+    rows: Iterable[dict[str, Any]],
+    catalog: Catalog,
+    full_tests: Mapping[tuple[str, str], dict[str, Any] | None] | None = None,
+) -> dict[str, Any] | None:
     """The nightly tier's cost (issue 35: level 1 + fabric + Lustre) in GPU-minutes per node per
     night, from a run's rows (the last of each check: ``verdicts.latest_per_check``), over the
     pools whose every check passed:
 
-    - ``fabric`` and ``lustre``: what their fabric and storage rows measured tonight (every held
-      stage, over the nodes the pool's validations covered);
+    - ``fabric``: what their fabric rows measured tonight (every held stage, over the nodes the
+      pool's validations covered);
+    - ``lustre``: their own checks as measured tonight, plus each filesystem's full test at its
+      share: its last run's cost (tonight's row, else ``full_tests``: (cluster, filesystem) ->
+      its last full test's row, ``storage.last_full_test``) once in the filesystem's
+      ``full_test_every_nights``, over every node of the pools mounting it. A night's own
+      figure is a draw (which pool ran it; none on the nights between);
     - ``level1``: ``dcgmi diag -r 1`` at its **measured** seconds a check tonight (the mean of
       every level-1 check of those pools), on the pool's GPUs, at its rotation's share (once in
       the catalog's ``level1_every_nights``). A night's own level-1 minutes are a draw of the
-      rotation (which nodes are due, partners checked with them); the share is what a night
-      costs over a cycle.
+      rotation (which nodes are due); partners checked beside a due node are not in the share.
 
     Beside it, what the night spent beyond the tier: ``failed`` (each pool with a check that did
     not pass: its whole cost per node, localization and a slow fallback sweep included) and
     ``levels`` (GPU-minutes per node of ``diag_r2`` and up: retests, the weekly level 3,
     burn-ins). None when no pool passed, no level-1 check ran tonight, or no stage was
     recorded. A pool the catalog no longer names is left out (``unknown``)."""
+    rows = list(rows)
     pools: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         pools.setdefault((row["cluster"], row["pool"]), []).append(row)
@@ -199,6 +233,11 @@ def nightly_tier(rows: Iterable[dict[str, Any]], catalog: Catalog) -> dict[str, 
     ]
     if not steady or not seconds:
         return None
+    tests = dict(full_tests or {})
+    for r in rows:  # tonight's full tests, whoever ran them
+        details = r.get("details") or {}
+        if r["kind"] == ValidationKind.STORAGE and details.get("scope", FULL_SCOPE) == FULL_SCOPE:
+            tests[(r["cluster"], str(details.get("filesystem")))] = r
     check_s = sum(seconds) / len(seconds)
     totals = {"level1": 0.0, "fabric": 0.0, "lustre": 0.0}
     levels: dict[str, float] = {}
@@ -217,7 +256,14 @@ def nightly_tier(rows: Iterable[dict[str, Any]], catalog: Catalog) -> dict[str, 
         every.add(ref.pool.level1_every_nights)
         by_kind = {r["kind"]: r for r in group}
         totals["fabric"] += sum(_stage_minutes(by_kind.get(ValidationKind.FABRIC)).values())
-        totals["lustre"] += sum(_stage_minutes(by_kind.get(ValidationKind.STORAGE)).values())
+        own = by_kind.get(ValidationKind.STORAGE)
+        if own is not None and (own.get("details") or {}).get("scope", FULL_SCOPE) != FULL_SCOPE:
+            totals["lustre"] += sum(_stage_minutes(own).values())
+        if ref.filesystem is not None:
+            fs = ref.filesystem.name
+            totals["lustre"] += nodes * _full_test_share(
+                catalog, cluster, fs, tests.get((cluster, fs))
+            )
         totals["level1"] += nodes * check_s * ref.pool.gpu.count / 60 / ref.pool.level1_every_nights
         for stage, value in _stage_minutes(by_kind.get(ValidationKind.HEALTH)).items():
             if stage != "diag_r1":
@@ -246,6 +292,27 @@ def nightly_tier(rows: Iterable[dict[str, Any]], catalog: Catalog) -> dict[str, 
     }
 
 
+def last_full_tests(
+    ledger: Ledger, catalog: Catalog, rows: Iterable[dict[str, Any]]
+) -> dict[tuple[str, str], dict[str, Any] | None]:
+    """Each filesystem of the rows' pools -> its last full test standing when the rows' run
+    finished (``storage.last_full_test``; None: none): what ``nightly_tier`` shares out."""
+    from gpufleet.services.validation.storage import last_full_test
+
+    rows = list(rows)
+    ends = [r["finished_at"] for r in rows if isinstance(r.get("finished_at"), datetime)]
+    now = max(ends) if ends else ledger.clock.now()
+    out: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for cluster, pool in {(r["cluster"], r["pool"]) for r in rows}:
+        try:
+            ref = catalog.pool(cluster, pool)
+        except GpufleetError:
+            continue
+        if ref.filesystem is not None and (cluster, ref.filesystem.name) not in out:
+            out[(cluster, ref.filesystem.name)] = last_full_test(ledger, ref, now)
+    return out
+
+
 def tier_lines(tier: dict[str, Any]) -> list[str]:
     """``nightly_tier``'s figures as the lines ``cost_breakdown`` prints."""
     parts = tier["parts"]
@@ -268,12 +335,15 @@ def tier_lines(tier: dict[str, Any]) -> list[str]:
     return lines
 
 
-def cost_breakdown(rows: Iterable[dict[str, Any]], catalog: Catalog | None = None) -> list[str]:
+def cost_breakdown(
+    rows: Iterable[dict[str, Any]], catalog: Catalog | None = None, ledger: Ledger | None = None
+) -> list[str]:
     """A run's validation cost as lines of text (``make run`` and ``bench.nightly_scale`` print
     them): the cost line (``report.cost_line``), GPU-minutes per node by stage, the launch's
     share (what pre-pulling, the rendezvous and fewer pods per node can cut) and, given the
-    ``catalog``, the nightly tier and what the night spent beyond it (``nightly_tier``). Empty
-    when the rows record no stages."""
+    ``catalog``, the nightly tier and what the night spent beyond it (``nightly_tier``; the
+    ``ledger``, when given, for the filesystems' full tests of earlier nights). Empty when the
+    rows record no stages."""
     from gpufleet.services.views.report import cost_line, validation_cost
 
     rows = list(rows)
@@ -288,7 +358,10 @@ def cost_breakdown(rows: Iterable[dict[str, Any]], catalog: Catalog | None = Non
         f"| launch (image_pull, container_start, gang, teardown): {launch:.2f} of "
         f"{stages['total']:.2f} GPU-minutes per node",
     ]
-    tier = nightly_tier(rows, catalog) if catalog is not None else None
+    tier = None
+    if catalog is not None:
+        tests = last_full_tests(ledger, catalog, rows) if ledger is not None else None
+        tier = nightly_tier(rows, catalog, tests)
     if tier is not None:
         lines += tier_lines(tier)
     elif catalog is not None:
