@@ -6,15 +6,13 @@ Design: docs/design/simulated-fleet.md.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpufleet.backends.sim import events_schedule, watch_log
+from gpufleet.backends.sim import connections, events_schedule, watch_log
 from gpufleet.backends.sim.sim_clock import CLOCK_KEY, FROZEN_KEY, SimClock
 from gpufleet.backends.sim.topology import topology_labels
 from gpufleet.config.paths import state_dir
@@ -74,47 +72,6 @@ def now() -> float:
     return SimState().clock.time()
 
 
-class _Connections(threading.local):
-    """This thread's open connection to each state file, kept between calls: opening one
-    (connect, the pragmas, reading the schema) costs about 100 times a small query, and the
-    sim answers every API call from a few. Kept while the file and its write-ahead log are the
-    same files (device, inode), so a state file replaced, or its log removed, gets a new one;
-    dropped unclosed in a forked child (a connection must not cross a fork)."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.open: dict[str, tuple[tuple, sqlite3.Connection]] = {}
-        # state file -> (its identity, its schema's version) when this thread last set it up
-        self.ready: dict[str, tuple[tuple, int]] = {}
-
-
-_CONNECTIONS = _Connections()
-_KEEP = 8  # state files a thread keeps a connection to (tests make a state file each)
-
-
-def _identity(path: Path) -> tuple | None:
-    """Which files ``path`` and its write-ahead log are (None: no state file yet)."""
-    try:
-        db = os.stat(path)
-    except FileNotFoundError:
-        return None
-    try:
-        wal = os.stat(f"{path}-wal")
-        log: tuple = (wal.st_dev, wal.st_ino)
-    except FileNotFoundError:
-        log = ()
-    return db.st_dev, db.st_ino, log
-
-
-def _schema_stamp(path: Path, conn: sqlite3.Connection) -> tuple[tuple, int] | None:
-    """The state file's identity and its schema's version (SQLite's ``schema_version``, which
-    any table, column, index or trigger change moves): what ``SimState`` set up, or finds."""
-    key = _identity(path)
-    if key is None:
-        return None
-    return key, conn.execute("PRAGMA schema_version").fetchone()[0]
-
-
 class SimState:
     """Thin, transactional access to the sim database."""
 
@@ -123,8 +80,7 @@ class SimState:
         self.clock = SimClock(self)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.read() as conn:
-            stamp = _schema_stamp(self.path, conn)
-            if stamp is not None and _CONNECTIONS.ready.get(str(self.path)) == stamp:
+            if connections.set_up(self.path, conn):
                 return  # set up by this thread, and no schema changed since (any process's)
             conn.executescript(_SCHEMA)
             have = {r["name"] for r in conn.execute("PRAGMA table_info(faults)")}
@@ -136,36 +92,11 @@ class SimState:
                 conn.execute("ALTER TABLE pod_runs ADD COLUMN facts TEXT")
             watch_log.install(conn)  # node columns a watch reports, the change log, its triggers
             conn.executescript(events_schedule.SCHEMA)
-            stamp = _schema_stamp(self.path, conn)
-            if stamp is not None:
-                _CONNECTIONS.ready[str(self.path)] = stamp
-
-    def _connect(self) -> sqlite3.Connection:
-        """This thread's connection to the state file (autocommit: each statement sees what
-        other processes committed), opened once and kept (``_Connections``)."""
-        cache, path = _CONNECTIONS, str(self.path)
-        if cache.pid != os.getpid():
-            cache.pid, cache.open, cache.ready = os.getpid(), {}, {}
-        kept = cache.open.pop(path, None)
-        if kept is not None:
-            if kept[0] == _identity(self.path):
-                cache.open[path] = kept
-                return kept[1]
-            kept[1].close()
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA busy_timeout=60000")
-        key = _identity(self.path)  # the file and its log exist now
-        if key is not None:
-            if len(cache.open) >= _KEEP:
-                cache.open.pop(next(iter(cache.open)))[1].close()
-            cache.open[path] = (key, conn)
-        return conn
+            connections.mark_set_up(self.path, conn)
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
+        conn = connections.connect(self.path)
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
@@ -176,7 +107,7 @@ class SimState:
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        yield self._connect()
+        yield connections.connect(self.path)
 
     # --- seeding: a sim cluster's pools exist as the catalog describes them ---------------------
 
