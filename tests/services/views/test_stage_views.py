@@ -215,3 +215,32 @@ def test_no_nightly_tier_without_a_passing_pool_or_a_level_1_check():
     assert cost_breakdown(rested, catalog)[-1] == (
         "| nightly tier: not measured tonight (no pool passed with a level-1 check)"
     )
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"details": None},
+        {"details": ["not", "a", "mapping"]},
+        {"details": {"stages": "io", "cost_nodes": True, "nodes": ["a"]}},
+        {"details": {"stages": {"gpu_minutes": {"io": -3.0, "sweep": float("nan")}}}},
+        {"details": {"cost_nodes": -4, "nodes": {"x": {"level": 1, "stages": {"diag_r1": True}}}}},
+        {"details": {"nodes": {"x": {"level": 1, "stages": {"diag_r1": float("inf")}}}}},
+        {"details": {"nodes": {"x": "level 1"}, "scope": ["filesystem"]}},
+    ],
+)
+def test_the_nightly_tier_reads_past_hostile_rows(hostile):
+    """A row whose details are not what the services write (a hostile or corrupt ledger) is
+    read as recording nothing: no error, no figure from it."""
+    from gpufleet.services.views.pool import cost_breakdown, nightly_tier
+
+    catalog = load_catalog()
+    good = [
+        _tier_row("a3u-sim/h200-a", "fabric", True, {"sweep": 4.0}, 4),
+        _tier_row("a3u-sim/h200-a", "health", True, {"diag_r1": 4.4}, 4, [(1, 33.0)]),
+    ]
+    tier = nightly_tier(good, catalog)
+    for kind in ("fabric", "storage", "health"):
+        bad = {"cluster": "a3u-sim", "pool": "h200-c", "kind": kind, "passed": True, **hostile}
+        assert nightly_tier([*good, bad], catalog) == tier
+        cost_breakdown([*good, bad], catalog)  # no error either

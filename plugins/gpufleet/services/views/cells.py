@@ -9,6 +9,14 @@ from datetime import datetime
 from typing import Any
 
 
+def details_of(row: dict[str, Any] | None) -> dict[str, Any]:
+    """A ledger row's ``details`` when they are a mapping, else empty: the services write a
+    mapping, but a row written by hand (a hostile or corrupt ledger) may hold any JSON, and a
+    read model shows what is readable rather than failing a page or a report."""
+    details = (row or {}).get("details")
+    return details if isinstance(details, dict) else {}
+
+
 def age_text(now: datetime, then: datetime | None) -> str:
     """``42m ago``, ``5h ago`` or ``never``."""
     if then is None:
@@ -28,7 +36,7 @@ def gpu_minutes(row: dict | None) -> float | None:
     """GPU-minutes per node the validation cost (``details["gpu_minutes_per_node"]``)."""
     if not row:
         return None
-    value = (row.get("details") or {}).get("gpu_minutes_per_node")
+    value = details_of(row).get("gpu_minutes_per_node")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 

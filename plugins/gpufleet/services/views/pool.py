@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.domain.stages import LAUNCH, ordered, per_node_minutes
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.errors import GpufleetError
+from gpufleet.services.views.cells import details_of
 from gpufleet.services.views.fleet import (
     LAUNCH_DAG,
     NIGHTLY_DAG,
@@ -98,7 +99,7 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
                     *((hea or {}).get("reasons") or []),
                 ],
                 "baseline_gbps": fab["baseline_gbps"] if fab else None,
-                "tolerance": ((fab or {}).get("details") or {}).get("tolerance"),
+                "tolerance": details_of(fab).get("tolerance"),
                 "expected_mb_s": sto["expected_mb_s"] if sto else None,
                 "gpu_minutes_per_node": (pool_cost(fab, sto, hea) or {}).get("per_node"),
                 "stages": night_stages([fab, sto, hea]),
@@ -114,9 +115,9 @@ def night_stages(rows: Iterable[dict[str, Any] | None]) -> dict[str, float]:
     recorded before stages were."""
     figures = []
     for row in rows:
-        details = (row or {}).get("details") or {}
+        details = details_of(row)
         nodes = details.get("cost_nodes")
-        minutes = (details.get("stages") or {}).get("gpu_minutes")
+        minutes = _mapping(details.get("stages")).get("gpu_minutes")
         if isinstance(minutes, dict) and isinstance(nodes, int) and not isinstance(nodes, bool):
             figures.append((_stage_minutes(row), nodes))
     return {k: round(v, 3) for k, v in per_node_minutes(figures).items()}
@@ -129,36 +130,54 @@ def fleet_stages(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     totals: dict[str, float] = {}
     nodes: dict[tuple[str, str], int] = {}
     for row in rows:
-        details = row.get("details") or {}
-        minutes = (details.get("stages") or {}).get("gpu_minutes")
+        details = details_of(row)
+        minutes = _mapping(details.get("stages")).get("gpu_minutes")
         count = details.get("cost_nodes")
-        if not isinstance(minutes, dict) or not isinstance(count, int):
+        if not isinstance(minutes, dict) or not isinstance(count, int) or isinstance(count, bool):
             continue
         key = (row["cluster"], row["pool"])
         nodes[key] = max(nodes.get(key, 0), count)
-        for stage, value in minutes.items():
-            if isinstance(value, int | float) and math.isfinite(value):
-                totals[str(stage)] = totals.get(str(stage), 0.0) + float(value)
+        for stage, value in _stage_minutes(row).items():
+            totals[stage] = totals.get(stage, 0.0) + value
     covered = sum(nodes.values())
     per_node = {k: totals[k] / covered for k in ordered(totals)} if covered else {}
     return {"per_node": per_node, "total": sum(per_node.values()), "nodes": covered}
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` when it is a mapping, else empty (a ledger row's JSON may be anything)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _amount(value: Any) -> float | None:
+    """``value`` as a finite, non-negative number (None: anything else, a bool included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
 def _stage_minutes(row: dict[str, Any] | None) -> dict[str, float]:
-    """A row's GPU-minutes per stage (``details.stages.gpu_minutes``): finite numbers only."""
-    minutes = (((row or {}).get("details") or {}).get("stages") or {}).get("gpu_minutes")
-    if not isinstance(minutes, dict):
-        return {}
-    return {
-        str(k): float(v)
-        for k, v in minutes.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    }
+    """A row's GPU-minutes per stage (``details.stages.gpu_minutes``): finite, non-negative
+    numbers only."""
+    minutes = _mapping(details_of(row).get("stages")).get("gpu_minutes")
+    out = {str(k): _amount(v) for k, v in _mapping(minutes).items()}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _cost_nodes(rows: Iterable[dict[str, Any]]) -> int:
-    counts = [(r.get("details") or {}).get("cost_nodes") for r in rows]
+    counts = [details_of(r).get("cost_nodes") for r in rows]
     return max((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), default=0)
+
+
+def _level1_seconds(row: dict[str, Any]) -> list[float]:
+    """The seconds of each level-1 check a health row's nodes record."""
+    out = []
+    for node in _mapping(details_of(row).get("nodes")).values():
+        node = _mapping(node)
+        seconds = _amount(_mapping(node.get("stages")).get("diag_r1"))
+        if node.get("level") == 1 and seconds is not None:
+            out.append(seconds)
+    return out
 
 
 FULL_SCOPE = "filesystem"  # a storage row's details.scope for a filesystem's full test
@@ -222,27 +241,24 @@ def nightly_tier(
     for key, group in pools.items():
         (steady if all(r.get("passed") is True for r in group) else failed)[key] = group
     seconds = [
-        float(node["stages"]["diag_r1"])
+        s
         for group in steady.values()
         for r in group
         if r["kind"] == ValidationKind.HEALTH
-        for node in ((r.get("details") or {}).get("nodes") or {}).values()
-        if isinstance(node, dict)
-        and node.get("level") == 1
-        and isinstance((node.get("stages") or {}).get("diag_r1"), int | float)
+        for s in _level1_seconds(r)
     ]
     if not steady or not seconds:
         return None
     tests = dict(full_tests or {})
     for r in rows:  # tonight's full tests, whoever ran them
-        details = r.get("details") or {}
+        details = details_of(r)
         if r["kind"] == ValidationKind.STORAGE and details.get("scope", FULL_SCOPE) == FULL_SCOPE:
             tests[(r["cluster"], str(details.get("filesystem")))] = r
     check_s = sum(seconds) / len(seconds)
     totals = {"level1": 0.0, "fabric": 0.0, "lustre": 0.0}
     levels: dict[str, float] = {}
     every: set[int] = set()
-    covered = 0
+    covered = counted = 0
     for (cluster, pool), group in steady.items():
         nodes = _cost_nodes(group)
         try:
@@ -253,11 +269,12 @@ def nightly_tier(
         if nodes <= 0:
             continue
         covered += nodes
+        counted += 1
         every.add(ref.pool.level1_every_nights)
         by_kind = {r["kind"]: r for r in group}
         totals["fabric"] += sum(_stage_minutes(by_kind.get(ValidationKind.FABRIC)).values())
         own = by_kind.get(ValidationKind.STORAGE)
-        if own is not None and (own.get("details") or {}).get("scope", FULL_SCOPE) != FULL_SCOPE:
+        if own is not None and details_of(own).get("scope", FULL_SCOPE) != FULL_SCOPE:
             totals["lustre"] += sum(_stage_minutes(own).values())
         if ref.filesystem is not None:
             fs = ref.filesystem.name
@@ -278,7 +295,7 @@ def nightly_tier(
         "checks": len(seconds),
         "every": sorted(every),
         "nodes": covered,
-        "pools": len(steady) - len(unknown),
+        "pools": counted,
         "levels": {k: v / covered for k, v in levels.items()},
         "failed": {
             f"{c}/{p}": {

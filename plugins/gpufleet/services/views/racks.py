@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufleet.services.views.cells import details_of
+
 
 def subblock_rows(details: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per sub-block a fabric row's ``details`` name, sorted by key: the provider's
@@ -41,7 +43,7 @@ def subblock_rows(details: dict[str, Any]) -> list[dict[str, Any]]:
 def racks_view(fabric: dict[str, Any] | None) -> dict[str, Any] | None:
     """The pool page's racks section from the pool's latest fabric row (None: nothing by
     scope recorded: no fabric row yet, or a pool without topology labels)."""
-    details = (fabric or {}).get("details") or {}
+    details = details_of(fabric)
     scopes = details.get("scopes") or {}
     bad = details.get("bad_subblocks") or {}
     provider = details.get("provider_subblocks")

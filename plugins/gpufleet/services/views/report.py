@@ -14,11 +14,13 @@ same. Prometheus metrics are served live by the UI's ``/metrics``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from gpufleet.domain.validation_kinds import ValidationKind
+from gpufleet.services.views.cells import details_of
 from gpufleet.services.views.health import (
     actions_text,
     levels_of,
@@ -39,8 +41,8 @@ def _status(row: dict[str, Any]) -> str:
 
 
 def _figure(value: Any) -> float | None:
-    """A number from ``details`` (read defensively: anything else is absent)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A finite number from ``details`` (read defensively: anything else is absent)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)
 
@@ -50,7 +52,7 @@ def drift_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
     (``details["drift"]``, each with its ``text``)."""
     out = []
     for r in rows:
-        findings = (r.get("details") or {}).get("drift")
+        findings = details_of(r).get("drift")
         for f in findings if isinstance(findings, list) else ():
             text = f.get("text") if isinstance(f, dict) else None
             if isinstance(text, str) and text:
@@ -67,7 +69,7 @@ def validation_cost(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     left out."""
     pools: dict[str, dict[str, Any]] = {}
     for r in rows:
-        details = r.get("details") or {}
+        details = details_of(r)
         minutes, per_node = (
             _figure(details.get("gpu_minutes")),
             _figure(details.get("gpu_minutes_per_node")),
