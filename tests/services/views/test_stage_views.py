@@ -244,3 +244,32 @@ def test_the_nightly_tier_reads_past_hostile_rows(hostile):
         bad = {"cluster": "a3u-sim", "pool": "h200-c", "kind": kind, "passed": True, **hostile}
         assert nightly_tier([*good, bad], catalog) == tier
         cost_breakdown([*good, bad], catalog)  # no error either
+
+
+def test_the_nightly_report_has_the_tier_as_a_section(fleet_state):
+    """The report the nightly writes (and the UI's run tab renders) says the tier too, in its
+    Markdown and its HTML; a run whose rows record no stages has no such section."""
+    from gpufleet.domain.verdicts import latest_per_check
+    from gpufleet.services.views.nightly_report import TIER_HEAD, render_report
+
+    ledger = Ledger()
+    record(ledger)
+    rows = latest_per_check(ledger.validations_for_run("night-1"))
+    md, page = render_report(ledger, load_catalog(), "night-1", rows)
+    # h200-a, 6 nodes: level 1 33 s x 8 GPUs once in 4 nights 1.10; fabric 5.32 / 6; Lustre: its
+    # full test (a row without scope) 3.0 over the filesystem's 10 nodes
+    line = (
+        "nightly tier: 2.29 GPU-minutes per node per night over 6 nodes of the 1 pools that "
+        "passed: level 1 1.10 (dcgmi diag -r 1 at 33.0 s, the mean of 6 checks tonight, once in "
+        "4 nights), fabric 0.89, Lustre 0.30"
+    )
+    assert f"## {TIER_HEAD}\n\n- {line}\n" in md
+    assert '<section id="tier">' in page and line in page
+    ledger.record_validation(
+        run_id="night-2", cluster=CLUSTER, pool=POOL, kind="fabric", passed=True,
+        started_at=datetime.now(UTC), details={},
+    )  # fmt: skip
+    md, page = render_report(
+        ledger, load_catalog(), "night-2", ledger.validations_for_run("night-2")
+    )
+    assert TIER_HEAD not in md and 'id="tier"' not in page

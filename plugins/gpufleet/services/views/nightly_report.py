@@ -90,10 +90,12 @@ def render_report(
     page = html_report(
         run_id, rows, quarantined, histories, baselines, warnings, standalone=standalone
     )
+    md_text, page = _with_tier(ledger, catalog, rows, md_text, page)
     md_text, page = _with_reliability(ledger, rows, md_text, page)
     return _with_approvals(ledger, rows, md_text, page)
 
 
+TIER_HEAD = "Nightly tier (docs/validation.md#what-validation-costs)"
 RELIABILITY_HEAD = "Reliability"
 APPROVALS_HEAD = "Approvals"
 
@@ -122,6 +124,20 @@ def _with_section(
     body, sep, tail = html_text.rpartition("</body>")
     html_text = body + block + sep + tail if sep else html_text + block
     return md_text, html_text
+
+
+def _with_tier(
+    ledger: Ledger, catalog: Catalog, rows: list[dict[str, Any]], md_text: str, html_text: str
+) -> tuple[str, str]:
+    """The report with the run's nightly tier (``views.pool.tier_lines``: what a night costs
+    on average over the pools that passed, and what this one spent beyond it); nothing when
+    the rows record no stages."""
+    from gpufleet.services.views.pool import fleet_stages, tier_lines
+
+    if not fleet_stages(rows)["per_node"]:
+        return md_text, html_text
+    lines = tier_lines(rows, catalog, ledger)
+    return _with_section(md_text, html_text, "tier", TIER_HEAD, lines)
 
 
 def _with_approvals(

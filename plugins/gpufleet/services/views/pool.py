@@ -229,8 +229,9 @@ def nightly_tier(
     Beside it, what the night spent beyond the tier: ``failed`` (each pool with a check that did
     not pass: its whole cost per node, localization and a slow fallback sweep included) and
     ``levels`` (GPU-minutes per node of ``diag_r2`` and up: retests, the weekly level 3,
-    burn-ins). None when no pool passed, no level-1 check ran tonight, or no stage was
-    recorded. A pool the catalog no longer names is left out (``unknown``)."""
+    burn-ins; and a health round's own pods' launch, which only a retest or a burn-in runs).
+    None when no pool passed, no level-1 check ran tonight, or no stage was recorded. A pool
+    the catalog no longer names is left out (``unknown``)."""
     rows = list(rows)
     pools: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
@@ -283,8 +284,9 @@ def nightly_tier(
             )
         totals["level1"] += nodes * check_s * ref.pool.gpu.count / 60 / ref.pool.level1_every_nights
         for stage, value in _stage_minutes(by_kind.get(ValidationKind.HEALTH)).items():
-            if stage != "diag_r1":
-                levels[stage] = levels.get(stage, 0.0) + value
+            if stage != "diag_r1":  # a higher level, or a health round's own pods' launch
+                name = stage if stage.startswith("diag_r") else "health round launch"
+                levels[name] = levels.get(name, 0.0) + value
     if not covered:
         return None
     per_node = {k: v / covered for k, v in totals.items()}
@@ -330,12 +332,22 @@ def last_full_tests(
     return out
 
 
-def tier_lines(tier: dict[str, Any]) -> list[str]:
-    """``nightly_tier``'s figures as the lines ``cost_breakdown`` prints."""
+def tier_lines(
+    rows: Iterable[dict[str, Any]], catalog: Catalog, ledger: Ledger | None = None
+) -> list[str]:
+    """The nightly tier of a run's ``rows`` (``nightly_tier``; the ``ledger``, when given, for
+    the filesystems' full tests of earlier nights) as lines of text: the tier, then what the
+    night spent beyond it (when anything), or that it was not measured. ``cost_breakdown``
+    prints them; the nightly report has them as a section."""
+    rows = list(rows)
+    tests = last_full_tests(ledger, catalog, rows) if ledger is not None else None
+    tier = nightly_tier(rows, catalog, tests)
+    if tier is None:
+        return ["nightly tier: not measured tonight (no pool passed with a level-1 check)"]
     parts = tier["parts"]
     every = "/".join(str(e) for e in tier["every"])
     lines = [
-        f"| nightly tier: {tier['per_node']:.2f} GPU-minutes per node per night over "
+        f"nightly tier: {tier['per_node']:.2f} GPU-minutes per node per night over "
         f"{tier['nodes']} nodes of the {tier['pools']} pools that passed: level 1 "
         f"{parts['level1']:.2f} (dcgmi diag -r 1 at {tier['check_s']:.1f} s, the mean of "
         f"{tier['checks']} checks tonight, once in {every} nights), fabric "
@@ -348,7 +360,7 @@ def tier_lines(tier: dict[str, Any]) -> list[str]:
     ]
     beyond += [f"{pool} (not in the catalog)" for pool in tier["unknown"]]
     if beyond:
-        lines.append(f"| beyond the tier tonight: {'; '.join(beyond)}")
+        lines.append(f"beyond the tier tonight: {'; '.join(beyond)}")
     return lines
 
 
@@ -375,14 +387,8 @@ def cost_breakdown(
         f"| launch (image_pull, container_start, gang, teardown): {launch:.2f} of "
         f"{stages['total']:.2f} GPU-minutes per node",
     ]
-    tier = None
     if catalog is not None:
-        tests = last_full_tests(ledger, catalog, rows) if ledger is not None else None
-        tier = nightly_tier(rows, catalog, tests)
-    if tier is not None:
-        lines += tier_lines(tier)
-    elif catalog is not None:
-        lines.append("| nightly tier: not measured tonight (no pool passed with a level-1 check)")
+        lines += [f"| {line}" for line in tier_lines(rows, catalog, ledger)]
     return lines
 
 
