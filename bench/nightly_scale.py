@@ -33,7 +33,7 @@ Airflow's and gpufleet's own costs, not the simulated programs' run times.
 Two baselines: the no-op planner, and one whose fabric and storage tasks defer as often as a
 validation does on a healthy night, on a trigger that fires at once (Airflow's own cost of a
 deferral). Both ratios are printed, and the night's validation cost from the ledger (GPU-minutes
-per node per night, by stage: ``views.pool.cost_breakdown``); exits 1 when a run does not
+per node per night, by stage: ``views.cost.cost_breakdown``); exits 1 when a run does not
 succeed, the nightly is over 1.5 times the plain no-op (issue 35), or, when only the deferring
 one runs, that one, or the night costs over 3 GPU-minutes per node.
 ``--baselines deferring`` runs only the deferring one (at 2,000 pools each phase takes most of
@@ -270,13 +270,13 @@ def ledger_rows(url: str) -> dict[str, int]:
 def night_cost(url: str, catalog: Path) -> dict:
     """The night's validation cost from the ledger (every row in it is the nightly's: the
     no-op planners write none): GPU-minutes per node per night (``report.validation_cost``)
-    and its lines by stage and its nightly tier (``views.pool.cost_breakdown``, over the
+    and its lines by stage and its nightly tier (``views.cost.cost_breakdown``, over the
     generated ``catalog``)."""
     from sqlalchemy import text
 
     from gpufleet.config.catalog import load_catalog
     from gpufleet.domain.verdicts import latest_per_check
-    from gpufleet.services.views.pool import cost_breakdown
+    from gpufleet.services.views.cost import cost_breakdown
     from gpufleet.services.views.report import validation_cost
     from gpufleet.store import Ledger
 

@@ -152,10 +152,10 @@ def run_dag(dag_id: str, conf: dict, logs: Path, expect: str, show: str) -> bool
 
 def stage_breakdown(home: Path) -> None:
     """Where the last nightly's GPU time went (``domain.stages``), and its nightly tier, from
-    the ledger's rows of its run (``services.views.pool.cost_breakdown``)."""
+    the ledger's rows of its run (``services.views.cost.cost_breakdown``)."""
     from gpufleet.config.catalog import load_catalog
     from gpufleet.domain.verdicts import latest_per_check
-    from gpufleet.services.views.pool import cost_breakdown
+    from gpufleet.services.views.cost import cost_breakdown
     from gpufleet.store import Ledger
 
     report = home / "gpufleet" / "reports" / "latest" / "report.md"

@@ -65,6 +65,7 @@ MODULES = (
     "gpufleet.services.validation.storage",
     "gpufleet.services.validation.unvalidated",
     "gpufleet.services.views.approvals",
+    "gpufleet.services.views.cost",
     "gpufleet.services.views.fleet",
     "gpufleet.services.views.nightly_report",
     "gpufleet.services.views.onboarding_report",

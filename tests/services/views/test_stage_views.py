@@ -103,7 +103,7 @@ def test_metrics_have_a_histogram_per_kind_and_stage(airflow_db, fleet_state):
 def test_the_runs_cost_lines_add_its_stages_per_node_and_name_the_launchs_share(fleet_state):
     """``make run`` and ``bench.nightly_scale`` print these: the night's cost per node, each
     stage's GPU-minutes over the nodes the pool's validations covered, and the launch's part."""
-    from gpufleet.services.views.pool import cost_breakdown
+    from gpufleet.services.views.cost import cost_breakdown
 
     ledger = Ledger()
     record(ledger)
@@ -141,7 +141,7 @@ def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_
     its ``full_test_every_nights`` over the nodes of its pools; level 1 at the mean measured
     check (theirs only) on the pool's GPUs, once in its ``level1_every_nights``. The failed
     pools, the higher diag levels and a pool the catalog lost are said beside it."""
-    from gpufleet.services.views.pool import cost_breakdown, nightly_tier
+    from gpufleet.services.views.cost import cost_breakdown, nightly_tier
 
     text = (ROOT / "include" / "fleet" / "sim.yaml").read_text()
     assert text.count("mount_path: /fsx\n") == 1
@@ -202,7 +202,7 @@ def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_
 
 
 def test_no_nightly_tier_without_a_passing_pool_or_a_level_1_check():
-    from gpufleet.services.views.pool import cost_breakdown, nightly_tier
+    from gpufleet.services.views.cost import cost_breakdown, nightly_tier
 
     catalog = load_catalog()
     rested = [
@@ -232,7 +232,7 @@ def test_no_nightly_tier_without_a_passing_pool_or_a_level_1_check():
 def test_the_nightly_tier_reads_past_hostile_rows(hostile):
     """A row whose details are not what the services write (a hostile or corrupt ledger) is
     read as recording nothing: no error, no figure from it."""
-    from gpufleet.services.views.pool import cost_breakdown, nightly_tier
+    from gpufleet.services.views.cost import cost_breakdown, nightly_tier
 
     catalog = load_catalog()
     good = [

@@ -129,10 +129,10 @@ def _with_section(
 def _with_tier(
     ledger: Ledger, catalog: Catalog, rows: list[dict[str, Any]], md_text: str, html_text: str
 ) -> tuple[str, str]:
-    """The report with the run's nightly tier (``views.pool.tier_lines``: what a night costs
+    """The report with the run's nightly tier (``views.cost.tier_lines``: what a night costs
     on average over the pools that passed, and what this one spent beyond it); nothing when
     the rows record no stages."""
-    from gpufleet.services.views.pool import fleet_stages, tier_lines
+    from gpufleet.services.views.cost import fleet_stages, tier_lines
 
     if not fleet_stages(rows)["per_node"]:
         return md_text, html_text
