@@ -106,6 +106,12 @@ class Network(_Model):
     )
 
 
+def _every_nights(most: int, description: str) -> Any:
+    """A catalog field for a check's cadence: once in that many nights, a whole number from 1
+    (every night, the default) to ``most``; a bool, a string or a fraction is refused."""
+    return Field(default=1, ge=1, le=most, strict=True, description=description)
+
+
 # How many fio clients drive a Lustre filesystem's whole throughput tier, each a share of it:
 # the nightly's full test runs that many; a pool's short check, fewer, held to their shares.
 SATURATING_CLIENTS = 4
@@ -126,14 +132,11 @@ class Filesystem(_Model):
     )
     mount_path: str = "/mnt/lustre"
     tolerance: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
-    full_test_every_nights: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_FULL_TEST_EVERY_NIGHTS,
-        strict=True,
-        description="the full throughput test (SATURATING_CLIENTS clients, the whole tier) once "
-        "in this many nights (1: every night); every pool's own check runs every night "
-        "regardless (docs/validation.md#storage-fio-on-the-lustre-filesystem)",
+    full_test_every_nights: int = _every_nights(
+        MAX_FULL_TEST_EVERY_NIGHTS,
+        "the full throughput test (SATURATING_CLIENTS clients, the whole tier) once in this many "
+        "nights (1: every night); every pool's own check runs every night regardless "
+        "(docs/validation.md#storage-fio-on-the-lustre-filesystem)",
     )
 
     @field_validator("mount_path")
@@ -190,14 +193,11 @@ class NodePool(_Model):
         description="true: dcgmi diag level 4 (NVIDIA's burn-in, 1.5 to 2 hours) at the first "
         "GPU health check of a new node (one still tainted gpufleet.io/validation-pending)",
     )
-    level1_every_nights: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_LEVEL1_EVERY_NIGHTS,
-        strict=True,
-        description="dcgmi diag level 1 on each idle node once in this many nights (1: every "
-        "night); on its other nights a node's dcgm-exporter is read instead, and a node whose "
-        "reading is not healthy (a fault, or nothing to read) is checked at level 1 anyway "
+    level1_every_nights: int = _every_nights(
+        MAX_LEVEL1_EVERY_NIGHTS,
+        "dcgmi diag level 1 on each idle node once in this many nights (1: every night); on its "
+        "other nights a node's dcgm-exporter is read instead, and a node whose reading is not "
+        "healthy (a fault, or nothing to read) is checked at level 1 anyway "
         "(docs/health.md#the-level-1-rotation)",
     )
     profile: Profile = Field(
