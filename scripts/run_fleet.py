@@ -163,8 +163,9 @@ def stage_breakdown(home: Path) -> None:
         return
     head = report.read_text().splitlines()[0]
     run_id = head.rsplit(": ", 1)[-1].strip()
-    rows = latest_per_check(Ledger().validations_for_run(run_id))
-    for line in cost_breakdown(rows, load_catalog(), Ledger()):
+    ledger = Ledger()
+    rows = latest_per_check(ledger.validations_for_run(run_id))
+    for line in cost_breakdown(rows, load_catalog(), ledger):
         print(f"    {line}")
 
 

@@ -11,7 +11,6 @@ import pytest
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.faults import parse_fault
 from gpufleet.services.validation.storage import (
-    FULL_TEST_EVERY,
     StorageValidation,
     claim_full_test,
     release_full_test,
@@ -94,7 +93,7 @@ def test_while_one_pool_runs_the_full_test_another_checks_its_own_clients(ledger
 def test_the_next_night_runs_the_full_test_again_and_an_error_is_no_full_test(ledger):
     storage(ledger, "h200-a", "night-1")
     ref = load_catalog().pool("a3u-sim", "h200-c")
-    later = datetime.now(UTC) + FULL_TEST_EVERY + timedelta(minutes=1)
+    later = datetime.now(UTC) + timedelta(hours=ref.filesystem.full_test_hours, minutes=1)
     assert claim_full_test(ledger, ref, "nightly", "night-2", ALIVE, later) is None
     ledger.validation_lock("a3u-sim", "lustre-a3u", "filesystem").release(
         "night-2", "a3u-sim/h200-c"

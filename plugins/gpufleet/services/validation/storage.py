@@ -23,7 +23,7 @@ from typing import Any
 
 from gpufleet.backends import cluster_backend
 from gpufleet.backends.base import ClusterBackend
-from gpufleet.domain.fleet import FULL_TEST_HOURS, SATURATING_CLIENTS, PoolRef
+from gpufleet.domain.fleet import SATURATING_CLIENTS, PoolRef
 from gpufleet.domain.leases import Liveness, holder_text
 from gpufleet.domain.stages import Stage
 from gpufleet.domain.validation_kinds import ValidationKind
@@ -53,7 +53,6 @@ FULL_GIB = 16  # per client, the full test
 POOL_CHECK_CLIENTS = 2  # a pool's own check: its nodes mount the filesystem and reach it
 POOL_CHECK_GIB = 1
 POOL_CHECK_RUNTIME_S = 60
-FULL_TEST_EVERY = timedelta(hours=FULL_TEST_HOURS)  # a night (full_test_every_nights 1)
 FULL = "filesystem"  # StorageState.scope of the full test (the lock's kind too)
 POOL = "pool"  # StorageState.scope of a pool check
 

@@ -12,13 +12,14 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.domain.stages import LAUNCH, ordered
+from gpufleet.domain.inputs import whole
+from gpufleet.domain.stages import LAUNCH, ordered, per_node_minutes
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.errors import GpufleetError
 from gpufleet.services.views.cells import details_of
 
 if TYPE_CHECKING:
-    from gpufleet.domain.fleet import Catalog
+    from gpufleet.domain.fleet import Catalog, Cluster, Filesystem
     from gpufleet.store import Ledger
 
 
@@ -63,9 +64,24 @@ def _stage_minutes(row: dict[str, Any] | None) -> dict[str, float]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def night_stages(rows: Iterable[dict[str, Any] | None]) -> dict[str, float]:
+    """Where a night's GPU time went: GPU-minutes per node per stage (``domain.stages``) over
+    the night's validation rows of a pool (fabric, storage, health), each row's stage figures
+    over the nodes its cost is counted on, as its ``gpu_minutes_per_node`` is; empty for rows
+    recorded before stages were."""
+    figures = []
+    for row in rows:
+        details = details_of(row)
+        nodes = details.get("cost_nodes")
+        minutes = _mapping(details.get("stages")).get("gpu_minutes")
+        if isinstance(minutes, dict) and isinstance(nodes, int) and not isinstance(nodes, bool):
+            figures.append((_stage_minutes(row), nodes))
+    return {k: round(v, 3) for k, v in per_node_minutes(figures).items()}
+
+
 def _cost_nodes(rows: Iterable[dict[str, Any]]) -> int:
     counts = [details_of(r).get("cost_nodes") for r in rows]
-    return max((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), default=0)
+    return max((c for c in counts if whole(c, 0)), default=0)
 
 
 def _level1_seconds(row: dict[str, Any]) -> list[float]:
@@ -79,29 +95,25 @@ def _level1_seconds(row: dict[str, Any]) -> list[float]:
     return out
 
 
-FULL_SCOPE = "filesystem"  # a storage row's details.scope for a filesystem's full test
-
-
-def _full_test_share(
-    catalog: Catalog, cluster: str, fs_name: str, row: dict[str, Any] | None
-) -> float:
-    """GPU-minutes per node per night of a filesystem's full test (``row``: its last, None:
-    none known): its cost once in the filesystem's ``full_test_every_nights``, over every node
-    of the cluster's pools that mount it (the catalog's counts, planned pools aside: the test
+def _full_test_share(cluster: Cluster, fs: Filesystem, row: dict[str, Any] | None) -> float:
+    """GPU-minutes per node per night of ``fs``'s full test (``row``: its last, None: none
+    known): its cost once in the filesystem's ``full_test_every_nights``, over every node of
+    ``cluster``'s pools that mount it (the catalog's counts, planned pools aside: the test
     serves them all)."""
-    entry = catalog.clusters.get(cluster)
-    if row is None or entry is None:
-        return 0.0
-    found = entry[1]
-    try:
-        fs = found.filesystem(fs_name)
-    except GpufleetError:  # the catalog no longer names it
+    if row is None:
         return 0.0
     nodes: int = sum(
-        p.nodes for p in found.node_pools if p.filesystem == fs_name and p.state != "planned"
+        p.nodes for p in cluster.node_pools if p.filesystem == fs.name and p.state != "planned"
     )
     minutes = sum(_stage_minutes(row).values())
     return minutes / fs.full_test_every_nights / nodes if nodes else 0.0
+
+
+def _failed_cost(group: list[dict[str, Any]]) -> dict[str, Any]:
+    """A failed pool's rows' whole cost per node, and the nodes it is counted over."""
+    nodes = _cost_nodes(group)
+    minutes = sum(sum(_stage_minutes(r).values()) for r in group)
+    return {"per_node": minutes / max(nodes, 1), "nodes": nodes}
 
 
 def nightly_tier(
@@ -131,6 +143,8 @@ def nightly_tier(
     burn-ins; and a health round's own pods' launch, which only a retest or a burn-in runs).
     None when no pool passed, no level-1 check ran tonight, or no stage was recorded. A pool
     the catalog no longer names is left out (``unknown``)."""
+    from gpufleet.services.validation.storage import FULL as FULL_SCOPE  # a full test's scope
+
     rows = list(rows)
     pools: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
@@ -176,10 +190,10 @@ def nightly_tier(
         own = by_kind.get(ValidationKind.STORAGE)
         if own is not None and details_of(own).get("scope", FULL_SCOPE) != FULL_SCOPE:
             totals["lustre"] += sum(_stage_minutes(own).values())
-        if ref.filesystem is not None:
-            fs = ref.filesystem.name
+        fs = ref.filesystem
+        if fs is not None:
             totals["lustre"] += nodes * _full_test_share(
-                catalog, cluster, fs, tests.get((cluster, fs))
+                ref.cluster, fs, tests.get((cluster, fs.name))
             )
         totals["level1"] += nodes * check_s * ref.pool.gpu.count / 60 / ref.pool.level1_every_nights
         for stage, value in _stage_minutes(by_kind.get(ValidationKind.HEALTH)).items():
@@ -198,14 +212,7 @@ def nightly_tier(
         "nodes": covered,
         "pools": counted,
         "levels": {k: v / covered for k, v in levels.items()},
-        "failed": {
-            f"{c}/{p}": {
-                "per_node": sum(sum(_stage_minutes(r).values()) for r in group)
-                / max(_cost_nodes(group), 1),
-                "nodes": _cost_nodes(group),
-            }
-            for (c, p), group in failed.items()
-        },
+        "failed": {f"{c}/{p}": _failed_cost(group) for (c, p), group in failed.items()},
         "unknown": unknown,
     }
 

@@ -9,14 +9,13 @@ fleet-wide readiness table is ``services.views.fleet``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.domain.stages import LAUNCH, per_node_minutes
+from gpufleet.domain.stages import LAUNCH
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.services.views.cells import details_of
-from gpufleet.services.views.cost import _mapping, _stage_minutes
+from gpufleet.services.views.cost import night_stages
 from gpufleet.services.views.fleet import (
     LAUNCH_DAG,
     NIGHTLY_DAG,
@@ -105,21 +104,6 @@ def pool_nights(ledger: Ledger, cluster: str, pool: str, limit: int) -> list[dic
             }
         )
     return nights
-
-
-def night_stages(rows: Iterable[dict[str, Any] | None]) -> dict[str, float]:
-    """Where a night's GPU time went: GPU-minutes per node per stage (``domain.stages``) over
-    the night's validation rows of a pool (fabric, storage, health), each row's stage figures
-    over the nodes its cost is counted on, as its ``gpu_minutes_per_node`` is; empty for rows
-    recorded before stages were."""
-    figures = []
-    for row in rows:
-        details = details_of(row)
-        nodes = details.get("cost_nodes")
-        minutes = _mapping(details.get("stages")).get("gpu_minutes")
-        if isinstance(minutes, dict) and isinstance(nodes, int) and not isinstance(nodes, bool):
-            figures.append((_stage_minutes(row), nodes))
-    return {k: round(v, 3) for k, v in per_node_minutes(figures).items()}
 
 
 def pool_view(
