@@ -62,6 +62,7 @@ MODULES = (
     "gpufleet.services.validation.fanout",
     "gpufleet.services.validation.run_faults",
     "gpufleet.services.validation.scope",
+    "gpufleet.services.validation.full_test",
     "gpufleet.services.validation.storage",
     "gpufleet.services.validation.unvalidated",
     "gpufleet.services.views.approvals",

@@ -10,11 +10,8 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.faults import parse_fault
-from gpufleet.services.validation.storage import (
-    StorageValidation,
-    claim_full_test,
-    release_full_test,
-)
+from gpufleet.services.validation.full_test import claim_full_test, release_full_test
+from gpufleet.services.validation.storage import StorageValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import _wait
 

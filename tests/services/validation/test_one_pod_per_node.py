@@ -17,11 +17,8 @@ from gpufleet.domain.health.tiers import weekly_day
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.services.common.collect import gpu_seconds
 from gpufleet.services.validation.fabric import FabricValidation
-from gpufleet.services.validation.storage import (
-    StorageValidation,
-    claim_full_test,
-    pool_check_duty,
-)
+from gpufleet.services.validation.full_test import claim_full_test, pool_check_duty
+from gpufleet.services.validation.storage import StorageValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import _wait, frozen_sim_clock, validate
 

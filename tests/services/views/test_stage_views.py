@@ -171,7 +171,7 @@ def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_
         _tier_row("a3u-sim/h200-b", "health", True, {"diag_r1": 8.8}, 4, [(1, 60.0)]),
         _tier_row("gone-sim/old", "fabric", True, {"sweep": 1.0}, 2),
     ]
-    # fsx-p5's full test ran an earlier night (storage.last_full_test finds it)
+    # fsx-p5's full test ran an earlier night (full_test.last_full_test finds it)
     earlier = {("p5-sim", "fsx-p5"): _tier_row("p5-sim/h100-a", "storage", True, {"io": 5.0}, 5)}
     tier = nightly_tier(rows, catalog, earlier)
     assert tier["check_s"] == 33.0 and tier["checks"] == 2  # the failed pool's 60 s left out

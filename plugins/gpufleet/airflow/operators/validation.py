@@ -254,9 +254,9 @@ class FabricValidationOperator(_WorkloadDeferring):
     def _service(self, context=None):
         """The pool's fabric validation; given the run's ``context`` and ``pool_check``, it
         runs the pool's storage check in pass 1's pods unless the filesystem's full test is
-        this pool's tonight (``storage.pool_check_duty``)."""
+        this pool's tonight (``full_test.pool_check_duty``)."""
         from gpufleet.services.validation.fabric import FabricValidation
-        from gpufleet.services.validation.storage import pool_check_duty
+        from gpufleet.services.validation.full_test import pool_check_duty
 
         ref, book = self._ref(), ledger(self.ledger_conn_id)
         duty = None
@@ -351,7 +351,8 @@ class StorageValidationOperator(_WorkloadDeferring):
         """The pool's storage validation; given the run's ``context``, it claims the
         filesystem's full test for this run when no pool ran it tonight (else it checks the
         pool's own clients, or leaves that to the fabric's pods)."""
-        from gpufleet.services.validation.storage import StorageValidation, claim_full_test
+        from gpufleet.services.validation.full_test import claim_full_test
+        from gpufleet.services.validation.storage import StorageValidation
 
         ref, book = self._ref(), ledger(self.ledger_conn_id)
         claim = None
@@ -363,7 +364,7 @@ class StorageValidationOperator(_WorkloadDeferring):
 
     def _release(self, context) -> None:
         """The pool's lock, and the filesystem's full-test lock should this run hold it."""
-        from gpufleet.services.validation.storage import release_full_test
+        from gpufleet.services.validation.full_test import release_full_test
 
         super()._release(context)
         release_full_test(ledger(self.ledger_conn_id), self._ref(), context["run_id"])
@@ -390,7 +391,7 @@ class StorageValidationOperator(_WorkloadDeferring):
 
 
 def _full_test_claim(context, dag_id: str, book, ref, rule) -> Any:
-    """``rule`` (``storage.claim_full_test`` or ``pool_check_duty``) for this run, as the
+    """``rule`` (``full_test.claim_full_test`` or ``pool_check_duty``) for this run, as the
     services call it: given the run id, why the filesystem's full test is not this pool's
     tonight, or None when it is."""
     from gpufleet.airflow.operators.runs import run_liveness

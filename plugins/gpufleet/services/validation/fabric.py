@@ -87,7 +87,7 @@ class FabricValidation(FabricHealth):
         (``steps``) when every node checked tonight runs one level and none is retested, else
         as a round of its own before the pairs. ``pool_check``: this run validates the pool's
         storage too and its pool check is to run in pass 1's pods: given the run id, why the
-        check is the pool's own tonight (``storage.pool_check_duty``), or None when the
+        check is the pool's own tonight (``full_test.pool_check_duty``), or None when the
         filesystem's full test is this pool's (its storage task runs it)."""
         self.ref = ref
         self.ledger = ledger
