@@ -27,8 +27,9 @@ most `[gpufleet] pools_per_run` pools (200 by default): more is refused, naming 
   cloud by the `remediate_nodes` task (within the pool's repair budget), or, after
   `max_repairs` repairs, handed to a person (paged). See docs/nodes.md.
 - **Storage**: fio read/write throughput on the pool's Lustre filesystem against
-  `tolerance x tier x capacity`: the filesystem's full test once a night (`validate_storage`),
-  each pool's own check in its pass-1 pods (recorded by `validate_fabric`).
+  `tolerance x tier x capacity`: the filesystem's full test once a night (`validate_storage`,
+  one per filesystem, its pools hosting it in turn), each pool's own check in its pass-1 pods
+  (recorded by `validate_fabric`).
 
 Nodes running training jobs are not disturbed. A pool another run is validating (a second
 deployment's nightly, a manual run) is skipped, naming that run: its verdict stands. A run that

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from gpufleet.airflow.ui.metrics import exposition
@@ -34,10 +36,16 @@ def fabric_row(ledger: Ledger, run_id: str, pool: str) -> dict:
 def test_healthy_fleet_passes_and_records_per_pair_figures(fleet, level1_every_night):
     """Every idle node checked at level 1 (the rotation would leave a pool with no node due on
     some nights, and its health row costing nothing: tests/services/validation/
-    test_level1_rotation.py has the rotation)."""
-    dr = run_dag(DAG)
+    test_level1_rotation.py has the rotation). The storage task runs once per filesystem: on
+    this night (an odd day number) lustre-a3u's second pool, h200-b, hosts its full test, and
+    h200-a, whose fabric task may well run first, checks its own clients without taking it."""
+    dr = run_dag(DAG, logical_date=datetime(2026, 12, 1, 2, tzinfo=UTC))
     states = task_states(dr)
     assert str(dr.state) == "success", states
+    assert sorted(k for k in states if k.startswith("validate_storage[")) == [
+        "validate_storage[0]",
+        "validate_storage[1]",
+    ]
     assert states["report"] == "success"
     ledger = Ledger()
     rows = ledger.validations_for_run(dr.run_id)
@@ -53,6 +61,8 @@ def test_healthy_fleet_passes_and_records_per_pair_figures(fleet, level1_every_n
         ("h100-a", "health"),
     }
     assert all(r["passed"] for r in rows)
+    scopes = {r["pool"]: r["details"]["scope"] for r in rows if r["kind"] == "storage"}
+    assert scopes == {"h200-a": "pool", "h200-b": "filesystem", "h100-a": "filesystem"}
     h100 = fabric_row(ledger, dr.run_id, "h100-a")
     assert h100["transport"] == "ofi-efa" and h100["nodes_tested"] == 5
     pairs = ledger.pairs(h100["id"])

@@ -103,7 +103,8 @@ def validation(
     """The validation sub-graph every DAG that validates pools shares, as one TaskGroup
     (``validation``; task ids unprefixed): ``fabric_targets`` and ``storage_targets`` (a
     ``targets`` operator, given ``kind`` and ``scope``) mapped into ``validate_fabric`` (each
-    pool's validation emits ``pool-validated``) and ``validate_storage``, each instance labelled
+    pool's validation emits ``pool-validated``) and ``validate_storage`` (as the targets map it:
+    the nightly's once per filesystem, ``scope.plan_scope``), each instance labelled
     ``cluster/pool``. ``fabric``/``storage``: the validations' own arguments;
     ``remediation``: also ``remediation_targets`` after the fabric validations and
     ``remediate_nodes`` mapped over the pools it names (the nightly's: only pools with a node

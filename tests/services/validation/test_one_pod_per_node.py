@@ -17,7 +17,11 @@ from gpufleet.domain.health.tiers import weekly_day
 from gpufleet.domain.workloads import workload_selector
 from gpufleet.services.common.collect import gpu_seconds
 from gpufleet.services.validation.fabric import FabricValidation
-from gpufleet.services.validation.full_test import claim_full_test, pool_check_duty
+from gpufleet.services.validation.full_test import (
+    claim_full_test,
+    pool_check_duty,
+    pool_check_reason,
+)
 from gpufleet.services.validation.storage import StorageValidation
 from gpufleet.store import Ledger
 from tests.support.fleet import _wait, frozen_sim_clock, validate
@@ -36,9 +40,13 @@ def ref(pool: str = POOL):
     return load_catalog().pool(CLUSTER, pool)
 
 
-def fabric(pool: str, pool_check: bool = True) -> FabricValidation:
+def fabric(pool: str, pool_check: bool = True, host: str | None = None) -> FabricValidation:
+    """``host``: another pool hosting the filesystem's full test tonight (the nightly's
+    ``full_test_host``), as the operator asks for a pool that does not host it."""
     r, book = ref(pool), Ledger()
     duty = (lambda rid: pool_check_duty(book, r, "nightly", rid, alive)) if pool_check else None
+    if pool_check and host is not None:
+        duty = lambda rid: pool_check_reason(book, r, host)  # noqa: E731
     return FabricValidation(r, book, pool_check=duty)
 
 
@@ -147,6 +155,25 @@ def test_the_pool_whose_storage_task_runs_the_full_test_runs_no_pool_check(fleet
     assert [r["details"]["scope"] for r in history] == ["filesystem"]
     # and a fabric retried after its storage task ran the full test runs no pool check
     assert pool_check_duty(Ledger(), ref(POOL), "nightly", "night-1", alive) is None
+
+
+def test_a_pool_that_does_not_host_the_full_test_checks_its_own_clients_and_never_takes_it(
+    fleet_state,
+):
+    """The nightly maps one storage task per filesystem, the host's (here h200-b's). Another
+    pool's fabric validation that begins first finds no full test standing and no one holding
+    it: it checks its own clients and leaves the full test free, which the host's storage task
+    then runs. Were it to take the full test, no storage task of its pool would run it."""
+    summary, rounds, _ = night(fabric(POOL, host=OTHER), "night-1")
+    assert summary["passed"] and rounds == 1
+    own = row(POOL, "storage")
+    assert own["details"]["scope"] == "pool" and own["passed"]
+    assert "full throughput test is a3u-sim/h200-b's tonight" in own["reasons"][-1]
+    run_full_test_elsewhere("night-1")  # the host's storage task: the full test is its own
+    full = row(OTHER, "storage")
+    assert full["details"]["scope"] == "filesystem" and full["run_id"] == "night-1"
+    # the next night (within the test's 20 hours) the same pool names the full test standing
+    assert "full throughput test ran at" in pool_check_reason(Ledger(), ref(POOL), OTHER)
 
 
 def test_slow_lustre_fails_the_pool_check_not_the_pairs(fleet_state):

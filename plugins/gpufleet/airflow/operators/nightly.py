@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     from gpufleet.store import Ledger
 
 
-def nightly_targets(
-    log: Any, regions: Any, clusters: Any, pools: Any, mode: str
+def nightly_targets(  # noqa: PLR0913  the run's scope Params, as given
+    log: Any, regions: Any, clusters: Any, pools: Any, mode: str, night: int = 0
 ) -> dict[str, list[dict[str, Any]]]:
-    """The pools a nightly validates (``plan_scope``), as the fabric and storage tasks' mapping
-    kwargs, less the clusters not created yet and the retired pools (each logged as left out).
-    A bad name or mode raises ``AirflowFailException``: retrying will not fix it."""
+    """The pools a nightly validates (``plan_scope``; ``night``, its day number, picks each
+    filesystem's full-test host), as the fabric and storage tasks' mapping kwargs, less the
+    clusters not created yet and the retired pools (each logged as left out). A bad name or
+    mode raises ``AirflowFailException``: retrying will not fix it."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from gpufleet.airflow.operators.common import ledger
@@ -34,31 +35,34 @@ def nightly_targets(
     try:
         catalog = load_catalog()
         book = ledger()
-        scope = plan_scope(
+        named = list(
+            catalog.pools(regions=regions or None, clusters=clusters or None, pools=pools or None)
+        )
+        absent = clusters_not_created(catalog, book, {r.cluster.name for r in named})
+        retired = {key for key, row in book.pool_states().items() if row["state"] == "retired"}
+        for reason in absent.values():
+            log.warning("left out: %s", reason)
+        for key in sorted(retired):
+            log.warning("left out: %s/%s is retired: remove it from the catalog", *key)
+        return plan_scope(
             catalog,
             regions=regions or None,
             clusters=clusters or None,
             pools=pools or None,
             mode=mode,
             in_service=book.transitioned_pools(),
+            leave_out=retired
+            | {(r.cluster.name, r.pool.name) for r in named if r.cluster.name in absent},
+            night=night,
         )
     except GpufleetError as exc:
         raise AirflowFailException(str(exc)) from None
-    named = {t["cluster"] for targets in scope.values() for t in targets}
-    absent = clusters_not_created(catalog, book, named)
-    for reason in absent.values():
-        log.warning("left out: %s", reason)
-    retired = {key for key, row in book.pool_states().items() if row["state"] == "retired"}
-    for key in sorted(retired):
-        log.warning("left out: %s/%s is retired: remove it from the catalog", *key)
-    return {
-        kind: [
-            t
-            for t in targets
-            if t["cluster"] not in absent and (t["cluster"], t["node_pool"]) not in retired
-        ]
-        for kind, targets in scope.items()
-    }
+
+
+def run_night(context) -> int:
+    """The run's day number (``run_after``'s, the same for each of its tasks): which pool
+    hosts each filesystem's full test (``scope.full_test_hosts``)."""
+    return context["dag_run"].run_after.date().toordinal()
 
 
 def _keys(targets: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -99,7 +103,9 @@ class ValidationTargetsOperator(BaseOperator):
         from gpufleet.errors import GpufleetError
         from gpufleet.services.validation.fanout import check_run_size
 
-        targets = nightly_targets(self.log, self.regions, self.clusters, self.pools, self.mode)
+        targets = nightly_targets(
+            self.log, self.regions, self.clusters, self.pools, self.mode, run_night(context)
+        )
         try:
             check_run_size(len(_keys(targets)), pools_per_run())
         except GpufleetError as exc:
@@ -184,7 +190,9 @@ class ClusterRunsOperator(BaseOperator):
             per_run = pools_per_run()
         except GpufleetError as exc:
             raise AirflowFailException(str(exc)) from None
-        targets = nightly_targets(self.log, self.regions, self.clusters, self.pools, self.mode)
+        targets = nightly_targets(
+            self.log, self.regions, self.clusters, self.pools, self.mode, run_night(context)
+        )
         runs = plan_cluster_runs(_keys(targets), context["run_id"], per_run)
         for run in runs:
             self.log.info("%s: %d pools (%s)", run.run_id, len(run.pools), ", ".join(run.pools))

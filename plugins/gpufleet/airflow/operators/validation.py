@@ -221,15 +221,21 @@ class FabricValidationOperator(_WorkloadDeferring):
         tolerance: float | None = None,
         max_repairs: Any = 2,
         pool_check: bool = False,
+        full_test_host: str | None = None,
         **kwargs: Any,
     ):
         """``pool_check``: this run validates the pool's storage too; its pool check runs in
-        pass 1's pods (``services.validation.steps``; the nightly's targets set it)."""
+        pass 1's pods (``services.validation.steps``; the nightly's targets set it).
+        ``full_test_host``: the pool whose storage task runs the filesystem's full test
+        tonight (``scope.full_test_hosts``); any other pool checks its own clients and never
+        takes the full test (it has no storage task to run it). None: this pool's storage task
+        may take it (a run mapping one per pool)."""
         super().__init__(**kwargs)
         self.max_quarantine_share = max_quarantine_share
         self.tolerance = tolerance
         self.max_repairs = max_repairs
         self.pool_check = pool_check
+        self.full_test_host = full_test_host
 
     def _numbers(self) -> dict[str, Any]:
         """``max_quarantine_share``, ``tolerance`` (None: the baseline's) and ``max_repairs`` as
@@ -254,14 +260,19 @@ class FabricValidationOperator(_WorkloadDeferring):
     def _service(self, context=None):
         """The pool's fabric validation; given the run's ``context`` and ``pool_check``, it
         runs the pool's storage check in pass 1's pods unless the filesystem's full test is
-        this pool's tonight (``full_test.pool_check_duty``)."""
+        this pool's tonight (``full_test.pool_check_duty``; only its host's, when the run
+        names one: ``full_test.pool_check_reason`` for the others)."""
         from gpufleet.services.validation.fabric import FabricValidation
-        from gpufleet.services.validation.full_test import pool_check_duty
+        from gpufleet.services.validation.full_test import pool_check_duty, pool_check_reason
 
         ref, book = self._ref(), ledger(self.ledger_conn_id)
         duty = None
         if context is not None and self.pool_check:
-            duty = _full_test_claim(context, self.dag_id, book, ref, pool_check_duty)
+            host = self.full_test_host
+            if host in (None, self.node_pool):
+                duty = _full_test_claim(context, self.dag_id, book, ref, pool_check_duty)
+            else:
+                duty = lambda run_id: pool_check_reason(book, ref, host)  # noqa: E731
         return FabricValidation(ref, book, pool_check=duty, **self._numbers())
 
     def execute_complete(self, context, event: dict[str, Any]):

@@ -79,12 +79,7 @@ def _claim(  # noqa: PLR0913  claim_full_test's, with the night's full test read
     fs = ref.filesystem
     assert fs is not None, f"{ref.key} mounts no filesystem"  # only a pool that mounts one asks
     if done is not None:
-        return (
-            f"filesystem {fs.name}'s full throughput test ran at "
-            f"{done['finished_at']:%Y-%m-%d %H:%M} UTC from {done['cluster']}/{done['pool']} "
-            f"(run {done['run_id']}): "
-            "this pool checked its own clients"
-        )
+        return _ran(fs.name, done)
     held, row, _lost = hold_lease(
         ledger.validation_lock(ref.cluster.name, fs.name, FULL),
         dag_id,
@@ -118,6 +113,32 @@ def pool_check_duty(
     if done is not None and done["run_id"] == run_id and done["pool"] == ref.pool.name:
         return None
     return _claim(ledger, ref, dag_id, run_id, holder_alive, now, done)
+
+
+def pool_check_reason(ledger: Ledger, ref: PoolRef, host: str, now: datetime | None = None) -> str:
+    """For a fabric validation whose pool does not host its filesystem's full test tonight
+    (``scope.full_test_hosts`` named ``host``): why its pool check is its own: the full test
+    standing, or ``host``'s to run. It never takes the full test: this pool has no storage task
+    to run it."""
+    fs = ref.filesystem
+    assert fs is not None, f"{ref.key} mounts no filesystem"  # only a pool that mounts one asks
+    done = last_full_test(ledger, ref, now or ledger.clock.now())
+    if done is not None:
+        return _ran(fs.name, done)
+    return (
+        f"filesystem {fs.name}'s full throughput test is {ref.cluster.name}/{host}'s tonight: "
+        "this pool checked its own clients"
+    )
+
+
+def _ran(fs: str, done: dict[str, Any]) -> str:
+    """Why a pool checks its own clients: ``done``, its filesystem's last full test, stands."""
+    return (
+        f"filesystem {fs}'s full throughput test ran at "
+        f"{done['finished_at']:%Y-%m-%d %H:%M} UTC from {done['cluster']}/{done['pool']} "
+        f"(run {done['run_id']}): "
+        "this pool checked its own clients"
+    )
 
 
 def release_full_test(ledger: Ledger, ref: PoolRef, run_id: str) -> None:
