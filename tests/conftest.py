@@ -101,14 +101,30 @@ def level1_every_night(tmp_path, monkeypatch) -> Path:
     """The shipped sim catalog with every pool's ``level1_every_nights`` at 1: for tests of
     the GPU health check itself, where every idle node runs ``dcgmi diag`` each night (the
     rotation has its own tests: tests/services/validation/test_level1_rotation.py)."""
+    return _catalog_copy(tmp_path, monkeypatch, "level1_every_nights")
+
+
+@pytest.fixture
+def full_test_every_night(tmp_path, monkeypatch) -> Path:
+    """The shipped sim catalog with every filesystem's ``full_test_every_nights`` at 1 (it
+    ships at 7): for tests of a night-after-night story where each night runs the full test
+    (the cadence has its own tests: tests/services/validation/test_lustre_once.py)."""
+    return _catalog_copy(tmp_path, monkeypatch, "full_test_every_nights")
+
+
+def _catalog_copy(tmp_path, monkeypatch, field: str) -> Path:
+    """The catalog in use (the shipped one, or another fixture's copy) with ``field`` at 1
+    everywhere, as this test's catalog."""
+    import os
     import re
 
     from gpufleet.config.paths import include_dir
 
-    folder = tmp_path / "catalog-every-night"
+    source = Path(os.environ.get("GPUFLEET_CATALOG_DIR") or include_dir() / "fleet")
+    folder = tmp_path / f"catalog-{field}-1"
     folder.mkdir()
-    for src in (include_dir() / "fleet").glob("*.yaml"):
-        text = re.sub(r"level1_every_nights: \d+", "level1_every_nights: 1", src.read_text())
+    for src in source.glob("*.yaml"):
+        text = re.sub(rf"{field}: \d+", f"{field}: 1", src.read_text())
         (folder / src.name).write_text(text)
     monkeypatch.setenv("GPUFLEET_CATALOG_DIR", str(folder))
     return folder

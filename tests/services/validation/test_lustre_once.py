@@ -12,6 +12,7 @@ from gpufleet.config.catalog import load_catalog
 from gpufleet.domain.faults import parse_fault
 from gpufleet.services.validation.full_test import claim_full_test, release_full_test
 from gpufleet.services.validation.storage import StorageValidation
+from gpufleet.services.views.cost import last_full_tests
 from gpufleet.store import Ledger
 from tests.support.fleet import _wait
 
@@ -100,18 +101,23 @@ def test_the_next_night_runs_the_full_test_again_and_an_error_is_no_full_test(le
     assert claim_full_test(ledger, ref, "nightly", "night-3", ALIVE) is None
 
 
+def at_cadence(every: int):
+    """h200-c's pool (lustre-a3u's third) with the filesystem tested once in ``every`` nights."""
+    base = load_catalog().pool("a3u-sim", "h200-c")
+    fs = base.filesystem.model_copy(update={"full_test_every_nights": every})
+    others = tuple(f for f in base.cluster.filesystems if f.name != fs.name)
+    cluster = base.cluster.model_copy(update={"filesystems": (*others, fs)})
+    return base.model_copy(update={"cluster": cluster})
+
+
 @pytest.mark.parametrize(("every", "stands_h"), [(1, 20), (3, 68), (7, 164)])
 def test_a_filesystem_full_test_once_in_n_nights_stands_that_long(ledger, every, stands_h):
     """``full_test_every_nights``: the full test stands 20 h and a day per further night of its
     cadence; the pools' own checks run every night meanwhile."""
     storage(ledger, "h200-a", "night-1")
-    base = load_catalog().pool("a3u-sim", "h200-c")
-    fs = base.filesystem.model_copy(update={"full_test_every_nights": every})
-    others = tuple(f for f in base.cluster.filesystems if f.name != fs.name)
-    cluster = base.cluster.model_copy(update={"filesystems": (*others, fs)})
-    ref = base.model_copy(update={"cluster": cluster})
+    ref = at_cadence(every)
     assert ref.filesystem.full_test_every_nights == every
-    assert fs.full_test_hours == stands_h
+    assert ref.filesystem.full_test_hours == stands_h
     start = datetime.now(UTC)
     before = start + timedelta(hours=stands_h) - timedelta(minutes=5)
     assert "full throughput test ran" in claim_full_test(
@@ -119,6 +125,48 @@ def test_a_filesystem_full_test_once_in_n_nights_stands_that_long(ledger, every,
     )
     after = start + timedelta(hours=stands_h, minutes=1)
     assert claim_full_test(ledger, ref, "nightly", "night-3", ALIVE, after) is None
+
+
+def test_a_pool_check_that_fails_makes_a_weekly_full_test_due_again(ledger):
+    """Tested once a week, the filesystem is tested again the night after any pool's own
+    clients read short: the full test tells a filesystem below its tier from one pool's route."""
+    from gpufleet.backends.faults import fault_injection
+
+    full = storage(ledger, "h200-a", "night-1")
+    ref, tomorrow = at_cadence(7), datetime.now(UTC) + timedelta(days=1)
+    assert "full throughput test ran" in claim_full_test(
+        ledger, ref, "nightly", "night-2", ALIVE, tomorrow
+    )
+    passed = storage(ledger, "h200-b", "night-1")  # a pool check that passes changes nothing
+    assert passed["details"]["scope"] == "pool" and passed["passed"]
+    assert "full throughput test ran" in claim_full_test(
+        ledger, ref, "nightly", "night-2", ALIVE, tomorrow
+    )
+    fault_injection(ref.cluster).inject("h200-b", parse_fault("lustre-slow:0.5"))
+    short = storage(ledger, "h200-b", "night-1b")
+    assert short["details"]["scope"] == "pool" and not short["passed"]
+    assert claim_full_test(ledger, ref, "nightly", "night-2", ALIVE, tomorrow) is None
+    # the night's cost still shares out the full test that ran (the shipped catalog's 7)
+    assert load_catalog().pool("a3u-sim", "h200-a").filesystem.full_test_every_nights == 7
+    shared = last_full_tests(ledger, load_catalog(), [short])[("a3u-sim", "lustre-a3u")]
+    assert shared is not None and shared["id"] == full["id"]
+
+
+def test_a_full_test_that_failed_stands_its_night_only(ledger):
+    from gpufleet.backends.faults import fault_injection
+
+    ref = at_cadence(7)
+    fault_injection(ref.cluster).inject("h200-a", parse_fault("lustre-slow:0.3"))
+    failed = storage(ledger, "h200-a", "night-1")
+    assert failed["details"]["scope"] == "filesystem" and not failed["passed"]
+    start = datetime.now(UTC)
+    assert "full throughput test ran" in claim_full_test(
+        ledger, ref, "nightly", "night-1b", ALIVE, start + timedelta(hours=19)
+    )
+    assert (
+        claim_full_test(ledger, ref, "nightly", "night-2", ALIVE, start + timedelta(hours=21))
+        is None
+    )
 
 
 @pytest.mark.parametrize("bad", [0, 8, True, "2", 1.5])

@@ -9,7 +9,6 @@ import pytest
 
 from gpufleet.config.catalog import load_catalog
 from gpufleet.store import Ledger
-from tests.support.fleet import ROOT
 from tests.support.prometheus import families_written_back
 
 CLUSTER, POOL = "a3u-sim", "h200-a"
@@ -135,7 +134,9 @@ def _tier_row(pool, kind, passed, minutes, nodes, checks=None, **details):
     return {"cluster": cluster, "pool": name, "kind": kind, "passed": passed, "details": details}
 
 
-def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_ran(tmp_path):
+def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_ran(
+    tmp_path, full_test_every_night
+):
     """Over the pools that passed: fabric and the pools' own Lustre checks as measured tonight;
     each filesystem's last full test (tonight's, whoever ran it, or an earlier night's) once in
     its ``full_test_every_nights`` over the nodes of its pools; level 1 at the mean measured
@@ -143,13 +144,10 @@ def test_the_nightly_tier_is_level_1_and_the_full_test_at_their_share_plus_what_
     pools, the higher diag levels and a pool the catalog lost are said beside it."""
     from gpufleet.services.views.cost import cost_breakdown, nightly_tier
 
-    text = (ROOT / "include" / "fleet" / "sim.yaml").read_text()
-    assert text.count("mount_path: /fsx\n") == 1
-    (tmp_path / "sim.yaml").write_text(
-        text.replace(
-            "mount_path: /fsx\n", "mount_path: /fsx\n            full_test_every_nights: 4\n"
-        )
-    )
+    text = (full_test_every_night / "sim.yaml").read_text()  # every filesystem at 1
+    fsx = "mount_path: /fsx\n            full_test_every_nights: 1"
+    assert text.count(fsx) == 1
+    (tmp_path / "sim.yaml").write_text(text.replace(fsx, fsx[:-1] + "4"))
     catalog = load_catalog(tmp_path)  # the sim fleet: 8 GPUs a node, level 1 once in 4 nights
     assert catalog.pool("a3u-sim", "h200-a").pool.level1_every_nights == 4
     a3u = {"scope": "filesystem", "filesystem": "lustre-a3u"}
@@ -246,7 +244,7 @@ def test_the_nightly_tier_reads_past_hostile_rows(hostile):
         cost_breakdown([*good, bad], catalog)  # no error either
 
 
-def test_the_nightly_report_has_the_tier_as_a_section(fleet_state):
+def test_the_nightly_report_has_the_tier_as_a_section(fleet_state, full_test_every_night):
     """The report the nightly writes (and the UI's run tab renders) says the tier too, in its
     Markdown and its HTML; a run whose rows record no stages has no such section."""
     from gpufleet.domain.verdicts import latest_per_check

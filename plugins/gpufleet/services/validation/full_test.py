@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpufleet.domain.fleet import PoolRef
+from gpufleet.domain.fleet import FULL_TEST_HOURS, PoolRef
 from gpufleet.domain.leases import Liveness, holder_text
 from gpufleet.domain.validation_kinds import ValidationKind
 from gpufleet.services.common.leases import hold_lease
@@ -24,30 +24,56 @@ POOL = "pool"  # StorageState.scope of a pool check
 
 
 def last_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any] | None:
+    """The full test of ``ref``'s filesystem that stands at ``now`` (``newest_full_test``), if
+    it still does: past its own night (``FULL_TEST_HOURS``) only a full test that passed
+    stands, and a pool check that **failed** after it (any pool's) voids it. Either way the
+    next validation runs the full test again, to tell a filesystem that fell short from one
+    pool's route to it: a filesystem tested once in ``full_test_every_nights`` is tested again
+    the night after its full test failed or a pool's own clients read short."""
+    found, short = _full_tests(ledger, ref, now)
+    if found is None or any(i > found["id"] for i in short):
+        return None  # none, or a pool's own clients read short since: test it again
+    if found["verdict"] == "fail" and found["finished_at"] < now - timedelta(hours=FULL_TEST_HOURS):
+        return None  # it failed on a night before this one: test it again
+    return found
+
+
+def newest_full_test(ledger: Ledger, ref: PoolRef, now: datetime) -> dict[str, Any] | None:
     """The newest full test of ``ref``'s filesystem (by any pool of its cluster mounting it)
-    that reached a verdict within its ``full_test_hours`` of ``now``. Per pool, its newest storage
-    row that is not its own pool check decides (a pool check, recorded by its fabric
-    validation, is often newer than the full test and never hides it; an error after the full
-    test, a try that could not finish, leaves the pool no full test); a row from before pool
-    checks existed (no ``scope``) was a full test."""
+    that reached a verdict within its ``full_test_hours`` of ``now``, standing or not: what a
+    night's cost shares out (``views.cost``). Per pool, its newest storage row that is not its
+    own pool check decides (a pool check, recorded by its fabric validation, is often newer
+    than the full test and never hides it; an error after the full test, a try that could not
+    finish, leaves the pool no full test); a row from before pool checks existed (no
+    ``scope``) was a full test."""
+    return _full_tests(ledger, ref, now)[0]
+
+
+def _full_tests(
+    ledger: Ledger, ref: PoolRef, now: datetime
+) -> tuple[dict[str, Any] | None, list[int]]:
+    """(``newest_full_test``, the ids of the filesystem's failed pool checks in its window)."""
     fs = ref.filesystem
     if fs is None:
-        return None
+        return None, []
     pools = [p.name for p in ref.cluster.node_pools if p.filesystem == fs.name]
     rows = ledger.validations_since(
         ref.cluster.name, pools, ValidationKind.STORAGE, now - timedelta(hours=fs.full_test_hours)
     )
     decided: dict[str, dict[str, Any] | None] = {}
+    short: list[int] = []
     for r in rows:  # newest first
+        scope = (r.get("details") or {}).get("scope", FULL)
+        if scope == POOL and r["verdict"] == "fail":
+            short.append(r["id"])
         if r["pool"] in decided:
             continue
         judged = r["verdict"] in ("pass", "fail")
-        scope = (r.get("details") or {}).get("scope", FULL)
         if judged and scope == POOL:
             continue  # the pool's own check: look further back
         decided[r["pool"]] = r if judged and scope == FULL else None
     found = [r for r in decided.values() if r is not None]
-    return max(found, key=lambda r: r["id"], default=None)
+    return max(found, key=lambda r: r["id"], default=None), short
 
 
 def claim_full_test(

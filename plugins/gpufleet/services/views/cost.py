@@ -129,7 +129,7 @@ def nightly_tier(
       pool's validations covered);
     - ``lustre``: their own checks as measured tonight, plus each filesystem's full test at its
       share: its last run's cost (tonight's row, else ``full_tests``: (cluster, filesystem) ->
-      its last full test's row, ``full_test.last_full_test``) once in the filesystem's
+      its last full test's row, ``full_test.newest_full_test``) once in the filesystem's
       ``full_test_every_nights``, over every node of the pools mounting it. A night's own
       figure is a draw (which pool ran it; none on the nights between);
     - ``level1``: ``dcgmi diag -r 1`` at its **measured** seconds a check tonight (the mean of
@@ -221,8 +221,9 @@ def last_full_tests(
     ledger: Ledger, catalog: Catalog, rows: Iterable[dict[str, Any]]
 ) -> dict[tuple[str, str], dict[str, Any] | None]:
     """Each filesystem of the rows' pools -> its last full test standing when the rows' run
-    finished (``full_test.last_full_test``; None: none): what ``nightly_tier`` shares out."""
-    from gpufleet.services.validation.full_test import last_full_test
+    finished (``full_test.newest_full_test``, standing or not; None: none): what
+    ``nightly_tier`` shares out."""
+    from gpufleet.services.validation.full_test import newest_full_test
 
     rows = list(rows)
     ends = [r["finished_at"] for r in rows if isinstance(r.get("finished_at"), datetime)]
@@ -234,7 +235,7 @@ def last_full_tests(
         except GpufleetError:
             continue
         if ref.filesystem is not None and (cluster, ref.filesystem.name) not in out:
-            out[(cluster, ref.filesystem.name)] = last_full_test(ledger, ref, now)
+            out[(cluster, ref.filesystem.name)] = newest_full_test(ledger, ref, now)
     return out
 
 
